@@ -1,0 +1,72 @@
+package query
+
+import "github.com/sluicehq/sluice/row"
+
+// Column is one output column.
+type Column struct {
+	Name string
+	Kind row.Kind
+}
+
+// Output column names for a window.
+const (
+	WindowStart = "window_start"
+	WindowEnd   = "window_end"
+)
+
+// InputSchema returns the declared source columns with their kinds.
+func (s *Spec) InputSchema() []Column {
+	cols := make([]Column, 0, len(s.Source.Schema))
+	for _, f := range s.Source.Schema {
+		k, _ := row.ParseKind(f.Type)
+		cols = append(cols, Column{Name: f.Name, Kind: k})
+	}
+	return cols
+}
+
+// OutputSchema returns the columns of the query's output rows: for an
+// aggregation, window_start and window_end (if windowed), the groupBy
+// columns, then the measures; without one, the input columns. It assumes a
+// validated spec.
+func (s *Spec) OutputSchema() []Column {
+	in := s.InputSchema()
+	kindOf := func(name string) row.Kind {
+		for _, c := range in {
+			if c.Name == name {
+				return c.Kind
+			}
+		}
+		return row.Null
+	}
+	if s.Aggregate == nil {
+		return in
+	}
+	var out []Column
+	if s.Aggregate.Window != nil {
+		out = append(out, Column{WindowStart, row.Timestamp}, Column{WindowEnd, row.Timestamp})
+	}
+	for _, g := range s.Aggregate.GroupBy {
+		out = append(out, Column{g, kindOf(g)})
+	}
+	for _, m := range s.Aggregate.Measures {
+		out = append(out, Column{m.Name, MeasureKind(m.Fn, kindOf(m.Column))})
+	}
+	return out
+}
+
+// MeasureKind is the output kind of a measure function over a column kind.
+func MeasureKind(fn string, col row.Kind) row.Kind {
+	switch fn {
+	case FnCount, FnApproxCountDistinct:
+		return row.Long
+	case FnAvg:
+		return row.Double
+	case FnSum:
+		if col == row.Double {
+			return row.Double
+		}
+		return row.Long
+	default: // min, max
+		return col
+	}
+}

@@ -1,0 +1,308 @@
+package query
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Spec is a streaming query as submitted: declarative data that any process
+// can run without shipping code. Field names follow Spark's option names.
+// Build one from Go or load it with Parse; call Validate before running it.
+type Spec struct {
+	Name               string      `json:"name"`
+	Environment        Environment `json:"environment,omitempty"`
+	Source             Source      `json:"source"`
+	Watermark          *Watermark  `json:"watermark,omitempty"`
+	Aggregate          *Aggregate  `json:"aggregate,omitempty"`
+	OutputMode         OutputMode  `json:"outputMode"`
+	NoDataMicroBatches *bool       `json:"noDataMicroBatches,omitempty"`
+	Sink               Sink        `json:"sink"`
+	CheckpointLocation string      `json:"checkpointLocation"`
+	Trigger            Trigger     `json:"trigger,omitempty"`
+	// ShufflePartitions is the number of state partitions; frozen in the
+	// checkpoint. Zero means DefaultShufflePartitions.
+	ShufflePartitions int `json:"shufflePartitions,omitempty"`
+	// StateStore is the state provider: "memory" (default) or "pebble";
+	// frozen in the checkpoint.
+	StateStore string `json:"stateStore,omitempty"`
+	// BadRecordsPath receives malformed records; empty means
+	// <checkpoint>/bad_records.
+	BadRecordsPath string `json:"badRecordsPath,omitempty"`
+	// MinBatchesToRetain is how many committed versions of log and state are
+	// kept; zero means DefaultMinBatchesToRetain (Spark's default, 100).
+	MinBatchesToRetain int `json:"minBatchesToRetain,omitempty"`
+	// SnapshotInterval is how many deltas a state partition writes between
+	// snapshots; zero means DefaultSnapshotInterval (Spark's
+	// minDeltasForSnapshot, 10).
+	SnapshotInterval int `json:"stateSnapshotInterval,omitempty"`
+}
+
+// Defaults applied by Spec.WithDefaults.
+const (
+	DefaultShufflePartitions  = 8
+	DefaultMinBatchesToRetain = 100
+	DefaultSnapshotInterval   = 10
+	DefaultStateStore         = "memory"
+	DefaultFormat             = "json"
+)
+
+// Environment marks a query as a lab or production query.
+type Environment string
+
+const (
+	Lab        Environment = "lab"
+	Production Environment = "production"
+)
+
+// OutputMode is Spark's output mode.
+type OutputMode string
+
+const (
+	Append   OutputMode = "append"
+	Update   OutputMode = "update"
+	Complete OutputMode = "complete"
+)
+
+// Source: exactly one of Kafka, File, Generator.
+type Source struct {
+	Kafka     *KafkaSource     `json:"kafka,omitempty"`
+	File      *FileSource      `json:"file,omitempty"`
+	Generator *GeneratorSource `json:"generator,omitempty"`
+	Format    string           `json:"format,omitempty"`
+	Schema    []Field          `json:"schema,omitempty"`
+}
+
+// Field is one column of the declared schema. Nullable defaults to true.
+type Field struct {
+	Name     string `json:"name"`
+	Type     string `json:"type"`
+	Nullable *bool  `json:"nullable,omitempty"`
+}
+
+// IsNullable reports the field's nullability (default true).
+func (f Field) IsNullable() bool { return f.Nullable == nil || *f.Nullable }
+
+// KafkaSource holds Spark's Kafka source options.
+type KafkaSource struct {
+	BootstrapServers string `json:"bootstrapServers"`
+	Subscribe        string `json:"subscribe,omitempty"`
+	SubscribePattern string `json:"subscribePattern,omitempty"`
+	// Assign is a JSON map of topic to partitions, as in Spark.
+	Assign string `json:"assign,omitempty"`
+	// StartingOffsets is "earliest", "latest" or a JSON map
+	// topic -> partition -> offset (-2 earliest, -1 latest).
+	StartingOffsets      string `json:"startingOffsets,omitempty"`
+	FailOnDataLoss       *bool  `json:"failOnDataLoss,omitempty"`
+	MaxOffsetsPerTrigger int64  `json:"maxOffsetsPerTrigger,omitempty"`
+	MinPartitions        int    `json:"minPartitions,omitempty"`
+	CommitOffsetsToGroup string `json:"commitOffsetsToGroup,omitempty"`
+	// Options holds the "kafka."-prefixed client options, prefix removed.
+	Options map[string]string `json:"options,omitempty"`
+}
+
+// FailsOnDataLoss reports failOnDataLoss (default true).
+func (k KafkaSource) FailsOnDataLoss() bool { return k.FailOnDataLoss == nil || *k.FailOnDataLoss }
+
+// FileSource reads JSON-lines files from a directory, new files in name order.
+type FileSource struct {
+	Path               string `json:"path"`
+	MaxFilesPerTrigger int    `json:"maxFilesPerTrigger,omitempty"`
+}
+
+// GeneratorSource produces synthetic course events, deterministic from Seed.
+type GeneratorSource struct {
+	RowsPerSecond int64 `json:"rowsPerSecond"`
+	// Rows bounds the total number of rows; zero means unbounded.
+	Rows    int64 `json:"rows,omitempty"`
+	Courses int   `json:"courses,omitempty"`
+	// LateFraction of the events get an event time older than the current
+	// watermark delay would accept.
+	LateFraction float64  `json:"lateFraction,omitempty"`
+	Jitter       Duration `json:"jitter,omitempty"`
+	Seed         int64    `json:"seed,omitempty"`
+	// StartTime is the event time of the first row (RFC 3339); default
+	// 2026-01-01T00:00:00Z.
+	StartTime string `json:"startTime,omitempty"`
+	// EventTimePerRow is how far event time advances per row; default
+	// 1s/rowsPerSecond (event time follows wall time).
+	EventTimePerRow Duration `json:"eventTimePerRow,omitempty"`
+	// MaxRowsPerTrigger caps a batch; zero means no cap.
+	MaxRowsPerTrigger int64 `json:"maxRowsPerTrigger,omitempty"`
+}
+
+// Watermark declares event-time lateness: rows older than
+// max(event_time) - Delay are late.
+type Watermark struct {
+	Column string   `json:"column"`
+	Delay  Duration `json:"delay"`
+}
+
+// Aggregate is a grouped aggregation, optionally over an event-time window.
+type Aggregate struct {
+	Window   *Window   `json:"window,omitempty"`
+	GroupBy  []string  `json:"groupBy,omitempty"`
+	Measures []Measure `json:"measures,omitempty"`
+}
+
+// Window is Spark's window(column, size, slide, startTime).
+type Window struct {
+	Column    string   `json:"column"`
+	Size      Duration `json:"size"`
+	Slide     Duration `json:"slide,omitempty"`
+	StartTime Duration `json:"startTime,omitempty"`
+}
+
+// SlideOrSize returns the slide, or the size for a tumbling window.
+func (w Window) SlideOrSize() Duration {
+	if w.Slide == 0 {
+		return w.Size
+	}
+	return w.Slide
+}
+
+// Measure is one aggregate output column.
+type Measure struct {
+	Name   string `json:"name"`
+	Fn     string `json:"fn"`
+	Column string `json:"column,omitempty"`
+}
+
+// Measure functions.
+const (
+	FnCount               = "count"
+	FnSum                 = "sum"
+	FnMin                 = "min"
+	FnMax                 = "max"
+	FnAvg                 = "avg"
+	FnApproxCountDistinct = "approx_count_distinct"
+)
+
+// Sink: exactly one of Parquet, JSONBatches, Console.
+type Sink struct {
+	Parquet     *ParquetSink     `json:"parquet,omitempty"`
+	JSONBatches *JSONBatchesSink `json:"jsonBatches,omitempty"`
+	Console     *ConsoleSink     `json:"console,omitempty"`
+}
+
+// ParquetSink is the exactly-once file sink (append only).
+type ParquetSink struct {
+	Path        string `json:"path"`
+	PartitionBy string `json:"partitionBy,omitempty"`
+}
+
+// JSONBatchesSink is the idempotent per-batch directory writer.
+type JSONBatchesSink struct {
+	Path string `json:"path"`
+}
+
+// ConsoleSink prints rows for labs.
+type ConsoleSink struct{}
+
+// Trigger: one of ProcessingTime, AvailableNow, Once. A zero Trigger runs
+// batches back to back (Spark's default trigger). Continuous is parsed only
+// so it can be refused with a reason.
+type Trigger struct {
+	ProcessingTime Duration `json:"processingTime,omitempty"`
+	AvailableNow   bool     `json:"availableNow,omitempty"`
+	Once           bool     `json:"once,omitempty"`
+	Continuous     Duration `json:"continuous,omitempty"`
+}
+
+// NoDataBatches reports noDataMicroBatches (default true).
+func (s *Spec) NoDataBatches() bool { return s.NoDataMicroBatches == nil || *s.NoDataMicroBatches }
+
+// WithDefaults returns a copy of s with defaults filled in.
+func (s Spec) WithDefaults() Spec {
+	if s.ShufflePartitions == 0 {
+		s.ShufflePartitions = DefaultShufflePartitions
+	}
+	if s.StateStore == "" {
+		s.StateStore = DefaultStateStore
+	}
+	if s.MinBatchesToRetain == 0 {
+		s.MinBatchesToRetain = DefaultMinBatchesToRetain
+	}
+	if s.SnapshotInterval == 0 {
+		s.SnapshotInterval = DefaultSnapshotInterval
+	}
+	if s.Source.Format == "" {
+		s.Source.Format = DefaultFormat
+	}
+	if s.Environment == "" {
+		s.Environment = Lab
+	}
+	return s
+}
+
+// Duration is a time.Duration that reads Go style ("10s", "5m") or Spark
+// style ("10 minutes", "1 hour", "30 seconds"), and writes Go style.
+type Duration time.Duration
+
+// D returns the duration as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Micros returns the duration in microseconds.
+func (d Duration) Micros() int64 { return time.Duration(d).Microseconds() }
+
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		var n json.Number
+		if err2 := json.Unmarshal(b, &n); err2 != nil {
+			return fmt.Errorf("duration must be a string like \"10s\" or \"10 minutes\": %s", b)
+		}
+		return fmt.Errorf("duration %s has no unit: write \"%ss\" or \"%s seconds\"", n, n, n)
+	}
+	v, err := ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+var sparkUnits = map[string]time.Duration{
+	"microsecond": time.Microsecond, "microseconds": time.Microsecond,
+	"millisecond": time.Millisecond, "milliseconds": time.Millisecond,
+	"second": time.Second, "seconds": time.Second,
+	"minute": time.Minute, "minutes": time.Minute,
+	"hour": time.Hour, "hours": time.Hour,
+	"day": 24 * time.Hour, "days": 24 * time.Hour,
+	"week": 7 * 24 * time.Hour, "weeks": 7 * 24 * time.Hour,
+}
+
+// ParseDuration reads "10s", "1h30m", "10 minutes", "1 hour 30 minutes" or
+// "interval 10 minutes".
+func ParseDuration(s string) (time.Duration, error) {
+	t := strings.TrimSpace(strings.ToLower(s))
+	if t == "" {
+		return 0, fmt.Errorf("empty duration")
+	}
+	if d, err := time.ParseDuration(t); err == nil {
+		return d, nil
+	}
+	fields := strings.Fields(strings.TrimPrefix(t, "interval "))
+	if len(fields) == 0 || len(fields)%2 != 0 {
+		return 0, fmt.Errorf("duration %q: want Go style (\"10m\") or Spark style (\"10 minutes\")", s)
+	}
+	var total time.Duration
+	for i := 0; i < len(fields); i += 2 {
+		n, err := strconv.ParseInt(fields[i], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("duration %q: %q is not a whole number", s, fields[i])
+		}
+		unit, ok := sparkUnits[fields[i+1]]
+		if !ok {
+			return 0, fmt.Errorf("duration %q: unknown unit %q", s, fields[i+1])
+		}
+		total += time.Duration(n) * unit
+	}
+	return total, nil
+}

@@ -1,0 +1,164 @@
+package row
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// Kind is the type of a Value. The zero Kind is Null.
+type Kind uint8
+
+// The kinds a value can have; they match the schema types of a query.
+const (
+	Null Kind = iota
+	String
+	Long
+	Double
+	Bool
+	Timestamp
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Null:
+		return "null"
+	case String:
+		return "string"
+	case Long:
+		return "long"
+	case Double:
+		return "double"
+	case Bool:
+		return "boolean"
+	case Timestamp:
+		return "timestamp"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// ParseKind maps a schema type name to a Kind.
+func ParseKind(s string) (Kind, bool) {
+	switch s {
+	case "string":
+		return String, true
+	case "long":
+		return Long, true
+	case "double":
+		return Double, true
+	case "boolean":
+		return Bool, true
+	case "timestamp":
+		return Timestamp, true
+	}
+	return Null, false
+}
+
+// Value is one typed cell. I holds longs, booleans (0 or 1) and timestamps
+// (microseconds since the epoch); F holds doubles; S holds strings.
+// Values are small and passed by value; a zero Value is null.
+type Value struct {
+	Kind Kind
+	I    int64
+	F    float64
+	S    string
+}
+
+// Row is one record: values in schema order.
+type Row []Value
+
+// Constructors.
+func StringValue(s string) Value    { return Value{Kind: String, S: s} }
+func LongValue(i int64) Value       { return Value{Kind: Long, I: i} }
+func DoubleValue(f float64) Value   { return Value{Kind: Double, F: f} }
+func TimestampValue(us int64) Value { return Value{Kind: Timestamp, I: us} }
+func TimeValue(t time.Time) Value   { return Value{Kind: Timestamp, I: t.UnixMicro()} }
+func BoolValue(b bool) Value {
+	if b {
+		return Value{Kind: Bool, I: 1}
+	}
+	return Value{Kind: Bool}
+}
+
+// IsNull reports whether v is null.
+func (v Value) IsNull() bool { return v.Kind == Null }
+
+// Time returns a timestamp value as a UTC time.
+func (v Value) Time() time.Time { return time.UnixMicro(v.I).UTC() }
+
+// Float returns a numeric value as a float64.
+func (v Value) Float() float64 {
+	if v.Kind == Double {
+		return v.F
+	}
+	return float64(v.I)
+}
+
+// Compare orders two values of the same kind; null sorts first. Values of
+// different kinds order by kind.
+func Compare(a, b Value) int {
+	if a.Kind != b.Kind {
+		if a.Kind < b.Kind {
+			return -1
+		}
+		return 1
+	}
+	switch a.Kind {
+	case Null:
+		return 0
+	case String:
+		switch {
+		case a.S < b.S:
+			return -1
+		case a.S > b.S:
+			return 1
+		}
+		return 0
+	case Double:
+		switch {
+		case a.F < b.F:
+			return -1
+		case a.F > b.F:
+			return 1
+		case math.IsNaN(a.F) && !math.IsNaN(b.F):
+			return 1
+		case !math.IsNaN(a.F) && math.IsNaN(b.F):
+			return -1
+		}
+		return 0
+	default:
+		switch {
+		case a.I < b.I:
+			return -1
+		case a.I > b.I:
+			return 1
+		}
+		return 0
+	}
+}
+
+// String renders a value for logs and the console sink.
+func (v Value) String() string {
+	switch v.Kind {
+	case Null:
+		return "null"
+	case String:
+		return v.S
+	case Long:
+		return strconv.FormatInt(v.I, 10)
+	case Double:
+		return strconv.FormatFloat(v.F, 'g', -1, 64)
+	case Bool:
+		return strconv.FormatBool(v.I != 0)
+	case Timestamp:
+		return FormatTimestamp(v.I)
+	}
+	return "?"
+}
+
+// FormatTimestamp renders microseconds since the epoch as RFC 3339 in UTC,
+// with as many fraction digits as needed.
+func FormatTimestamp(us int64) string {
+	return time.UnixMicro(us).UTC().Format(time.RFC3339Nano)
+}

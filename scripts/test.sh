@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs the whole test suite. Installs what the tests need first (the
+# S3-compatible test server) into a cache folder outside the repository, so
+# a fresh machine with only Go needs nothing else.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cache="${SLUICE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice}"
+mkdir -p "$cache/bin"
+VERSITYGW_VERSION=v1.8.0
+gw="$cache/bin/versitygw-$VERSITYGW_VERSION"
+if [ ! -x "$gw" ]; then
+  echo "installing versitygw $VERSITYGW_VERSION into $cache/bin (a few minutes, once)" >&2
+  tmp=$(mktemp -d)
+  GOBIN="$tmp" GOFLAGS=-mod=mod go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
+  mv "$tmp/versitygw" "$gw"
+  rmdir "$tmp"
+fi
+export SLUICE_VERSITYGW="$gw"
+
+go vet ./...
+go test -count=1 -timeout 20m "$@" ./...

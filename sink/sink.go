@@ -1,0 +1,48 @@
+// Package sink defines where a batch's output rows go. Implementations live
+// in sub-packages: parquet (exactly-once files), jsonbatches (idempotent
+// per-batch directories), console.
+package sink
+
+import (
+	"context"
+
+	"github.com/sluicehq/sluice/row"
+)
+
+// Batch identifies the batch being written.
+type Batch struct {
+	QueryID string
+	ID      int64
+}
+
+// FileSink is written by reduce tasks, wherever they run, and committed by
+// the driver.
+//
+// WritePartition must be deterministic: writing the same (batch, partition,
+// rows) again rewrites the same objects with the same bytes, so a re-run
+// batch leaves the output exactly as a run that never failed. It returns the
+// keys it wrote, relative to the sink's root. Rows arrive sorted.
+//
+// Commit records the batch's files in the sink log (_sink_log/N) with
+// create-if-absent; an entry already written by the same query id for the
+// same batch is success (a re-run), one from another writer is an error.
+// Committed reports whether the log already holds the batch.
+type FileSink interface {
+	WritePartition(ctx context.Context, b Batch, partition int, rows []row.Row) ([]string, error)
+	Committed(ctx context.Context, batchID int64) (bool, error)
+	Commit(ctx context.Context, b Batch, files []string) error
+}
+
+// BatchWriter is foreachBatch: called on the driver with all of a batch's
+// output rows. It may be called more than once for one batch id (a batch
+// that failed after writing is re-run), so it is at-least-once unless the
+// writer is idempotent on batchID.
+type BatchWriter interface {
+	WriteBatch(ctx context.Context, batchID int64, rows []row.Row) error
+}
+
+// PartitionedBatchWriter is optional for a BatchWriter: it receives the rows
+// split by state partition (parts[p] holds partition p's rows, sorted).
+type PartitionedBatchWriter interface {
+	WriteBatchParts(ctx context.Context, batchID int64, parts [][]row.Row) error
+}

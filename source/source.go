@@ -1,0 +1,85 @@
+// Package source defines how the driver plans offset ranges and how map
+// tasks read them. Implementations live in sub-packages: file, generator,
+// kafka.
+//
+// Offsets are JSON documents owned by each source (Spark's
+// {"topic":{"0":42}} for Kafka). They are written verbatim into offsets/N,
+// so they must marshal canonically: the same position always gives the same
+// bytes. The engine never interprets them; it only stores them, compares
+// them with bytes.Equal, and hands them back.
+package source
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Offset is a source position, a canonical JSON document.
+type Offset = json.RawMessage
+
+// Split is one read task's share of a batch: a file list, a Kafka partition
+// range, a row range. Desc is the source's own JSON description; it must be
+// enough for Read in another process.
+type Split struct {
+	ID   string          `json:"id"`
+	Desc json.RawMessage `json:"desc"`
+}
+
+// Record is one input record as Read hands it to its callback. Its slices
+// are valid only during the callback.
+type Record struct {
+	// Value is the payload, one JSON document.
+	Value []byte
+	// Part names where the record came from (a file name, "topic-3"), and
+	// Offset its position there (line number, Kafka offset), for bad-record
+	// reports.
+	Part   string
+	Offset int64
+	// Kafka columns; zero for other sources.
+	Key       []byte
+	Topic     string
+	Partition int32
+	// Timestamp is the broker timestamp, microseconds since the epoch.
+	Timestamp int64
+}
+
+// Source plans offset ranges and reads them.
+//
+// Planning (Initial, Latest, Next, Splits) runs on the driver; Read runs in
+// map tasks, possibly in another process that built its own Source from the
+// same spec. A re-run of a batch calls Splits and Read with the offsets
+// logged the first time, so Read of a given split must return the same
+// records every time (or fail, e.g. with a data-loss error).
+type Source interface {
+	// Initial returns the start position of a query whose checkpoint has no
+	// offsets (Kafka's startingOffsets).
+	Initial(ctx context.Context) (Offset, error)
+	// Latest returns the end of the data available at now, at or after
+	// start. availableNow drains up to the Latest taken when it starts.
+	Latest(ctx context.Context, start Offset, now time.Time) (Offset, error)
+	// Next returns the end of the next batch from start: no further than
+	// limit and within the source's per-trigger cap (maxOffsetsPerTrigger,
+	// maxFilesPerTrigger). An end equal to start means no new data.
+	Next(ctx context.Context, start, limit Offset) (Offset, error)
+	// Splits divides the range [start, end) into read tasks. An empty range
+	// has no splits.
+	Splits(ctx context.Context, start, end Offset) ([]Split, error)
+	// Read calls fn for every record of the split, in order. An error from
+	// fn stops the read and is returned.
+	Read(ctx context.Context, split Split, fn func(*Record) error) error
+	// Close releases connections. It is idempotent.
+	Close() error
+}
+
+// Lag is optional: sources that can tell how far behind the end offset is.
+type Lag interface {
+	// Lag returns, per source partition and in total, latest minus end.
+	Lag(ctx context.Context, end Offset) (perPartition map[string]int64, total int64, err error)
+}
+
+// Skipped is optional: sources that skip data (failOnDataLoss: false)
+// report how many offsets a batch range skipped.
+type Skipped interface {
+	SkippedOffsets(start, end Offset) int64
+}
