@@ -1,0 +1,253 @@
+package agg
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/axiomhq/hyperloglog"
+
+	"github.com/sluicehq/sluice/query"
+	"github.com/sluicehq/sluice/row"
+)
+
+// Acc is one measure's accumulator for one group. Which fields are used
+// depends on the function:
+//
+//	count                  N
+//	sum                    Has, I (long) or F (double)
+//	min, max               Has, V
+//	avg                    N, F (sum as double)
+//	approx_count_distinct  H
+type Acc struct {
+	N   int64
+	I   int64
+	F   float64
+	V   row.Value
+	Has bool
+	H   *hyperloglog.Sketch
+}
+
+// update folds one input value into the accumulator.
+func (m *Measure) update(a *Acc, r row.Row, scratch []byte) []byte {
+	if m.Col < 0 { // count(*)
+		a.N++
+		return scratch
+	}
+	v := r[m.Col]
+	if v.Kind == row.Null {
+		return scratch
+	}
+	switch m.Fn {
+	case query.FnCount:
+		a.N++
+	case query.FnSum:
+		a.Has = true
+		if v.Kind == row.Double {
+			a.F += v.F
+		} else {
+			a.I += v.I
+		}
+	case query.FnAvg:
+		a.N++
+		a.F += v.Float()
+	case query.FnMin:
+		if !a.Has || row.Compare(v, a.V) < 0 {
+			a.V, a.Has = v, true
+		}
+	case query.FnMax:
+		if !a.Has || row.Compare(v, a.V) > 0 {
+			a.V, a.Has = v, true
+		}
+	case query.FnApproxCountDistinct:
+		if a.H == nil {
+			a.H = hyperloglog.New14()
+		}
+		scratch = appendValue(scratch[:0], v)
+		a.H.Insert(scratch)
+	}
+	return scratch
+}
+
+// merge folds accumulator b into a.
+func (m *Measure) merge(a, b *Acc) {
+	switch m.Fn {
+	case query.FnCount:
+		a.N += b.N
+	case query.FnSum:
+		a.Has = a.Has || b.Has
+		a.I += b.I
+		a.F += b.F
+	case query.FnAvg:
+		a.N += b.N
+		a.F += b.F
+	case query.FnMin:
+		if b.Has && (!a.Has || row.Compare(b.V, a.V) < 0) {
+			a.V, a.Has = b.V, true
+		}
+	case query.FnMax:
+		if b.Has && (!a.Has || row.Compare(b.V, a.V) > 0) {
+			a.V, a.Has = b.V, true
+		}
+	case query.FnApproxCountDistinct:
+		if b.H == nil {
+			return
+		}
+		if a.H == nil {
+			a.H = b.H.Clone()
+			return
+		}
+		// Merge fails only on differing precisions; all sketches are New14.
+		_ = a.H.Merge(b.H)
+	}
+}
+
+// result is the measure's output value.
+func (m *Measure) result(a *Acc) row.Value {
+	switch m.Fn {
+	case query.FnCount:
+		return row.LongValue(a.N)
+	case query.FnSum:
+		if !a.Has {
+			return row.Value{}
+		}
+		if m.Kind == row.Double {
+			return row.DoubleValue(a.F)
+		}
+		return row.LongValue(a.I)
+	case query.FnAvg:
+		if a.N == 0 {
+			return row.Value{}
+		}
+		return row.DoubleValue(a.F / float64(a.N))
+	case query.FnMin, query.FnMax:
+		if !a.Has {
+			return row.Value{}
+		}
+		return a.V
+	case query.FnApproxCountDistinct:
+		if a.H == nil {
+			return row.LongValue(0)
+		}
+		return row.LongValue(int64(a.H.Estimate()))
+	}
+	return row.Value{}
+}
+
+// accFormat versions the encoding of accumulators in state and shuffle.
+const accFormat = 1
+
+// AppendAccs appends the encoding of one group's accumulators.
+func (l *Layout) AppendAccs(b []byte, accs []Acc) []byte {
+	b = append(b, accFormat)
+	for i := range l.Measures {
+		a := &accs[i]
+		switch l.Measures[i].Fn {
+		case query.FnCount:
+			b = binary.AppendVarint(b, a.N)
+		case query.FnSum:
+			b = appendBool(b, a.Has)
+			b = binary.AppendVarint(b, a.I)
+			b = binary.BigEndian.AppendUint64(b, math.Float64bits(a.F))
+		case query.FnAvg:
+			b = binary.AppendVarint(b, a.N)
+			b = binary.BigEndian.AppendUint64(b, math.Float64bits(a.F))
+		case query.FnMin, query.FnMax:
+			b = appendBool(b, a.Has)
+			if a.Has {
+				b = appendValue(b, a.V)
+			}
+		case query.FnApproxCountDistinct:
+			if a.H == nil {
+				b = binary.AppendUvarint(b, 0)
+				continue
+			}
+			hb, _ := a.H.MarshalBinary()
+			b = binary.AppendUvarint(b, uint64(len(hb)))
+			b = append(b, hb...)
+		}
+	}
+	return b
+}
+
+// DecodeAccs decodes one group's accumulators into dst (len = measures).
+func (l *Layout) DecodeAccs(b []byte, dst []Acc) error {
+	if len(b) == 0 || b[0] != accFormat {
+		return fmt.Errorf("decode aggregate: unknown format")
+	}
+	b = b[1:]
+	var err error
+	for i := range l.Measures {
+		a := &dst[i]
+		*a = Acc{}
+		m := &l.Measures[i]
+		switch m.Fn {
+		case query.FnCount:
+			a.N, b, err = readVarint(b)
+		case query.FnSum:
+			a.Has, b, err = readBool(b)
+			if err == nil {
+				a.I, b, err = readVarint(b)
+			}
+			if err == nil {
+				a.F, b, err = readFloat(b)
+			}
+		case query.FnAvg:
+			a.N, b, err = readVarint(b)
+			if err == nil {
+				a.F, b, err = readFloat(b)
+			}
+		case query.FnMin, query.FnMax:
+			a.Has, b, err = readBool(b)
+			if err == nil && a.Has {
+				a.V, b, err = readValue(b, m.Kind)
+			}
+		case query.FnApproxCountDistinct:
+			n, k := binary.Uvarint(b)
+			if k <= 0 || uint64(len(b)-k) < n {
+				return fmt.Errorf("decode aggregate: truncated sketch")
+			}
+			b = b[k:]
+			if n > 0 {
+				a.H = hyperloglog.New14()
+				if err := a.H.UnmarshalBinary(b[:n]); err != nil {
+					return fmt.Errorf("decode aggregate: %w", err)
+				}
+			}
+			b = b[n:]
+		}
+		if err != nil {
+			return fmt.Errorf("decode aggregate %s: %w", m.Fn, err)
+		}
+	}
+	return nil
+}
+
+func appendBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
+func readBool(b []byte) (bool, []byte, error) {
+	if len(b) < 1 {
+		return false, nil, fmt.Errorf("truncated")
+	}
+	return b[0] == 1, b[1:], nil
+}
+
+func readVarint(b []byte) (int64, []byte, error) {
+	v, n := binary.Varint(b)
+	if n <= 0 {
+		return 0, nil, fmt.Errorf("truncated")
+	}
+	return v, b[n:], nil
+}
+
+func readFloat(b []byte) (float64, []byte, error) {
+	if len(b) < 8 {
+		return 0, nil, fmt.Errorf("truncated")
+	}
+	return math.Float64frombits(binary.BigEndian.Uint64(b)), b[8:], nil
+}

@@ -1,0 +1,14 @@
+// Package agg is the pure core of a streaming aggregation: it compiles a
+// query's aggregate into a Layout, folds decoded rows into partial
+// aggregates (the map side), encodes group keys and partial values, hashes
+// keys to state partitions, and decides what a state partition emits and
+// evicts per output mode (the reduce side, SEMANTICS.md rules 7-10).
+//
+// It performs no I/O and reads no clock; state is reached through the small
+// State interface its caller provides.
+//
+// Vocabulary: a group key is the encoded (event-time bound, groupBy values);
+// the bound is the window start (the window's end is start+size) or, when
+// grouping by the raw event-time column, that time. A partial is the
+// per-measure accumulators of one group from one map task.
+package agg

@@ -1,0 +1,147 @@
+package agg
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/sluicehq/sluice/row"
+)
+
+// Keys are order-preserving: comparing encoded keys as bytes orders them by
+// (bound, group values), so sorted keys give sorted output rows and a range
+// scan over the bound prefix finds closed windows.
+
+const (
+	tagNull   = 0x00
+	tagFalse  = 0x01
+	tagTrue   = 0x02
+	tagInt    = 0x03 // long and timestamp
+	tagDouble = 0x04
+	tagString = 0x05
+)
+
+// appendInt64 appends i big-endian with the sign bit flipped, so byte order
+// is numeric order.
+func appendInt64(b []byte, i int64) []byte {
+	return binary.BigEndian.AppendUint64(b, uint64(i)^(1<<63))
+}
+
+func readInt64(b []byte) int64 {
+	return int64(binary.BigEndian.Uint64(b) ^ (1 << 63))
+}
+
+// appendValue appends an order-preserving encoding of v.
+func appendValue(b []byte, v row.Value) []byte {
+	switch v.Kind {
+	case row.Null:
+		return append(b, tagNull)
+	case row.Bool:
+		if v.I != 0 {
+			return append(b, tagTrue)
+		}
+		return append(b, tagFalse)
+	case row.Long, row.Timestamp:
+		return appendInt64(append(b, tagInt), v.I)
+	case row.Double:
+		bits := math.Float64bits(v.F)
+		if bits&(1<<63) != 0 {
+			bits = ^bits
+		} else {
+			bits |= 1 << 63
+		}
+		return binary.BigEndian.AppendUint64(append(b, tagDouble), bits)
+	case row.String:
+		b = append(b, tagString)
+		for i := 0; i < len(v.S); i++ {
+			c := v.S[i]
+			if c == 0x00 {
+				b = append(b, 0x00, 0xFF)
+			} else {
+				b = append(b, c)
+			}
+		}
+		return append(b, 0x00, 0x01)
+	}
+	panic(fmt.Sprintf("agg: cannot encode kind %v", v.Kind))
+}
+
+// readValue decodes one value of kind k (k gives Long vs Timestamp) from b
+// and returns the rest.
+func readValue(b []byte, k row.Kind) (row.Value, []byte, error) {
+	if len(b) == 0 {
+		return row.Value{}, nil, fmt.Errorf("decode key: truncated")
+	}
+	tag := b[0]
+	b = b[1:]
+	switch tag {
+	case tagNull:
+		return row.Value{}, b, nil
+	case tagFalse:
+		return row.BoolValue(false), b, nil
+	case tagTrue:
+		return row.BoolValue(true), b, nil
+	case tagInt:
+		if len(b) < 8 {
+			return row.Value{}, nil, fmt.Errorf("decode key: truncated int")
+		}
+		kind := row.Long
+		if k == row.Timestamp {
+			kind = row.Timestamp
+		}
+		return row.Value{Kind: kind, I: readInt64(b)}, b[8:], nil
+	case tagDouble:
+		if len(b) < 8 {
+			return row.Value{}, nil, fmt.Errorf("decode key: truncated double")
+		}
+		bits := binary.BigEndian.Uint64(b)
+		if bits&(1<<63) != 0 {
+			bits &^= 1 << 63
+		} else {
+			bits = ^bits
+		}
+		return row.DoubleValue(math.Float64frombits(bits)), b[8:], nil
+	case tagString:
+		var s []byte
+		for i := 0; i < len(b); i++ {
+			if b[i] != 0x00 {
+				s = append(s, b[i])
+				continue
+			}
+			if i+1 >= len(b) {
+				break
+			}
+			switch b[i+1] {
+			case 0xFF:
+				s = append(s, 0x00)
+				i++
+			case 0x01:
+				return row.StringValue(string(s)), b[i+2:], nil
+			default:
+				return row.Value{}, nil, fmt.Errorf("decode key: bad string escape")
+			}
+		}
+		return row.Value{}, nil, fmt.Errorf("decode key: unterminated string")
+	}
+	return row.Value{}, nil, fmt.Errorf("decode key: unknown tag %#x", tag)
+}
+
+// Hash is the stable key hash that assigns groups to state partitions:
+// 64-bit FNV-1a over the encoded key. It is part of the checkpoint format
+// (recorded as KeyHashName) and must never change for a given name.
+func Hash(key []byte) uint64 {
+	h := uint64(14695981039346656037)
+	for _, c := range key {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return h
+}
+
+// KeyHashName names Hash and the key encoding in checkpoint metadata.
+const KeyHashName = "fnv1a64/key-v1"
+
+// PartitionOf maps a key to one of n state partitions.
+func PartitionOf(key []byte, n int) int {
+	return int(Hash(key) % uint64(n))
+}

@@ -1,0 +1,129 @@
+package agg
+
+import (
+	"fmt"
+
+	"github.com/sluicehq/sluice/eventtime"
+	"github.com/sluicehq/sluice/query"
+	"github.com/sluicehq/sluice/row"
+)
+
+// Bound says which event-time value, if any, a group key starts with.
+type Bound uint8
+
+const (
+	// NoBound: the grouping has no event-time column; the watermark neither
+	// drops rows nor evicts groups.
+	NoBound Bound = iota
+	// WindowBound: keys start with the window start; the bound compared
+	// with the watermark is the window's end.
+	WindowBound
+	// TimeBound: the groupBy holds the watermarked event-time column raw;
+	// keys start with that time and the bound is the time itself.
+	TimeBound
+)
+
+// Measure is one compiled measure.
+type Measure struct {
+	Fn   string
+	Col  int      // input column index; -1 for count(*)
+	Kind row.Kind // input column kind
+}
+
+// Layout is a compiled aggregation: which input columns feed the key and
+// the measures, and how the watermark applies to it.
+type Layout struct {
+	Mode      query.OutputMode
+	Window    eventtime.Spec
+	WindowCol int // input column index of the window's time column, or -1
+	// TimeCol is the watermarked event-time column (-1 without a
+	// watermark); its max drives the watermark.
+	TimeCol int
+	Bound   Bound
+	// BoundGroup is the index in GroupCols of the raw event-time column
+	// when Bound is TimeBound.
+	BoundGroup int
+	GroupCols  []int
+	GroupKinds []row.Kind
+	Measures   []Measure
+	Output     []query.Column
+}
+
+// Compile builds the Layout of a validated spec with an aggregate.
+func Compile(s *query.Spec) (*Layout, error) {
+	if s.Aggregate == nil {
+		return nil, fmt.Errorf("compile aggregate: query %s has no aggregate", s.Name)
+	}
+	in := s.InputSchema()
+	index := func(name string) (int, error) {
+		for i, c := range in {
+			if c.Name == name {
+				return i, nil
+			}
+		}
+		return -1, fmt.Errorf("compile aggregate: column %q is not in the schema", name)
+	}
+	l := &Layout{Mode: s.OutputMode, WindowCol: -1, TimeCol: -1, BoundGroup: -1, Output: s.OutputSchema()}
+	wmCol := ""
+	if s.Watermark != nil {
+		wmCol = s.Watermark.Column
+		i, err := index(wmCol)
+		if err != nil {
+			return nil, err
+		}
+		l.TimeCol = i
+	}
+	a := s.Aggregate
+	if a.Window != nil {
+		i, err := index(a.Window.Column)
+		if err != nil {
+			return nil, err
+		}
+		l.WindowCol = i
+		l.Window = eventtime.Spec{Size: a.Window.Size.Micros(), Slide: a.Window.SlideOrSize().Micros(), StartTime: a.Window.StartTime.Micros()}
+		if a.Window.Column == wmCol {
+			l.Bound = WindowBound
+		}
+	}
+	for gi, g := range a.GroupBy {
+		i, err := index(g)
+		if err != nil {
+			return nil, err
+		}
+		l.GroupCols = append(l.GroupCols, i)
+		l.GroupKinds = append(l.GroupKinds, in[i].Kind)
+		if l.Bound == NoBound && a.Window == nil && g == wmCol {
+			l.Bound = TimeBound
+			l.BoundGroup = gi
+		}
+	}
+	for _, m := range a.Measures {
+		cm := Measure{Fn: m.Fn, Col: -1}
+		if m.Column != "" {
+			i, err := index(m.Column)
+			if err != nil {
+				return nil, err
+			}
+			cm.Col = i
+			cm.Kind = in[i].Kind
+		}
+		l.Measures = append(l.Measures, cm)
+	}
+	if l.Mode == query.Complete {
+		// Complete mode keeps every group: no late drop, no eviction.
+		l.Bound = NoBound
+	}
+	return l, nil
+}
+
+// boundEnd returns the event-time bound compared with watermarks for a key
+// (window end, or raw time), and false when the layout has no bound.
+func (l *Layout) boundEnd(key []byte) (int64, bool) {
+	switch l.Bound {
+	case WindowBound:
+		return readInt64(key) + l.Window.Size, true
+	case TimeBound:
+		return readInt64(key), true
+	}
+	return 0, false
+}
