@@ -1,0 +1,67 @@
+// Package parquet is the exactly-once Parquet file sink (append mode) and
+// the readers tests and operators use to check what it wrote.
+//
+// It owns the layout of a sink path: the data files and the sink log. It
+// writes only through objstore.Store (rooted at the sink path); it does not
+// plan batches, decide what is emitted, or touch the checkpoint.
+//
+// # Files
+//
+// Each (batch, state partition) writes at most one file per directory,
+// named by FileName:
+//
+//	[window_date=YYYY-MM-DD/]part-<batch:05d>-<partition:04d>-<queryID>.snappy.parquet
+//
+// With PartitionBy "window_date" rows go to Hive-style directories by the UTC
+// date of window_start (a null window_start goes to
+// window_date=__HIVE_DEFAULT_PARTITION__); otherwise files sit at the root.
+// The full query id is in the name, so two queries never write the same
+// object. The bytes are a function of (schema, rows): one row group, snappy
+// pages, and a constant created_by ("sluice") instead of the library's
+// version string, so a re-run, in any process or build, rewrites each object
+// with identical bytes. Zero rows write no file.
+//
+// Columns keep the output schema's order and are all optional: string is
+// BYTE_ARRAY (STRING), long INT64, double DOUBLE, boolean BOOLEAN, timestamp
+// INT64 TIMESTAMP(MICROS, isAdjustedToUTC=true). ReadFile maps those back,
+// and also accepts INT32, FLOAT, plain BYTE_ARRAY and millisecond or
+// nanosecond timestamps from other writers.
+//
+// # The sink log
+//
+// Batch N's file list is a small JSON document, written with
+// create-if-absent after every partition's files are written:
+//
+//	{"version":1,"queryId":"...","batchId":N,"files":[sorted keys]}
+//
+// The path's first query writes the primary log, _sink_log/<N>, as Spark
+// writes _spark_metadata/<N>. A batch whose entry is there is committed
+// (Committed returns true and the scheduler skips it); a re-run's Commit
+// finds the entry already there and succeeds.
+//
+// A query with another id that finds the primary log written by someone
+// else has lost its checkpoint (or shares the path by mistake). Spark would
+// silently skip its batches 0..N because their ids are in the log, losing
+// the replay. Sluice instead:
+//
+//   - in production, refuses (Prepare, and Commit if Prepare was skipped)
+//     with an error matching ErrForeignSinkLog that names both query ids and
+//     the path;
+//   - in a lab, logs a warning and gives the new query its own secondary
+//     log, _sink_log/<queryID>/<N>. Its files carry its own id, so the
+//     replay writes the windows again, next to the first run's (the lesson
+//     of a deleted checkpoint), and the log records them.
+//
+// A query's log is its secondary log if that has entries, else the primary
+// log if it is empty or the query's own, else a new secondary log. Every
+// entry in one log has one query id, a file is listed by exactly one entry,
+// and a reader that follows the log (ReadCommitted) never sees a file twice.
+// A reader that lists the directory (ListDirectory, ReadAllFiles) sees the
+// same files plus those of batches that wrote but never committed; because
+// names are deterministic those are rewritten, not duplicated, when the
+// batch re-runs.
+//
+// Committed needs Prepare (the query id picks the log); WritePartition and
+// Commit carry the query id in sink.Batch and work on any instance, as
+// executors construct their own Sink.
+package parquet

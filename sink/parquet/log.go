@@ -1,0 +1,372 @@
+package parquet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/query"
+	"github.com/sluicehq/sluice/sink"
+)
+
+// LogDir is the sink log's directory under the sink path.
+const LogDir = "_sink_log/"
+
+// logVersion is the format version of a sink log entry.
+const logVersion = 1
+
+// ErrForeignSinkLog means the sink path holds a sink log written by another
+// query id than the one writing now: the checkpoint was probably deleted or
+// two queries share a sink path. Production queries refuse it; lab queries
+// are warned and write their windows again.
+var ErrForeignSinkLog = errors.New("sink log written by another query")
+
+// ForeignSinkLogError details ErrForeignSinkLog.
+type ForeignSinkLogError struct {
+	Path    string // the sink path
+	QueryID string // the query writing now
+	Other   string // the query that wrote the log
+	Batch   int64  // the batch whose entry conflicts, or -1 for a start check
+}
+
+func (e *ForeignSinkLogError) Error() string {
+	if e.Batch >= 0 {
+		return fmt.Sprintf("sink %s: %s%d was written by query %s, not by this query %s: one sink path takes the output of one query", e.Path, LogDir, e.Batch, e.Other, e.QueryID)
+	}
+	return fmt.Sprintf("sink %s holds output of query %s, and this query %s has written nothing there: a production query refuses to write its windows again (the checkpoint was probably deleted); restore the checkpoint or use a new sink path", e.Path, e.Other, e.QueryID)
+}
+
+func (e *ForeignSinkLogError) Unwrap() error { return ErrForeignSinkLog }
+
+// LogEntry is one sink log document: the files one batch of one query
+// committed.
+type LogEntry struct {
+	Version int      `json:"version"`
+	QueryID string   `json:"queryId"`
+	BatchID int64    `json:"batchId"`
+	Files   []string `json:"files"`
+}
+
+// logLayout says where a query's entries live: the primary log
+// (_sink_log/<N>) or its own secondary log (_sink_log/<queryID>/<N>).
+type logLayout struct {
+	prefix string
+	// adopted is true when the query writes a secondary log that held
+	// nothing of it when resolved: it is writing over another query's
+	// output.
+	adopted bool
+}
+
+func (l logLayout) key(batchID int64) string { return l.prefix + strconv.FormatInt(batchID, 10) }
+
+// logKeys is a parsed listing of the sink log.
+type logKeys struct {
+	primary   []int64            // batch ids in _sink_log/<N>, ascending
+	secondary map[string][]int64 // query id -> batch ids, ascending
+}
+
+func listLog(ctx context.Context, store objstore.Store) (logKeys, error) {
+	keys, err := store.List(ctx, LogDir)
+	if err != nil {
+		return logKeys{}, fmt.Errorf("list sink log: %w", err)
+	}
+	lk := logKeys{secondary: make(map[string][]int64)}
+	for _, k := range keys {
+		rest := strings.TrimPrefix(k, LogDir)
+		qid, num, nested := strings.Cut(rest, "/")
+		if !nested {
+			num = qid
+		}
+		n, err := strconv.ParseInt(num, 10, 64)
+		if err != nil || n < 0 || strconv.FormatInt(n, 10) != num {
+			continue // not a log entry (an operator's note, a temp file)
+		}
+		if !nested {
+			lk.primary = append(lk.primary, n)
+		} else if checkQueryID(qid) == nil && !strings.Contains(num, "/") {
+			lk.secondary[qid] = append(lk.secondary[qid], n)
+		}
+	}
+	slices.Sort(lk.primary)
+	for q := range lk.secondary {
+		slices.Sort(lk.secondary[q])
+	}
+	return lk, nil
+}
+
+func readEntry(ctx context.Context, store objstore.Store, key string) (LogEntry, error) {
+	data, err := store.Get(ctx, key)
+	if err != nil {
+		return LogEntry{}, fmt.Errorf("read sink log entry: %w", err)
+	}
+	var e LogEntry
+	if err := json.Unmarshal(data, &e); err != nil {
+		return LogEntry{}, fmt.Errorf("read sink log entry %s: %w", key, err)
+	}
+	if e.Version != logVersion {
+		return LogEntry{}, fmt.Errorf("read sink log entry %s: format version %d, this build reads %d", key, e.Version, logVersion)
+	}
+	return e, nil
+}
+
+// primaryOwner returns the query id of the primary log's entries (all of
+// them have one: the primary log is only ever written by the query that
+// found it empty), or "" if it is empty.
+func primaryOwner(ctx context.Context, store objstore.Store, lk logKeys) (string, error) {
+	if len(lk.primary) == 0 {
+		return "", nil
+	}
+	e, err := readEntry(ctx, store, LogDir+strconv.FormatInt(lk.primary[len(lk.primary)-1], 10))
+	if err != nil {
+		return "", err
+	}
+	return e.QueryID, nil
+}
+
+// resolve decides where queryID's entries go: its secondary log if it has
+// one, else the primary log if that is empty or its own, else a new
+// secondary log (adopted).
+func resolve(ctx context.Context, store objstore.Store, queryID string) (logLayout, error) {
+	lk, err := listLog(ctx, store)
+	if err != nil {
+		return logLayout{}, err
+	}
+	secondary := logLayout{prefix: LogDir + queryID + "/"}
+	if len(lk.secondary[queryID]) > 0 {
+		return secondary, nil
+	}
+	owner, err := primaryOwner(ctx, store, lk)
+	if err != nil {
+		return logLayout{}, err
+	}
+	if owner == "" || owner == queryID {
+		return logLayout{prefix: LogDir}, nil
+	}
+	secondary.adopted = true
+	return secondary, nil
+}
+
+// CheckOwner reports whether the sink path holds output of another query
+// while queryID has written nothing there: it returns that other query's id
+// (the writer of the entry with the highest batch id), or "" when the log is
+// empty or queryID already has entries (it is continuing its own run).
+func (s *Sink) CheckOwner(ctx context.Context, queryID string) (string, error) {
+	return CheckOwner(ctx, s.store, queryID)
+}
+
+// CheckOwner is Sink.CheckOwner on a store rooted at a sink path.
+func CheckOwner(ctx context.Context, store objstore.Store, queryID string) (string, error) {
+	lk, err := listLog(ctx, store)
+	if err != nil {
+		return "", err
+	}
+	if len(lk.secondary[queryID]) > 0 {
+		return "", nil
+	}
+	owner, err := primaryOwner(ctx, store, lk)
+	if err != nil {
+		return "", err
+	}
+	if owner == queryID {
+		return "", nil
+	}
+	other, newest := owner, int64(-1)
+	if len(lk.primary) > 0 {
+		newest = lk.primary[len(lk.primary)-1]
+	}
+	qids := make([]string, 0, len(lk.secondary))
+	for q := range lk.secondary {
+		qids = append(qids, q)
+	}
+	slices.Sort(qids)
+	for _, q := range qids {
+		if n := lk.secondary[q][len(lk.secondary[q])-1]; n > newest {
+			other, newest = q, n
+		}
+	}
+	return other, nil
+}
+
+// Prepare binds the sink to the query that will commit through it and
+// checks the sink log. If the path holds output of another query and this
+// one has written nothing there (its checkpoint was probably deleted), a
+// lab query logs a warning and goes on, writing its windows again into its
+// own log; a production query gets an error matching ErrForeignSinkLog.
+// env "" means Options.Environment. Committed needs Prepare; WritePartition
+// does not (executors never call Prepare).
+func (s *Sink) Prepare(ctx context.Context, queryID string, env query.Environment) error {
+	if s.initErr != nil {
+		return s.initErr
+	}
+	if err := checkQueryID(queryID); err != nil {
+		return err
+	}
+	if env == "" {
+		env = s.opts.Environment
+	}
+	if env == "" {
+		env = query.Lab
+	}
+	other, err := s.CheckOwner(ctx, queryID)
+	if err != nil {
+		return fmt.Errorf("prepare parquet sink %s: %w", s.path(), err)
+	}
+	if other != "" {
+		if env == query.Production {
+			return &ForeignSinkLogError{Path: s.path(), QueryID: queryID, Other: other, Batch: -1}
+		}
+		s.logger.Warn(fmt.Sprintf("sink path holds output of query %s; this query will write its windows again (the checkpoint was probably deleted)", other),
+			"query", queryID, "otherQuery", other, "path", s.path())
+	}
+	layout, err := resolve(ctx, s.store, queryID)
+	if err != nil {
+		return fmt.Errorf("prepare parquet sink %s: %w", s.path(), err)
+	}
+	s.mu.Lock()
+	s.queryID, s.env = queryID, env
+	s.resolved[queryID] = layout
+	s.mu.Unlock()
+	return nil
+}
+
+// layoutFor returns (and caches) where queryID's entries go.
+func (s *Sink) layoutFor(ctx context.Context, queryID string) (logLayout, query.Environment, error) {
+	s.mu.Lock()
+	l, ok := s.resolved[queryID]
+	env := s.env
+	s.mu.Unlock()
+	if ok {
+		return l, env, nil
+	}
+	l, err := resolve(ctx, s.store, queryID)
+	if err != nil {
+		return logLayout{}, env, err
+	}
+	s.mu.Lock()
+	s.resolved[queryID] = l
+	s.mu.Unlock()
+	return l, env, nil
+}
+
+func (s *Sink) forget(queryID string) {
+	s.mu.Lock()
+	delete(s.resolved, queryID)
+	s.mu.Unlock()
+}
+
+// Committed reports whether the prepared query's log holds batchID. It
+// needs Prepare: which log to look in depends on the query id.
+func (s *Sink) Committed(ctx context.Context, batchID int64) (bool, error) {
+	s.mu.Lock()
+	queryID := s.queryID
+	s.mu.Unlock()
+	if queryID == "" {
+		return false, fmt.Errorf("check sink log batch %d: the parquet sink was not prepared (call Prepare with the query id before Committed)", batchID)
+	}
+	l, _, err := s.layoutFor(ctx, queryID)
+	if err != nil {
+		return false, fmt.Errorf("check sink log batch %d: %w", batchID, err)
+	}
+	e, err := readEntry(ctx, s.store, l.key(batchID))
+	if errors.Is(err, objstore.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("check sink log batch %d: %w", batchID, err)
+	}
+	if e.QueryID != queryID {
+		s.forget(queryID)
+		return false, &ForeignSinkLogError{Path: s.path(), QueryID: queryID, Other: e.QueryID, Batch: batchID}
+	}
+	return true, nil
+}
+
+// Commit writes the batch's log entry with create-if-absent. An entry
+// already there from the same query and batch is success (a re-run: its
+// files have the same names); one from another query is an error matching
+// ErrForeignSinkLog, and so is a production query about to write its first
+// entry beside another query's log.
+func (s *Sink) Commit(ctx context.Context, b sink.Batch, files []string) error {
+	if s.initErr != nil {
+		return s.initErr
+	}
+	if err := checkQueryID(b.QueryID); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	prepared := s.queryID
+	s.mu.Unlock()
+	if prepared != "" && prepared != b.QueryID {
+		return fmt.Errorf("commit sink log batch %d: query %s, but the sink was prepared for query %s", b.ID, b.QueryID, prepared)
+	}
+	l, env, err := s.layoutFor(ctx, b.QueryID)
+	if err != nil {
+		return fmt.Errorf("commit sink log batch %d: %w", b.ID, err)
+	}
+	if l.adopted && env == query.Production {
+		s.forget(b.QueryID)
+		other, err := s.CheckOwner(ctx, b.QueryID)
+		if err != nil {
+			return fmt.Errorf("commit sink log batch %d: %w", b.ID, err)
+		}
+		return &ForeignSinkLogError{Path: s.path(), QueryID: b.QueryID, Other: other, Batch: -1}
+	}
+	sorted := slices.Clone(files)
+	slices.Sort(sorted)
+	sorted = slices.Compact(sorted)
+	if sorted == nil {
+		sorted = []string{}
+	}
+	entry := LogEntry{Version: logVersion, QueryID: b.QueryID, BatchID: b.ID, Files: sorted}
+	data, err := json.MarshalIndent(entry, "", "  ")
+	if err != nil {
+		return fmt.Errorf("commit sink log batch %d: %w", b.ID, err)
+	}
+	data = append(data, '\n')
+	key := l.key(b.ID)
+	err = s.store.PutIfAbsent(ctx, key, data)
+	if err == nil {
+		s.mu.Lock()
+		s.resolved[b.QueryID] = logLayout{prefix: l.prefix}
+		s.mu.Unlock()
+		return nil
+	}
+	if !errors.Is(err, objstore.ErrExists) {
+		return fmt.Errorf("commit sink log batch %d: %w", b.ID, err)
+	}
+	got, rerr := readEntry(ctx, s.store, key)
+	if rerr != nil {
+		return fmt.Errorf("commit sink log batch %d: %w", b.ID, rerr)
+	}
+	if got.QueryID != b.QueryID || got.BatchID != b.ID {
+		s.forget(b.QueryID)
+		return &ForeignSinkLogError{Path: s.path(), QueryID: b.QueryID, Other: got.QueryID, Batch: b.ID}
+	}
+	if !slices.Equal(got.Files, sorted) {
+		s.logger.Warn("sink log entry already written with other files; keeping the logged list",
+			"query", b.QueryID, "batch", b.ID, "logged", got.Files, "offered", sorted)
+	}
+	return nil
+}
+
+// checkQueryID accepts ids that are safe as a path component and a file
+// name part: letters, digits, '-' and '_', at most 128 characters.
+func checkQueryID(id string) error {
+	if id == "" {
+		return fmt.Errorf("query id is empty")
+	}
+	if len(id) > 128 {
+		return fmt.Errorf("query id %q is longer than 128 characters", id)
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return fmt.Errorf("query id %q has character %q: want letters, digits, '-' or '_'", id, r)
+		}
+	}
+	return nil
+}

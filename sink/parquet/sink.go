@@ -1,0 +1,252 @@
+package parquet
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+
+	pq "github.com/parquet-go/parquet-go"
+
+	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/query"
+	"github.com/sluicehq/sluice/row"
+	"github.com/sluicehq/sluice/sink"
+)
+
+// PartitionByWindowDate is the one partitioning the sink supports: Hive-style
+// window_date=YYYY-MM-DD directories, the UTC date of window_start.
+const PartitionByWindowDate = "window_date"
+
+// nullPartition is the directory value for a row whose window_start is null,
+// as Hive and Spark name it.
+const nullPartition = "__HIVE_DEFAULT_PARTITION__"
+
+// createdBy is written into every file's footer instead of the library's
+// default, which carries the library version and build and would make the
+// bytes depend on the binary that wrote them.
+const createdBy = "sluice"
+
+// Options configure a Sink.
+type Options struct {
+	// PartitionBy is "" (files at the root) or "window_date".
+	PartitionBy string
+	// Environment decides what Prepare and Commit do with a sink log
+	// written by another query: lab warns and writes again, production
+	// refuses. Empty means lab.
+	Environment query.Environment
+	// Path names the sink in messages (the spec's sink.parquet.path). If
+	// empty, a store with a Root() method gives it.
+	Path string
+	// Logger receives the foreign-log warning. Nil discards.
+	Logger *slog.Logger
+}
+
+// Sink is the exactly-once Parquet file sink. It implements sink.FileSink.
+// It is safe for concurrent use: reduce tasks call WritePartition in
+// parallel.
+type Sink struct {
+	store   objstore.Store
+	cols    []query.Column
+	opts    Options
+	logger  *slog.Logger
+	schema  *pq.Schema
+	dateCol int   // index of window_start when partitioning by window_date
+	initErr error // a schema or option problem, reported by every call
+
+	mu       sync.Mutex
+	queryID  string               // set by Prepare
+	env      query.Environment    // set by Prepare
+	resolved map[string]logLayout // query id -> where its log entries go
+}
+
+var _ sink.FileSink = (*Sink)(nil)
+
+// New returns a sink writing through store, which is rooted at the sink's
+// path. A bad schema or option is reported by the first call that needs it.
+func New(store objstore.Store, schema []query.Column, opts Options) *Sink {
+	s := &Sink{
+		store:    store,
+		cols:     slices.Clone(schema),
+		opts:     opts,
+		logger:   opts.Logger,
+		dateCol:  -1,
+		env:      opts.Environment,
+		resolved: make(map[string]logLayout),
+	}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
+	if s.env == "" {
+		s.env = query.Lab
+	}
+	s.schema, s.initErr = buildSchema(s.cols)
+	switch opts.PartitionBy {
+	case "":
+	case PartitionByWindowDate:
+		for i, c := range s.cols {
+			if c.Name == query.WindowStart {
+				s.dateCol = i
+			}
+		}
+		if s.dateCol < 0 || s.cols[s.dateCol].Kind != row.Timestamp {
+			s.initErr = fmt.Errorf("parquet sink partitionBy %s needs a timestamp column %s in the output (a windowed aggregation)", PartitionByWindowDate, query.WindowStart)
+		}
+	default:
+		s.initErr = fmt.Errorf("parquet sink partitionBy %q is not supported: use %q or leave it empty (never partition by a grouping key)", opts.PartitionBy, PartitionByWindowDate)
+	}
+	return s
+}
+
+// Err reports a problem with the schema or options given to New.
+func (s *Sink) Err() error { return s.initErr }
+
+// path names the sink in messages.
+func (s *Sink) path() string {
+	if s.opts.Path != "" {
+		return s.opts.Path
+	}
+	if r, ok := s.store.(interface{ Root() string }); ok {
+		return r.Root()
+	}
+	return "(sink path)"
+}
+
+// FileName returns the object name of (batch, partition)'s file for a query,
+// without a directory: part-<batch:05d>-<partition:04d>-<queryID>.snappy.parquet.
+// The full query id (not a prefix) keeps two queries' files apart.
+func FileName(queryID string, batchID int64, partition int) string {
+	return fmt.Sprintf("part-%05d-%04d-%s.snappy.parquet", batchID, partition, queryID)
+}
+
+// WritePartition writes one state partition's output rows for a batch and
+// returns the keys it wrote, sorted. It is deterministic: the same
+// (query, batch, partition, rows) always writes the same keys with the same
+// bytes, with Put, so a re-run replaces each object with an identical one.
+// No rows write no file.
+func (s *Sink) WritePartition(ctx context.Context, b sink.Batch, partition int, rows []row.Row) ([]string, error) {
+	if s.initErr != nil {
+		return nil, s.initErr
+	}
+	if err := checkQueryID(b.QueryID); err != nil {
+		return nil, err
+	}
+	if b.ID < 0 || partition < 0 {
+		return nil, fmt.Errorf("write parquet batch %d partition %d: batch and partition must not be negative", b.ID, partition)
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	groups, err := s.split(rows)
+	if err != nil {
+		return nil, fmt.Errorf("write parquet batch %d partition %d: %w", b.ID, partition, err)
+	}
+	name := FileName(b.QueryID, b.ID, partition)
+	keys := make([]string, 0, len(groups))
+	for _, g := range groups {
+		data, err := encode(s.schema, s.cols, g.rows)
+		if err != nil {
+			return nil, fmt.Errorf("write parquet batch %d partition %d: %w", b.ID, partition, err)
+		}
+		key := g.dir + name
+		if err := s.store.Put(ctx, key, data); err != nil {
+			return nil, fmt.Errorf("write parquet batch %d partition %d: %w", b.ID, partition, err)
+		}
+		keys = append(keys, key)
+	}
+	slices.Sort(keys)
+	return keys, nil
+}
+
+type dirRows struct {
+	dir  string // "" or "window_date=YYYY-MM-DD/"
+	rows []row.Row
+}
+
+// split groups rows by directory, keeping their order within a directory;
+// directories come out sorted.
+func (s *Sink) split(rows []row.Row) ([]dirRows, error) {
+	for i, r := range rows {
+		if len(r) != len(s.cols) {
+			return nil, fmt.Errorf("row %d has %d values, the output schema has %d columns", i, len(r), len(s.cols))
+		}
+	}
+	if s.dateCol < 0 {
+		return []dirRows{{rows: rows}}, nil
+	}
+	byDir := make(map[string][]row.Row)
+	for _, r := range rows {
+		v := r[s.dateCol]
+		date := nullPartition
+		if !v.IsNull() {
+			date = v.Time().Format("2006-01-02")
+		}
+		dir := PartitionByWindowDate + "=" + date + "/"
+		byDir[dir] = append(byDir[dir], r)
+	}
+	out := make([]dirRows, 0, len(byDir))
+	for dir, rs := range byDir {
+		out = append(out, dirRows{dir: dir, rows: rs})
+	}
+	slices.SortFunc(out, func(a, b dirRows) int {
+		switch {
+		case a.dir < b.dir:
+			return -1
+		case a.dir > b.dir:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// encode writes rows as one Parquet file: snappy pages, one row group,
+// no timestamps or ids in the footer.
+func encode(schema *pq.Schema, cols []query.Column, rows []row.Row) ([]byte, error) {
+	var buf bytes.Buffer
+	w := pq.NewWriter(&buf, schema, pq.Compression(&pq.Snappy), &pq.WriterConfig{CreatedBy: createdBy})
+	prow := make(pq.Row, len(cols))
+	batch := []pq.Row{prow}
+	for i, r := range rows {
+		for c, v := range r {
+			pv, err := toParquet(v, cols[c])
+			if err != nil {
+				return nil, fmt.Errorf("encode row %d: %w", i, err)
+			}
+			def := 1
+			if v.IsNull() {
+				def = 0
+			}
+			prow[c] = pv.Level(0, def, c)
+		}
+		if _, err := w.WriteRows(batch); err != nil {
+			return nil, fmt.Errorf("encode row %d: %w", i, err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("encode parquet: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func toParquet(v row.Value, c query.Column) (pq.Value, error) {
+	if v.IsNull() {
+		return pq.NullValue(), nil
+	}
+	if v.Kind != c.Kind {
+		return pq.Value{}, fmt.Errorf("column %s holds a %s value, want %s", c.Name, v.Kind, c.Kind)
+	}
+	switch v.Kind {
+	case row.String:
+		return pq.ByteArrayValue([]byte(v.S)), nil
+	case row.Long, row.Timestamp:
+		return pq.Int64Value(v.I), nil
+	case row.Double:
+		return pq.DoubleValue(v.F), nil
+	case row.Bool:
+		return pq.BooleanValue(v.I != 0), nil
+	}
+	return pq.Value{}, fmt.Errorf("column %s: kind %s has no parquet value", c.Name, v.Kind)
+}
