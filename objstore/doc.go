@@ -1,6 +1,20 @@
 // Package objstore is the one storage interface every durable part of
 // Sluice writes through (checkpoint, state files, sinks, bad records), with
-// a local-filesystem backend for labs and an S3 backend for production.
+// a local-filesystem backend for labs, an S3 backend for production and an
+// in-memory backend for logic tests.
 //
-// It knows nothing about checkpoints or queries.
+// It owns: the Store contract (objstore.go), the backends (FS, S3, Mem),
+// opening a store from a URI (Open, ParseURI), scoping a store under a key
+// prefix (Prefixed), and decorators for tests and diagnostics: Counting
+// (request and byte counts, call traces for golden tests of write order)
+// and Faulty (fault injection, including lost responses).
+//
+// It knows nothing about checkpoints or queries, and it must not interpret
+// keys beyond treating them as slash-separated paths. Backends keep no
+// package-level state; loggers are injected.
+//
+// A note on keys: the filesystem backend (and S3 servers backed by a POSIX
+// filesystem, such as versitygw) cannot hold both a key "a" and a key
+// "a/b", because "a" would have to be a file and a directory. Callers
+// should never make one key a path prefix directory of another.
 package objstore

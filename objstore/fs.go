@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
+	"syscall"
 )
 
 // FS is a Store on a local directory, for labs and tests. Put writes a
@@ -36,20 +37,68 @@ func NewFS(dir string) (*FS, error) {
 // Root returns the directory the store is rooted at.
 func (s *FS) Root() string { return s.root }
 
+// checkKey rejects keys that are not clean relative slash paths: empty
+// keys, a leading or trailing slash, empty, "." or ".." segments and
+// backslashes. A key must not escape the root or name a directory.
+func checkKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("invalid object key %q: must not be empty", key)
+	}
+	if strings.Contains(key, "\\") {
+		return fmt.Errorf("invalid object key %q: must not contain a backslash", key)
+	}
+	for _, seg := range strings.Split(key, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return fmt.Errorf("invalid object key %q: segments must not be empty, \".\" or \"..\"", key)
+		}
+	}
+	return nil
+}
+
+// checkPrefix rejects list prefixes that could leave the root: a leading
+// slash, a backslash, or a complete "." or ".." segment.
+func checkPrefix(prefix string) error {
+	if strings.HasPrefix(prefix, "/") || strings.Contains(prefix, "\\") {
+		return fmt.Errorf("invalid list prefix %q: must be relative and use slashes", prefix)
+	}
+	segs := strings.Split(prefix, "/")
+	for _, seg := range segs[:len(segs)-1] { // the last segment is a partial name
+		if seg == "." || seg == ".." {
+			return fmt.Errorf("invalid list prefix %q: segments must not be \".\" or \"..\"", prefix)
+		}
+	}
+	return nil
+}
+
 func (s *FS) path(key string) (string, error) {
-	if key == "" || strings.HasPrefix(key, "/") || strings.Contains(key, "..") || strings.Contains(key, "\\") {
-		return "", fmt.Errorf("invalid object key %q", key)
+	if err := checkKey(key); err != nil {
+		return "", err
 	}
 	return filepath.Join(s.root, filepath.FromSlash(key)), nil
 }
 
+// isTemp reports whether a file name is one of our temporary files.
+func isTemp(name string) bool {
+	return strings.HasPrefix(name, ".") && strings.Contains(name, ".tmp-")
+}
+
+// absent reports whether err from opening a key's path means there is no
+// object: the path does not exist, a parent is a file, or it is a directory
+// (a directory is a key prefix, not an object).
+func absent(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EISDIR)
+}
+
 func (s *FS) Get(ctx context.Context, key string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("get %s: %w", key, err)
+	}
 	p, err := s.path(key)
 	if err != nil {
 		return nil, err
 	}
 	b, err := os.ReadFile(p)
-	if errors.Is(err, fs.ErrNotExist) {
+	if absent(err) {
 		return nil, fmt.Errorf("get %s: %w", key, ErrNotExist)
 	}
 	if err != nil {
@@ -61,13 +110,22 @@ func (s *FS) Get(ctx context.Context, key string) ([]byte, error) {
 // writeTemp writes data to a fsynced temporary file beside p.
 func (s *FS) writeTemp(p string, data []byte) (string, error) {
 	dir := filepath.Dir(p)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
 	tmp := filepath.Join(dir, fmt.Sprintf(".%s.tmp-%d-%d", filepath.Base(p), os.Getpid(), s.seq.Add(1)))
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return "", err
+	var f *os.File
+	// A concurrent Delete may remove the (empty) directory between MkdirAll
+	// and OpenFile; try again a few times.
+	for attempt := 0; ; attempt++ {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", err
+		}
+		var err error
+		f, err = os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) || attempt >= 10 {
+			return "", err
+		}
 	}
 	if _, err := f.Write(data); err != nil {
 		f.Close()
@@ -94,6 +152,9 @@ func syncDir(dir string) {
 }
 
 func (s *FS) Put(ctx context.Context, key string, data []byte) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
 	p, err := s.path(key)
 	if err != nil {
 		return err
@@ -111,6 +172,9 @@ func (s *FS) Put(ctx context.Context, key string, data []byte) error {
 }
 
 func (s *FS) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("put-if-absent %s: %w", key, err)
+	}
 	p, err := s.path(key)
 	if err != nil {
 		return err
@@ -131,6 +195,12 @@ func (s *FS) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 }
 
 func (s *FS) List(ctx context.Context, prefix string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("list %s: %w", prefix, err)
+	}
+	if err := checkPrefix(prefix); err != nil {
+		return nil, err
+	}
 	var keys []string
 	// Walk from the deepest directory the prefix names.
 	start := s.root
@@ -139,7 +209,8 @@ func (s *FS) List(ctx context.Context, prefix string) ([]string, error) {
 	}
 	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
+			// Gone (a concurrent Delete) or a parent is a file: no keys here.
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 				return nil
 			}
 			return err
@@ -147,7 +218,7 @@ func (s *FS) List(ctx context.Context, prefix string) ([]string, error) {
 		if d.IsDir() {
 			return nil
 		}
-		if strings.HasPrefix(d.Name(), ".") && strings.Contains(d.Name(), ".tmp-") {
+		if isTemp(d.Name()) {
 			return nil
 		}
 		rel, err := filepath.Rel(s.root, p)
@@ -167,16 +238,34 @@ func (s *FS) List(ctx context.Context, prefix string) ([]string, error) {
 	return keys, nil
 }
 
+// Delete removes the key's file, then the parent directories it leaves
+// empty (up to the root), so that a deleted "a/b" does not leave a
+// directory "a" that would make PutIfAbsent("a") fail.
 func (s *FS) Delete(ctx context.Context, key string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("delete %s: %w", key, err)
+	}
 	p, err := s.path(key)
 	if err != nil {
 		return err
 	}
+	// os.Remove would also remove an empty directory; a directory is not
+	// an object.
+	if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
+		return fmt.Errorf("delete %s: %w", key, ErrNotExist)
+	}
 	if err := os.Remove(p); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		if absent(err) {
 			return fmt.Errorf("delete %s: %w", key, ErrNotExist)
 		}
 		return fmt.Errorf("delete %s: %w", key, err)
 	}
+	for dir := filepath.Dir(p); dir != s.root && strings.HasPrefix(dir, s.root); dir = filepath.Dir(dir) {
+		// Fails (and stops) at the first directory that is not empty.
+		if os.Remove(dir) != nil {
+			break
+		}
+	}
+	syncDir(filepath.Dir(p))
 	return nil
 }

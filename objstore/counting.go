@@ -1,0 +1,167 @@
+package objstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Operation names used by Counting and Faulty.
+const (
+	OpGet         = "get"
+	OpPut         = "put"
+	OpPutIfAbsent = "put_if_absent"
+	OpList        = "list"
+	OpDelete      = "delete"
+)
+
+// OpStats counts the calls of one operation. Bytes are the object bytes
+// read (get) or written (put, put_if_absent); 0 for list and delete.
+// Requests include the calls that failed; Errors counts those.
+type OpStats struct {
+	Requests int64
+	Bytes    int64
+	Errors   int64
+}
+
+// TraceEntry is one recorded call. Key is the key, or the prefix for list.
+// Bytes are the bytes read or written (the data passed to a put, even if it
+// failed; 0 for a failed get). Err is "" on success, "ErrExists",
+// "ErrNotExist" or "ErrInjected" for those sentinels, else the error text.
+type TraceEntry struct {
+	Op    string
+	Key   string
+	Bytes int
+	Err   string
+}
+
+// String renders the entry on one line, for golden files:
+// "put_if_absent offsets/3 120" or "get offsets/4 0 err=ErrNotExist".
+func (e TraceEntry) String() string {
+	s := fmt.Sprintf("%s %s %d", e.Op, e.Key, e.Bytes)
+	if e.Err != "" {
+		s += " err=" + e.Err
+	}
+	return s
+}
+
+// Counting is a Store decorator that counts requests and bytes by
+// operation and, after StartTrace, records every call in order, for
+// golden-trace tests of write order. Safe for concurrent use; concurrent
+// calls are recorded in the order they complete.
+type Counting struct {
+	inner Store
+
+	mu      sync.Mutex
+	stats   map[string]OpStats
+	tracing bool
+	trace   []TraceEntry
+}
+
+// NewCounting wraps inner.
+func NewCounting(inner Store) *Counting {
+	return &Counting{inner: inner, stats: make(map[string]OpStats)}
+}
+
+// Stats returns a copy of the counts, keyed by OpGet, OpPut, ...; an
+// operation never called is absent.
+func (c *Counting) Stats() map[string]OpStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]OpStats, len(c.stats))
+	for k, v := range c.stats {
+		out[k] = v
+	}
+	return out
+}
+
+// Reset zeroes the counts (not the trace).
+func (c *Counting) Reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stats = make(map[string]OpStats)
+}
+
+// StartTrace clears the trace and starts recording calls.
+func (c *Counting) StartTrace() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tracing = true
+	c.trace = nil
+}
+
+// StopTrace stops recording; Trace still returns what was recorded.
+func (c *Counting) StopTrace() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tracing = false
+}
+
+// Trace returns a copy of the calls recorded since StartTrace.
+func (c *Counting) Trace() []TraceEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]TraceEntry(nil), c.trace...)
+}
+
+// errClass names an error for a trace.
+func errClass(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrExists):
+		return "ErrExists"
+	case errors.Is(err, ErrNotExist):
+		return "ErrNotExist"
+	case errors.Is(err, ErrInjected):
+		return "ErrInjected"
+	default:
+		return err.Error()
+	}
+}
+
+func (c *Counting) record(op, key string, n int, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.stats[op]
+	s.Requests++
+	s.Bytes += int64(n)
+	if err != nil {
+		s.Errors++
+	}
+	c.stats[op] = s
+	if c.tracing {
+		c.trace = append(c.trace, TraceEntry{Op: op, Key: key, Bytes: n, Err: errClass(err)})
+	}
+}
+
+func (c *Counting) Get(ctx context.Context, key string) ([]byte, error) {
+	b, err := c.inner.Get(ctx, key)
+	c.record(OpGet, key, len(b), err)
+	return b, err
+}
+
+func (c *Counting) Put(ctx context.Context, key string, data []byte) error {
+	err := c.inner.Put(ctx, key, data)
+	c.record(OpPut, key, len(data), err)
+	return err
+}
+
+func (c *Counting) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+	err := c.inner.PutIfAbsent(ctx, key, data)
+	c.record(OpPutIfAbsent, key, len(data), err)
+	return err
+}
+
+func (c *Counting) List(ctx context.Context, prefix string) ([]string, error) {
+	keys, err := c.inner.List(ctx, prefix)
+	c.record(OpList, prefix, 0, err)
+	return keys, err
+}
+
+func (c *Counting) Delete(ctx context.Context, key string) error {
+	err := c.inner.Delete(ctx, key)
+	c.record(OpDelete, key, 0, err)
+	return err
+}

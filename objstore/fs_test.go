@@ -1,0 +1,128 @@
+package objstore_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/objstore/storetest"
+)
+
+func TestFSSatisfiesStoreContract(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) objstore.Store {
+		s, err := objstore.NewFS(filepath.Join(t.TempDir(), "store"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
+func TestMemSatisfiesStoreContract(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) objstore.Store { return objstore.NewMem() })
+}
+
+func TestPrefixedFSSatisfiesStoreContract(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) objstore.Store {
+		s, err := objstore.NewFS(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return objstore.Prefixed(s, "tenant/a")
+	})
+}
+
+func TestDecoratorsSatisfyStoreContract(t *testing.T) {
+	t.Run("Counting", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) objstore.Store { return objstore.NewCounting(objstore.NewMem()) })
+	})
+	t.Run("FaultyWithoutRules", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) objstore.Store { return objstore.NewFaulty(objstore.NewMem()) })
+	})
+}
+
+func TestFSRejectsKeysThatEscapeOrNameDirectories(t *testing.T) {
+	s, err := objstore.NewFS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, key := range []string{"", "/abs", "../up", "a/../../up", "a//b", "a/./b", "dir/", `a\b`, ".."} {
+		if err := s.Put(ctx, key, []byte("x")); err == nil {
+			t.Errorf("Put(%q) succeeded, want an invalid key error", key)
+		}
+		if _, err := s.Get(ctx, key); err == nil || errors.Is(err, objstore.ErrNotExist) {
+			t.Errorf("Get(%q) = %v, want an invalid key error", key, err)
+		}
+	}
+	// Dots inside a name are fine.
+	if err := s.Put(ctx, "a..b/c.d", []byte("x")); err != nil {
+		t.Errorf("Put(a..b/c.d): %v", err)
+	}
+	for _, prefix := range []string{"../", "a/../../", "/etc/"} {
+		if _, err := s.List(ctx, prefix); err == nil {
+			t.Errorf("List(%q) succeeded, want an invalid prefix error", prefix)
+		}
+	}
+}
+
+func TestFSListHidesTemporaryFilesAndToleratesFilePrefixes(t *testing.T) {
+	dir := t.TempDir()
+	s, err := objstore.NewFS(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := s.Put(ctx, "a/k", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	// A crashed writer's leftover temporary file.
+	if err := os.WriteFile(filepath.Join(dir, "a", ".k2.tmp-1-1"), []byte("partial"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := s.List(ctx, "a/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a/k"}; !slices.Equal(keys, want) {
+		t.Fatalf("List(a/) = %q, want %q", keys, want)
+	}
+	// "a/k" is a file, so nothing can live under "a/k/".
+	keys, err = s.List(ctx, "a/k/x/")
+	if err != nil || len(keys) != 0 {
+		t.Fatalf("List(a/k/x/) = %q, %v; want no keys and no error", keys, err)
+	}
+}
+
+func TestFSDeleteRemovesEmptiedDirectoriesButNotTheRoot(t *testing.T) {
+	dir := t.TempDir()
+	s, err := objstore.NewFS(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, k := range []string{"a/b/c", "a/d"} {
+		if err := s.Put(ctx, k, []byte(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Delete(ctx, "a/b/c"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a", "b")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("directory a/b still there after its last key went: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a", "d")); err != nil {
+		t.Errorf("a/d gone: %v", err)
+	}
+	if err := s.Delete(ctx, "a/d"); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		t.Fatalf("store root removed: %v", err)
+	}
+}
