@@ -231,6 +231,9 @@ func (s Spec) WithDefaults() Spec {
 	if s.Source.Format == "" {
 		s.Source.Format = DefaultFormat
 	}
+	if s.Source.Generator != nil && len(s.Source.Schema) == 0 {
+		s.Source.Schema = GeneratorSchema()
+	}
 	if s.Environment == "" {
 		s.Environment = Lab
 	}
