@@ -1,0 +1,144 @@
+package query
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+var hex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+func TestFingerprintIsStableAcrossSpellings(t *testing.T) {
+	a, err := Parse([]byte(tileYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Parse([]byte(tileJSON)) // Spark-style durations
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hex64.MatchString(a.Fingerprint()) || !hex64.MatchString(a.StateFingerprint()) {
+		t.Fatalf("not hex sha256: %q %q", a.Fingerprint(), a.StateFingerprint())
+	}
+	if a.Fingerprint() != b.Fingerprint() {
+		t.Errorf("YAML and JSON spellings of one spec differ in Fingerprint")
+	}
+	if a.Fingerprint() != a.Fingerprint() {
+		t.Errorf("Fingerprint is not deterministic")
+	}
+	// Defaults written out or left out are the same definition.
+	c := tileSpec()
+	c.ShufflePartitions = 0 // default 8, as the tile says
+	c.Source.Kafka.FailOnDataLoss = nil
+	c.StateStore = DefaultStateStore
+	yes := true
+	c.NoDataMicroBatches = &yes
+	c.Source.Schema[2].Nullable = &yes
+	if c.Fingerprint() != a.Fingerprint() {
+		t.Errorf("spelling out defaults changed Fingerprint")
+	}
+	// Go-built and parsed startingOffsets JSON in different layouts agree.
+	d, e := tileSpec(), tileSpec()
+	d.Source.Kafka.StartingOffsets = `{"learning.progress": {"1": 5, "0": 42}}`
+	e.Source.Kafka.StartingOffsets = `{"learning.progress":{"0":42,"1":5}}`
+	if d.Fingerprint() != e.Fingerprint() {
+		t.Errorf("startingOffsets layout changed Fingerprint")
+	}
+}
+
+func TestFingerprintDoesNotChangeTheSpec(t *testing.T) {
+	s := tileSpec()
+	s.Source.Kafka.FailOnDataLoss = nil
+	s.Source.Schema[2].Nullable = nil
+	_ = s.Fingerprint()
+	_ = s.StateFingerprint()
+	_ = s.StateSchemaDescription()
+	if s.Source.Kafka.FailOnDataLoss != nil || s.Source.Schema[2].Nullable != nil || s.ShufflePartitions != 8 {
+		t.Fatalf("fingerprinting changed the spec: %+v", s)
+	}
+}
+
+// TestStateFingerprint changes one thing at a time and checks whether the
+// definition and the state fingerprints move. The expectations are the
+// rule, written independently of the code: state depends on the window,
+// the grouping, the measures, the kinds of their columns, the output mode
+// and the watermark column, and on nothing else.
+func TestStateFingerprint(t *testing.T) {
+	base := tileSpec()
+	for _, tc := range []struct {
+		name        string
+		change      func(s *Spec)
+		stateChange bool
+	}{
+		{"sink path", func(s *Spec) { s.Sink.Parquet.Path = "s3://elsewhere/tile" }, false},
+		{"sink kind", func(s *Spec) { s.Sink = Sink{JSONBatches: &JSONBatchesSink{Path: "/out"}} }, false},
+		{"checkpoint location", func(s *Spec) { s.CheckpointLocation = "s3://other/" }, false},
+		{"trigger", func(s *Spec) { s.Trigger = Trigger{AvailableNow: true} }, false},
+		{"watermark delay", func(s *Spec) { s.Watermark.Delay = Duration(20 * time.Minute) }, false},
+		{"kafka options", func(s *Spec) { s.Source.Kafka.Options = map[string]string{"security.protocol": "SSL"} }, false},
+		{"maxOffsetsPerTrigger", func(s *Spec) { s.Source.Kafka.MaxOffsetsPerTrigger = 10 }, false},
+		{"source kind", func(s *Spec) { s.Source.Kafka = nil; s.Source.File = &FileSource{Path: "/in"} }, false},
+		{"unused column added", func(s *Spec) { s.Source.Schema = append(s.Source.Schema, Field{Name: "extra", Type: "long"}) }, false},
+		{"nullability", func(s *Spec) { s.Source.Schema[1].Nullable = nil }, false},
+		{"shufflePartitions (frozen separately)", func(s *Spec) { s.ShufflePartitions = 16 }, false},
+		{"stateStore (frozen separately)", func(s *Spec) { s.StateStore = "pebble" }, false},
+		{"name", func(s *Spec) { s.Name = "other" }, false},
+		{"slide equal to size", func(s *Spec) { s.Aggregate.Window.Slide = s.Aggregate.Window.Size }, false},
+
+		{"groupBy", func(s *Spec) { s.Aggregate.GroupBy = []string{"course_id", "lesson_id"} }, true},
+		{"groupBy order", func(s *Spec) {
+			s.Aggregate.GroupBy = []string{"lesson_id", "course_id"}
+		}, true},
+		{"window size", func(s *Spec) { s.Aggregate.Window.Size = Duration(10 * time.Minute) }, true},
+		{"window slide", func(s *Spec) { s.Aggregate.Window.Slide = Duration(time.Minute) }, true},
+		{"window startTime", func(s *Spec) { s.Aggregate.Window.StartTime = Duration(time.Minute) }, true},
+		{"no window", func(s *Spec) { s.Aggregate.Window = nil }, true},
+		{"measure name", func(s *Spec) { s.Aggregate.Measures[0].Name = "events" }, true},
+		{"measure fn", func(s *Spec) { s.Aggregate.Measures[0].Fn = FnApproxCountDistinct; s.Aggregate.Measures[0].Column = "event_id" }, true},
+		{"measure added", func(s *Spec) {
+			s.Aggregate.Measures = append(s.Aggregate.Measures, Measure{Name: "lessons", Fn: FnCount, Column: "lesson_id"})
+		}, true},
+		{"grouping column type", func(s *Spec) { s.Source.Schema[1].Type = "long" }, true},
+		{"output mode", func(s *Spec) { s.OutputMode = Update }, true},
+		{"watermark column", func(s *Spec) { s.Watermark.Column = "lesson_id" }, true},
+		{"no watermark", func(s *Spec) { s.Watermark = nil }, true},
+		{"no aggregation", func(s *Spec) { s.Aggregate = nil }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tileSpec()
+			tc.change(&s)
+			sameDefinition := tc.name == "slide equal to size"
+			if (s.Fingerprint() == base.Fingerprint()) != sameDefinition {
+				t.Errorf("Fingerprint unchanged = %v, want %v", !sameDefinition, sameDefinition) // it was the opposite
+			}
+			changed := s.StateFingerprint() != base.StateFingerprint()
+			if changed != tc.stateChange {
+				t.Errorf("StateFingerprint changed = %v, want %v\nbase: %s\n new: %s",
+					changed, tc.stateChange, base.StateSchemaDescription(), s.StateSchemaDescription())
+			}
+			descChanged := s.StateSchemaDescription() != base.StateSchemaDescription()
+			if descChanged != tc.stateChange {
+				t.Errorf("StateSchemaDescription changed = %v, want %v:\n%s", descChanged, tc.stateChange, s.StateSchemaDescription())
+			}
+		})
+	}
+}
+
+func TestStateSchemaDescription(t *testing.T) {
+	s := tileSpec()
+	want := "outputMode append; watermark on event_time; window(event_time timestamp, size 5m0s, slide 5m0s, start 0s); " +
+		"groupBy [course_id string]; measures [event_count = count(*)]"
+	if got := s.StateSchemaDescription(); got != want {
+		t.Errorf("tile:\n got %s\nwant %s", got, want)
+	}
+	s.Aggregate.Measures = append(s.Aggregate.Measures, Measure{Name: "lessons", Fn: FnApproxCountDistinct, Column: "lesson_id"})
+	if got := s.StateSchemaDescription(); !strings.HasSuffix(got, "measures [event_count = count(*), lessons = approx_count_distinct(lesson_id string)]") {
+		t.Errorf("measures: %s", got)
+	}
+	s.Aggregate = nil
+	s.Watermark = nil
+	if got, want := s.StateSchemaDescription(), "outputMode append; no watermark; no aggregation (no state)"; got != want {
+		t.Errorf("pass-through:\n got %s\nwant %s", got, want)
+	}
+}
