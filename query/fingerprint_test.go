@@ -95,7 +95,10 @@ func TestStateFingerprint(t *testing.T) {
 		{"window startTime", func(s *Spec) { s.Aggregate.Window.StartTime = Duration(time.Minute) }, true},
 		{"no window", func(s *Spec) { s.Aggregate.Window = nil }, true},
 		{"measure name", func(s *Spec) { s.Aggregate.Measures[0].Name = "events" }, true},
-		{"measure fn", func(s *Spec) { s.Aggregate.Measures[0].Fn = FnApproxCountDistinct; s.Aggregate.Measures[0].Column = "event_id" }, true},
+		{"measure fn", func(s *Spec) {
+			s.Aggregate.Measures[0].Fn = FnApproxCountDistinct
+			s.Aggregate.Measures[0].Column = "event_id"
+		}, true},
 		{"measure added", func(s *Spec) {
 			s.Aggregate.Measures = append(s.Aggregate.Measures, Measure{Name: "lessons", Fn: FnCount, Column: "lesson_id"})
 		}, true},
