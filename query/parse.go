@@ -64,15 +64,15 @@ func Parse(data []byte) (Spec, error) {
 	return s, nil
 }
 
-// toJSON returns data as JSON: a document that starts with '{' is taken as
-// JSON and checked for duplicate keys; anything else is read as YAML, where a
-// duplicate key is an error too.
+// toJSON returns data as JSON: a valid JSON object is taken as is and
+// checked for duplicate keys; anything else (including a YAML flow mapping
+// such as {name: a}) is read as YAML, where a duplicate key is an error too.
 func toJSON(data []byte) ([]byte, error) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
 		return nil, errors.New("the document is empty")
 	}
-	if trimmed[0] == '{' {
+	if trimmed[0] == '{' && json.Valid(trimmed) {
 		if err := checkDuplicateKeys(trimmed); err != nil {
 			return nil, err
 		}

@@ -265,6 +265,13 @@ func TestParseStartingOffsetsAndAssignAsMappingOrString(t *testing.T) {
 	}
 }
 
+func TestParseReadsAYAMLFlowMappingAsYAML(t *testing.T) {
+	s, err := Parse([]byte("{name: a, outputMode: update}"))
+	if err != nil || s.Name != "a" || s.OutputMode != Update {
+		t.Fatalf("got %+v, %v", s, err)
+	}
+}
+
 func TestParseRefusesEmptyAndNonMappingDocuments(t *testing.T) {
 	for _, doc := range []string{"", "   \n", "# only a comment\n", "[1, 2]", "just a string"} {
 		if _, err := Parse([]byte(doc)); err == nil {
