@@ -1,0 +1,206 @@
+package kafka
+
+import (
+	"math"
+	"math/bits"
+	"slices"
+)
+
+// This file holds the pure planning arithmetic: no I/O, no clocks.
+
+// apportion divides total units among positive weights in proportion to
+// them (largest-remainder method). Guarantees, for weights w and result s:
+//
+//   - s[i] <= w[i], and sum(s) == min(total, sum(w));
+//   - when total >= len(w), every s[i] >= 1, so nothing starves;
+//   - when total < len(w), one unit each goes to the total largest weights
+//     (a batch then touches as many partitions as it can, and as the
+//     largest backlogs shrink the units move on to the others);
+//   - the result depends only on the inputs (ties go to the lower index).
+func apportion(total int64, w []int64) []int64 {
+	s := make([]int64, len(w))
+	if total <= 0 || len(w) == 0 {
+		return s
+	}
+	sum, ok := sumNoOverflow(w)
+	if !ok {
+		// Offsets this large do not occur; keep the guarantees anyway by
+		// scaling the weights down (proportions are kept to 62 bits).
+		scaled := make([]int64, len(w))
+		shift := uint(0)
+		for {
+			shift++
+			for i, x := range w {
+				scaled[i] = max(x>>shift, 1)
+			}
+			if sum, ok = sumNoOverflow(scaled); ok {
+				break
+			}
+		}
+		s = apportion(min(total, sum), scaled)
+		// Each share is <= its scaled weight <= its real weight; hand the
+		// units lost to scaling out in order, within the real weights.
+		left := total - sumOf(s)
+		for i := 0; i < len(w) && left > 0; i++ {
+			add := min(w[i]-s[i], left)
+			s[i] += add
+			left -= add
+		}
+		return s
+	}
+	if total >= sum {
+		copy(s, w)
+		return s
+	}
+	if total < int64(len(w)) {
+		order := make([]int, len(w))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(a, b int) int {
+			switch {
+			case w[a] > w[b]:
+				return -1
+			case w[a] < w[b]:
+				return 1
+			}
+			return a - b
+		})
+		for _, i := range order[:total] {
+			s[i] = 1
+		}
+		return s
+	}
+	rem := make([]uint64, len(w))
+	given := int64(0)
+	for i, x := range w {
+		hi, lo := bits.Mul64(uint64(total), uint64(x))
+		q, r := bits.Div64(hi, lo, uint64(sum)) // hi < sum since total < sum
+		s[i] = int64(q)
+		rem[i] = r
+		given += s[i]
+	}
+	if left := total - given; left > 0 {
+		order := make([]int, len(w))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(a, b int) int {
+			switch {
+			case rem[a] > rem[b]:
+				return -1
+			case rem[a] < rem[b]:
+				return 1
+			}
+			return a - b
+		})
+		for _, i := range order[:left] {
+			s[i]++ // floor < weight because total < sum, so this stays <= w[i]
+		}
+	}
+	if total >= int64(len(w)) {
+		// No starvation: a zero share takes one unit from the largest share.
+		// One exists with at least 2 because sum(s) = total >= len(w).
+		for i := range s {
+			if s[i] != 0 {
+				continue
+			}
+			j := 0
+			for k := range s {
+				if s[k] > s[j] {
+					j = k
+				}
+			}
+			s[j]--
+			s[i] = 1
+		}
+	}
+	return s
+}
+
+func sumNoOverflow(w []int64) (int64, bool) {
+	var sum int64
+	for _, x := range w {
+		if x > math.MaxInt64-sum {
+			return 0, false
+		}
+		sum += x
+	}
+	return sum, true
+}
+
+func sumOf(w []int64) int64 {
+	var sum int64
+	for _, x := range w {
+		sum += x
+	}
+	return sum
+}
+
+// rateLimit caps a batch at limit offsets (maxOffsetsPerTrigger) split
+// across partitions in proportion to each partition's backlog, as Spark's
+// KafkaMicroBatchStream.rateLimit does, but with the sum never above the
+// cap and, when the cap is at least the number of partitions with a
+// backlog, every such partition making progress. limit <= 0 means no cap.
+// It returns how many offsets each partition advances.
+func rateLimit(limit int64, backlog []int64) []int64 {
+	adv := make([]int64, len(backlog))
+	var idx []int
+	var w []int64
+	for i, b := range backlog {
+		if b > 0 {
+			idx = append(idx, i)
+			w = append(w, b)
+		}
+	}
+	if limit <= 0 {
+		for _, i := range idx {
+			adv[i] = backlog[i]
+		}
+		return adv
+	}
+	for k, share := range apportion(limit, w) {
+		adv[idx[k]] = share
+	}
+	return adv
+}
+
+// splitRanges divides ranges into read tasks so that there are at least
+// minPartitions of them when there are enough offsets, as Spark's
+// KafkaOffsetRangeCalculator does: with fewer non-empty ranges than
+// minPartitions, each range is cut into a number of pieces proportional to
+// its size (at least one), pieces of one range as equal as possible.
+// Empty ranges are dropped; the order of the input is kept.
+func splitRanges(ranges []Range, minPartitions int) []Range {
+	var nonEmpty []Range
+	for _, r := range ranges {
+		if r.Size() > 0 {
+			nonEmpty = append(nonEmpty, r)
+		}
+	}
+	if minPartitions <= len(nonEmpty) {
+		return nonEmpty
+	}
+	sizes := make([]int64, len(nonEmpty))
+	for i, r := range nonEmpty {
+		sizes[i] = r.Size()
+	}
+	total, ok := sumNoOverflow(sizes)
+	if !ok {
+		total = math.MaxInt64
+	}
+	counts := apportion(min(int64(minPartitions), total), sizes)
+	out := make([]Range, 0, minPartitions)
+	for i, r := range nonEmpty {
+		parts := counts[i]
+		remaining := r.Size()
+		from := r.From
+		for k := int64(0); k < parts; k++ {
+			n := remaining / (parts - k) // the last pieces take the round-off
+			remaining -= n
+			out = append(out, Range{Topic: r.Topic, Partition: r.Partition, From: from, To: from + n})
+			from += n
+		}
+	}
+	return out
+}
