@@ -85,10 +85,10 @@ func testPutGet(t *testing.T, s objstore.Store) {
 	}
 	big := bytes.Repeat([]byte("0123456789abcdef"), 64*1024+3) // ~1 MiB, not a round size
 	cases := map[string][]byte{
-		"plain":                                    []byte("hello"),
-		"empty":                                    {},
-		"binary/all-bytes":                         binary,
-		"nested/a/b/c/deep.json":                   []byte(`{"x":1}`),
+		"plain":                  []byte("hello"),
+		"empty":                  {},
+		"binary/all-bytes":       binary,
+		"nested/a/b/c/deep.json": []byte(`{"x":1}`),
 		"part/window_date=2026-01-01/part 0+1.bin": []byte("special characters in the key"),
 		"unicode/ключ-ü.txt":                       []byte("unicode key"),
 		"big/object":                               big,
