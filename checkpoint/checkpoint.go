@@ -1,0 +1,271 @@
+package checkpoint
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/sluicehq/sluice/objstore"
+)
+
+// FormatVersion is written in every log entry.
+const FormatVersion = 1
+
+// ErrFenced is returned when another writer created a log entry this driver
+// meant to create: another driver runs the same checkpoint.
+var ErrFenced = errors.New("fenced: another driver wrote this checkpoint")
+
+// ErrIncompatibleCheckpoint is returned when the query no longer matches its
+// checkpoint: a new checkpoint is required.
+var ErrIncompatibleCheckpoint = errors.New("new checkpoint required")
+
+// FencedError details a lost create-if-absent. It matches ErrFenced.
+type FencedError struct {
+	Batch  int64
+	Object string
+}
+
+func (e *FencedError) Error() string {
+	return fmt.Sprintf("batch %d: %s was already written by another driver: %v", e.Batch, e.Object, ErrFenced)
+}
+
+func (e *FencedError) Is(target error) bool { return target == ErrFenced }
+
+// Metadata describes the query that owns the checkpoint, and the settings
+// frozen for its life.
+type Metadata struct {
+	Version           int    `json:"version"`
+	QueryID           string `json:"id"`
+	Name              string `json:"name"`
+	Fingerprint       string `json:"fingerprint"`
+	StateFingerprint  string `json:"stateFingerprint"`
+	StateDescription  string `json:"stateDescription"`
+	StateStore        string `json:"stateStore"`
+	ShufflePartitions int    `json:"shufflePartitions"`
+	KeyHash           string `json:"keyHash"`
+	CreatedAt         string `json:"createdAt"`
+}
+
+// SourceRange is one source's range for a batch: [Start, End).
+type SourceRange struct {
+	Start json.RawMessage `json:"start"`
+	End   json.RawMessage `json:"end"`
+}
+
+// OffsetEntry is offsets/N: everything a re-run of batch N needs to see
+// exactly what the first run saw.
+type OffsetEntry struct {
+	Version int   `json:"version"`
+	BatchID int64 `json:"batchId"`
+	// BatchWatermarkMs is the watermark batch N evicts with (computed after
+	// N-1); LateWatermarkMs is the watermark rows are dropped against
+	// (batch N-1's own).
+	BatchWatermarkMs int64         `json:"batchWatermarkMs"`
+	LateWatermarkMs  int64         `json:"lateWatermarkMs"`
+	BatchTimestampMs int64         `json:"batchTimestampMs"`
+	NoData           bool          `json:"noData,omitempty"`
+	Sources          []SourceRange `json:"sources"`
+	// Conf holds the settings frozen for the query's life.
+	Conf map[string]string `json:"conf"`
+}
+
+// CommitEntry is commits/N.
+type CommitEntry struct {
+	Version              int   `json:"version"`
+	BatchID              int64 `json:"batchId"`
+	NextBatchWatermarkMs int64 `json:"nextBatchWatermarkMs"`
+}
+
+// Log reads and writes a checkpoint's log entries.
+type Log struct {
+	store objstore.Store
+}
+
+// New returns the log of the checkpoint rooted at store.
+func New(store objstore.Store) *Log { return &Log{store: store} }
+
+// Store returns the checkpoint's object store.
+func (l *Log) Store() objstore.Store { return l.store }
+
+func (l *Log) getJSON(ctx context.Context, key string, v any) error {
+	b, err := l.store.Get(ctx, key)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("read %s: %w", key, err)
+	}
+	return nil
+}
+
+// ReadMetadata returns the metadata; an error matching objstore.ErrNotExist
+// means the checkpoint is empty.
+func (l *Log) ReadMetadata(ctx context.Context) (*Metadata, error) {
+	var m Metadata
+	if err := l.getJSON(ctx, "metadata", &m); err != nil {
+		return nil, fmt.Errorf("read metadata: %w", err)
+	}
+	if m.Version > FormatVersion {
+		return nil, fmt.Errorf("read metadata: format version %d is newer than this build's %d: %w", m.Version, FormatVersion, ErrIncompatibleCheckpoint)
+	}
+	return &m, nil
+}
+
+// CreateMetadata writes the metadata of a new checkpoint. If another driver
+// created it first, the error matches ErrFenced.
+func (l *Log) CreateMetadata(ctx context.Context, m *Metadata) error {
+	m.Version = FormatVersion
+	b, _ := json.MarshalIndent(m, "", "  ")
+	if err := l.store.PutIfAbsent(ctx, "metadata", append(b, '\n')); err != nil {
+		if errors.Is(err, objstore.ErrExists) {
+			return &FencedError{Batch: -1, Object: "metadata"}
+		}
+		return fmt.Errorf("write metadata: %w", err)
+	}
+	return nil
+}
+
+func (l *Log) ids(ctx context.Context, dir string) ([]int64, error) {
+	keys, err := l.store.List(ctx, dir+"/")
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", dir, err)
+	}
+	var ids []int64
+	for _, k := range keys {
+		name := strings.TrimPrefix(k, dir+"/")
+		if id, err := strconv.ParseInt(name, 10, 64); err == nil && id >= 0 {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids, nil
+}
+
+// OffsetIDs and CommitIDs list the batch ids in each log, ascending.
+func (l *Log) OffsetIDs(ctx context.Context) ([]int64, error) { return l.ids(ctx, "offsets") }
+func (l *Log) CommitIDs(ctx context.Context) ([]int64, error) { return l.ids(ctx, "commits") }
+
+// Offsets reads offsets/N.
+func (l *Log) Offsets(ctx context.Context, id int64) (*OffsetEntry, error) {
+	var e OffsetEntry
+	if err := l.getJSON(ctx, fmt.Sprintf("offsets/%d", id), &e); err != nil {
+		return nil, fmt.Errorf("read offsets/%d: %w", id, err)
+	}
+	return &e, nil
+}
+
+// Commit reads commits/N.
+func (l *Log) Commit(ctx context.Context, id int64) (*CommitEntry, error) {
+	var e CommitEntry
+	if err := l.getJSON(ctx, fmt.Sprintf("commits/%d", id), &e); err != nil {
+		return nil, fmt.Errorf("read commits/%d: %w", id, err)
+	}
+	return &e, nil
+}
+
+// Latest reads the newest offsets and commit entries (nil when absent).
+func (l *Log) Latest(ctx context.Context) (*OffsetEntry, *CommitEntry, error) {
+	oids, err := l.OffsetIDs(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	cids, err := l.CommitIDs(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	var o *OffsetEntry
+	var c *CommitEntry
+	if len(oids) > 0 {
+		if o, err = l.Offsets(ctx, oids[len(oids)-1]); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(cids) > 0 {
+		if c, err = l.Commit(ctx, cids[len(cids)-1]); err != nil {
+			return nil, nil, err
+		}
+	}
+	return o, c, nil
+}
+
+func (l *Log) create(ctx context.Context, key string, batch int64, v any) error {
+	b, _ := json.MarshalIndent(v, "", "  ")
+	if err := l.store.PutIfAbsent(ctx, key, append(b, '\n')); err != nil {
+		if errors.Is(err, objstore.ErrExists) {
+			return &FencedError{Batch: batch, Object: key}
+		}
+		return fmt.Errorf("write %s: %w", key, err)
+	}
+	return nil
+}
+
+// WriteOffsets creates offsets/N before batch N runs.
+func (l *Log) WriteOffsets(ctx context.Context, e *OffsetEntry) error {
+	e.Version = FormatVersion
+	return l.create(ctx, fmt.Sprintf("offsets/%d", e.BatchID), e.BatchID, e)
+}
+
+// WriteCommit creates commits/N after the sink committed batch N.
+func (l *Log) WriteCommit(ctx context.Context, e *CommitEntry) error {
+	e.Version = FormatVersion
+	return l.create(ctx, fmt.Sprintf("commits/%d", e.BatchID), e.BatchID, e)
+}
+
+// Cleanup deletes offsets and commits entries of batches before keep.
+func (l *Log) Cleanup(ctx context.Context, keep int64) error {
+	for _, dir := range []string{"offsets", "commits"} {
+		ids, err := l.ids(ctx, dir)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			if id >= keep {
+				break
+			}
+			key := fmt.Sprintf("%s/%d", dir, id)
+			if err := l.store.Delete(ctx, key); err != nil && !errors.Is(err, objstore.ErrNotExist) {
+				return fmt.Errorf("clean up %s: %w", key, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Resume is what a starting driver does next, decided from the log alone.
+type Resume struct {
+	// Rerun is set when the newest batch was planned but not committed: it
+	// runs again exactly as logged.
+	Rerun *OffsetEntry
+	// NextBatch is the id of the next batch to plan (when Rerun is nil).
+	NextBatch int64
+	// Last is the newest offsets entry (nil for a fresh checkpoint): its
+	// ends are where the next batch starts.
+	Last *OffsetEntry
+	// Watermark is the watermark the next planned batch evicts with, and
+	// LateWatermark the one it drops late rows against (the last batch's).
+	WatermarkMs, LateWatermarkMs int64
+}
+
+// Decide applies SEMANTICS.md rule 13 to the newest offsets and commit.
+func Decide(last *OffsetEntry, commit *CommitEntry) (Resume, error) {
+	switch {
+	case last == nil && commit == nil:
+		return Resume{NextBatch: 0}, nil
+	case last == nil:
+		return Resume{}, fmt.Errorf("commits/%d exists without offsets: %w", commit.BatchID, ErrIncompatibleCheckpoint)
+	case commit == nil || commit.BatchID < last.BatchID:
+		if commit != nil && commit.BatchID < last.BatchID-1 {
+			return Resume{}, fmt.Errorf("offsets/%d follows commits/%d: batches in between never committed: %w", last.BatchID, commit.BatchID, ErrIncompatibleCheckpoint)
+		}
+		return Resume{Rerun: last, Last: last}, nil
+	case commit.BatchID == last.BatchID:
+		wm := max(last.BatchWatermarkMs, commit.NextBatchWatermarkMs)
+		return Resume{NextBatch: last.BatchID + 1, Last: last, WatermarkMs: wm, LateWatermarkMs: last.BatchWatermarkMs}, nil
+	default:
+		return Resume{}, fmt.Errorf("commits/%d is newer than offsets/%d: %w", commit.BatchID, last.BatchID, ErrIncompatibleCheckpoint)
+	}
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/fault"
+	"github.com/sluicehq/sluice/query"
+	"github.com/sluicehq/sluice/scheduler"
+)
+
+func newRunCmd() *cobra.Command {
+	var file, progressJSON string
+	var allowFirst, allowReplay bool
+	cmd := &cobra.Command{
+		Use:   "run -f QUERY.yaml",
+		Short: "Run one query in this process until its trigger stops (availableNow, once) or SIGINT/SIGTERM",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if file == "" {
+				return fmt.Errorf("run: -f QUERY.yaml is required")
+			}
+			spec, err := query.Load(file)
+			if err != nil {
+				return err
+			}
+			progress, closeProgress, err := progressWriter(progressJSON)
+			if err != nil {
+				return err
+			}
+			defer closeProgress()
+			return runSpec(cmd, spec, engine.Options{
+				AllowFirstStart: allowFirst,
+				AllowReplay:     allowReplay,
+				Progress:        progress,
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "query spec (YAML or JSON)")
+	cmd.Flags().StringVar(&progressJSON, "progress-json", "", "append one JSON progress object per batch to this file")
+	cmd.Flags().BoolVar(&allowFirst, "allow-first-start", false, "let a production query start on an empty checkpoint (a first start)")
+	cmd.Flags().BoolVar(&allowReplay, "allow-replay", false, "let a production query start on an empty checkpoint (an intended replay)")
+	return cmd
+}
+
+// runSpec builds and runs a query, printing one line per batch on stderr.
+func runSpec(cmd *cobra.Command, spec query.Spec, opts engine.Options) error {
+	ctx := cmd.Context()
+	hook, err := fault.FromEnv()
+	if err != nil {
+		return err
+	}
+	opts.Hook = hook
+	opts.Logger = logger(cmd)
+	opts.Stdout = cmd.OutOrStdout()
+	next := opts.Progress
+	opts.Progress = func(p *scheduler.Progress) {
+		fmt.Fprintln(os.Stderr, p.Line())
+		if next != nil {
+			next(p)
+		}
+	}
+	job, err := engine.Build(ctx, spec, opts)
+	if err != nil {
+		return err
+	}
+	defer job.Close()
+	return job.Run(ctx)
+}
+
+// progressWriter appends progress objects as JSON lines to path.
+func progressWriter(path string) (func(*scheduler.Progress), func(), error) {
+	if path == "" {
+		return nil, func() {}, nil
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open --progress-json: %w", err)
+	}
+	var mu sync.Mutex
+	enc := json.NewEncoder(f)
+	return func(p *scheduler.Progress) {
+		mu.Lock()
+		defer mu.Unlock()
+		_ = enc.Encode(p)
+		_ = f.Sync()
+	}, func() { f.Close() }, nil
+}

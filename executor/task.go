@@ -1,0 +1,254 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/sluicehq/sluice/agg"
+	"github.com/sluicehq/sluice/eventtime"
+	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/query"
+	"github.com/sluicehq/sluice/row"
+	"github.com/sluicehq/sluice/sink"
+	"github.com/sluicehq/sluice/source"
+	"github.com/sluicehq/sluice/statestore"
+)
+
+// Env is what tasks need, built once per query in each process.
+type Env struct {
+	QueryID string
+	Spec    *query.Spec
+	// Layout is nil for a query without an aggregate (rows pass through).
+	Layout *agg.Layout
+	Source source.Source
+	State  statestore.Provider
+	// FileSink is set when reduce tasks write the output themselves; when
+	// nil, reduce results carry their rows back to the driver.
+	FileSink sink.FileSink
+	// BadRecords receives malformed records.
+	BadRecords objstore.Store
+	Logger     *slog.Logger
+	// Hook, if set, is called at named points of a task (fault injection).
+	Hook func(point string, batch int64)
+}
+
+func (e *Env) hook(point string, batch int64) {
+	if e.Hook != nil {
+		e.Hook(point, batch)
+	}
+}
+
+// Fields returns the decoder fields of the spec's schema.
+func Fields(s *query.Spec) []row.Field {
+	fields := make([]row.Field, 0, len(s.Source.Schema))
+	for _, f := range s.Source.Schema {
+		k, _ := row.ParseKind(f.Type)
+		fields = append(fields, row.Field{Name: f.Name, Kind: k, Nullable: f.IsNullable()})
+	}
+	return fields
+}
+
+// timeCol returns the input index of the watermark column, or -1.
+func timeCol(s *query.Spec) int {
+	if s.Watermark == nil {
+		return -1
+	}
+	for i, f := range s.Source.Schema {
+		if f.Name == s.Watermark.Column {
+			return i
+		}
+	}
+	return -1
+}
+
+// MapTask reads one split of a batch.
+type MapTask struct {
+	Batch      int64
+	Index      int
+	Split      source.Split
+	Late       eventtime.Watermark
+	Partitions int
+}
+
+// MapResult is a map task's output: partials (or rows) by state partition,
+// and its metrics.
+type MapResult struct {
+	Index int
+	// Partials[p] holds the groups for state partition p (aggregations).
+	Partials [][]agg.Entry
+	// Rows[p] holds pass-through rows for partition p (no aggregate).
+	Rows [][]row.Row
+	// InputRows counts records read, malformed included.
+	InputRows          int64
+	Malformed          int64
+	DroppedByWatermark int64
+	// Event-time range of the rows read (valid when HasEventTime).
+	MinEventTime, MaxEventTime int64
+	HasEventTime               bool
+}
+
+// BadRecord is a malformed record set aside with its reason and position.
+type BadRecord struct {
+	Source string `json:"source"`
+	Offset int64  `json:"offset"`
+	Field  string `json:"field,omitempty"`
+	Reason string `json:"reason"`
+	Record string `json:"record"`
+}
+
+// RunMap runs one map task.
+func RunMap(ctx context.Context, env *Env, t MapTask) (*MapResult, error) {
+	res := &MapResult{Index: t.Index}
+	dec := row.NewDecoder(Fields(env.Spec))
+	tc := timeCol(env.Spec)
+	var table *agg.Table
+	if env.Layout != nil {
+		table = agg.NewTable(env.Layout)
+	} else {
+		res.Rows = make([][]row.Row, t.Partitions)
+	}
+	passPart := t.Index % t.Partitions
+	var bad []BadRecord
+	var dst row.Row
+	err := env.Source.Read(ctx, t.Split, func(rec *source.Record) error {
+		res.InputRows++
+		r, err := dec.Decode(rec.Value, dst)
+		if err != nil {
+			res.Malformed++
+			br := BadRecord{Source: rec.Part, Offset: rec.Offset, Reason: err.Error(), Record: string(rec.Value)}
+			var me *row.MalformedError
+			if errors.As(err, &me) {
+				br.Field, br.Reason = me.Field, me.Reason
+			}
+			bad = append(bad, br)
+			return nil
+		}
+		dst = r
+		if tc >= 0 {
+			if v := r[tc]; v.Kind != row.Null {
+				if !res.HasEventTime {
+					res.MinEventTime, res.MaxEventTime, res.HasEventTime = v.I, v.I, true
+				} else if v.I > res.MaxEventTime {
+					res.MaxEventTime = v.I
+				} else if v.I < res.MinEventTime {
+					res.MinEventTime = v.I
+				}
+			}
+		}
+		if table != nil {
+			res.DroppedByWatermark += int64(table.Add(r, t.Late))
+			return nil
+		}
+		res.Rows[passPart] = append(res.Rows[passPart], append(row.Row(nil), r...))
+		dst = nil
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("map task %d of batch %d (split %s): %w", t.Index, t.Batch, t.Split.ID, err)
+	}
+	if table != nil {
+		res.Partials = table.Partition(t.Partitions)
+	}
+	if len(bad) > 0 {
+		if err := writeBadRecords(ctx, env.BadRecords, t, bad); err != nil {
+			return nil, err
+		}
+		env.Logger.Warn("malformed records set aside", "batch", t.Batch, "split", t.Split.ID, "count", len(bad))
+	}
+	env.hook("map-done", t.Batch)
+	return res, nil
+}
+
+// writeBadRecords writes a map task's malformed records to
+// batch_id=N/<split>.jsonl. The name is deterministic, so a re-run batch
+// replaces the file instead of adding a second copy.
+func writeBadRecords(ctx context.Context, store objstore.Store, t MapTask, bad []BadRecord) error {
+	if store == nil {
+		return fmt.Errorf("map task %d of batch %d: %d malformed records and no badRecordsPath", t.Index, t.Batch, len(bad))
+	}
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	for _, r := range bad {
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	key := fmt.Sprintf("batch_id=%d/part-%05d.jsonl", t.Batch, t.Index)
+	if err := store.Put(ctx, key, []byte(b.String())); err != nil {
+		return fmt.Errorf("write bad records of batch %d: %w", t.Batch, err)
+	}
+	return nil
+}
+
+// ReduceTask merges one state partition's partials.
+type ReduceTask struct {
+	Batch     int64
+	Partition int
+	Watermark eventtime.Batch
+	// SkipSink is set when the sink log already holds this batch (a re-run
+	// after the sink committed): state is rebuilt, output is not rewritten.
+	SkipSink bool
+}
+
+// ReduceResult is a reduce task's output.
+type ReduceResult struct {
+	Partition int
+	// Files written by the file sink; Rows when the driver writes output.
+	Files []string
+	Rows  []row.Row
+	// NumOutputRows counts the rows emitted.
+	NumOutputRows int64
+	StateRows     int64
+	Updated       int64
+	Removed       int64
+	MemoryBytes   int64
+	StateWrites   int
+}
+
+// RunReduce runs one reduce task over the partials (or rows) every map task
+// produced for the partition, in map order.
+func RunReduce(ctx context.Context, env *Env, t ReduceTask, partials [][]agg.Entry, rows [][]row.Row) (*ReduceResult, error) {
+	res := &ReduceResult{Partition: t.Partition}
+	var out []row.Row
+	if env.Layout != nil {
+		st, err := env.State.Open(ctx, t.Partition, statestore.Version(t.Batch))
+		if err != nil {
+			return nil, fmt.Errorf("reduce partition %d of batch %d: %w", t.Partition, t.Batch, err)
+		}
+		var stats agg.ReduceStats
+		out, stats, err = env.Layout.Reduce(st, partials, t.Watermark)
+		if err != nil {
+			st.Abort()
+			return nil, fmt.Errorf("reduce partition %d of batch %d: %w", t.Partition, t.Batch, err)
+		}
+		res.Updated, res.Removed = stats.Updated, stats.Removed
+		res.StateRows, res.MemoryBytes = st.NumRows(), st.MemoryBytes()
+		env.hook("state-commit", t.Batch)
+		if res.StateWrites, err = st.Commit(ctx); err != nil {
+			return nil, fmt.Errorf("reduce partition %d of batch %d: %w", t.Partition, t.Batch, err)
+		}
+	} else {
+		for _, rs := range rows {
+			out = append(out, rs...)
+		}
+	}
+	res.NumOutputRows = int64(len(out))
+	switch {
+	case t.SkipSink:
+	case env.FileSink != nil:
+		files, err := env.FileSink.WritePartition(ctx, batchOf(env, t.Batch), t.Partition, out)
+		if err != nil {
+			return nil, fmt.Errorf("reduce partition %d of batch %d: write sink: %w", t.Partition, t.Batch, err)
+		}
+		res.Files = files
+	default:
+		res.Rows = out
+	}
+	return res, nil
+}
+
+func batchOf(env *Env, id int64) sink.Batch { return sink.Batch{QueryID: env.QueryID, ID: id} }

@@ -1,0 +1,20 @@
+// Package scheduler is the driver's per-query micro-batch loop.
+//
+// Each batch goes planned → running → committing → committed:
+//
+//	plan N      read the source's available offsets, cap them, fix the
+//	            batch watermark; write offsets/N (create-if-absent)
+//	run N       dispatch map and reduce tasks to a Runner (in-process or
+//	            executors); state version N+1 and sink files are written
+//	commit N    the sink's log entry for N, then commits/N with the next
+//	            watermark (create-if-absent)
+//
+// A batch that fails is retried whole from its logged offsets (failed →
+// retrying), never re-planned. On start, the checkpoint decides: a batch
+// with offsets and no commit runs again exactly as logged; otherwise the
+// next batch is planned from the last commit (SEMANTICS.md rule 13).
+//
+// The scheduler decides with pure functions (checkpoint.Decide,
+// eventtime.Advance, eventtime.NeedsNoDataBatch) and does I/O only through
+// the checkpoint log, the source, the runner and the sink.
+package scheduler

@@ -1,0 +1,98 @@
+package scheduler
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/row"
+)
+
+// Progress is one batch's report, shaped like Spark's
+// StreamingQueryProgress.
+type Progress struct {
+	ID                     string                  `json:"id"`
+	RunID                  string                  `json:"runId"`
+	Name                   string                  `json:"name"`
+	Timestamp              string                  `json:"timestamp"`
+	BatchID                int64                   `json:"batchId"`
+	Rerun                  bool                    `json:"rerun,omitempty"`
+	NoData                 bool                    `json:"noData,omitempty"`
+	NumInputRows           int64                   `json:"numInputRows"`
+	InputRowsPerSecond     float64                 `json:"inputRowsPerSecond"`
+	ProcessedRowsPerSecond float64                 `json:"processedRowsPerSecond"`
+	DurationMs             map[string]int64        `json:"durationMs"`
+	EventTime              map[string]string       `json:"eventTime"`
+	StateOperators         []StateOperatorProgress `json:"stateOperators"`
+	Sources                []SourceProgress        `json:"sources"`
+	Sink                   SinkProgress            `json:"sink"`
+	NumRowsMalformed       int64                   `json:"numRowsMalformed"`
+	// BatchWatermarkMs is the watermark the batch evicted with and
+	// LateWatermarkMs the one it dropped late rows against.
+	BatchWatermarkMs int64 `json:"batchWatermarkMs"`
+	LateWatermarkMs  int64 `json:"lateWatermarkMs"`
+	Attempts         int   `json:"attempts"`
+}
+
+// StateOperatorProgress reports one stateful operator.
+type StateOperatorProgress struct {
+	OperatorName              string `json:"operatorName"`
+	NumRowsTotal              int64  `json:"numRowsTotal"`
+	NumRowsUpdated            int64  `json:"numRowsUpdated"`
+	NumRowsRemoved            int64  `json:"numRowsRemoved"`
+	NumRowsDroppedByWatermark int64  `json:"numRowsDroppedByWatermark"`
+	MemoryUsedBytes           int64  `json:"memoryUsedBytes"`
+	NumShufflePartitions      int    `json:"numShufflePartitions"`
+	NumStateStoreWrites       int    `json:"numStateStoreWrites"`
+}
+
+// SourceProgress reports one source.
+type SourceProgress struct {
+	Description            string           `json:"description"`
+	StartOffset            json.RawMessage  `json:"startOffset"`
+	EndOffset              json.RawMessage  `json:"endOffset"`
+	LatestOffset           json.RawMessage  `json:"latestOffset"`
+	NumInputRows           int64            `json:"numInputRows"`
+	InputRowsPerSecond     float64          `json:"inputRowsPerSecond"`
+	ProcessedRowsPerSecond float64          `json:"processedRowsPerSecond"`
+	Metrics                map[string]int64 `json:"metrics,omitempty"`
+}
+
+// SinkProgress reports the sink.
+type SinkProgress struct {
+	Description   string `json:"description"`
+	NumOutputRows int64  `json:"numOutputRows"`
+	Skipped       bool   `json:"skipped,omitempty"`
+}
+
+// Line renders the progress as one human-readable line.
+func (p *Progress) Line() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "batch %d", p.BatchID)
+	switch {
+	case p.Rerun:
+		b.WriteString(" (re-run)")
+	case p.NoData:
+		b.WriteString(" (no data)")
+	}
+	fmt.Fprintf(&b, ": %d rows in %d ms (%.0f rows/s)", p.NumInputRows, p.DurationMs["triggerExecution"], p.ProcessedRowsPerSecond)
+	if p.NumRowsMalformed > 0 {
+		fmt.Fprintf(&b, ", %d malformed", p.NumRowsMalformed)
+	}
+	for _, s := range p.StateOperators {
+		fmt.Fprintf(&b, ", state %d rows, %d late dropped", s.NumRowsTotal, s.NumRowsDroppedByWatermark)
+	}
+	fmt.Fprintf(&b, ", %d out", p.Sink.NumOutputRows)
+	if p.Sink.Skipped {
+		b.WriteString(" (sink already had it)")
+	}
+	fmt.Fprintf(&b, ", watermark %s", p.EventTime["watermark"])
+	return b.String()
+}
+
+func fmtMs(ms int64) string { return row.FormatTimestamp(ms * 1000) }
+
+func fmtMicros(us int64) string { return row.FormatTimestamp(us) }
+
+func ms(d time.Duration) int64 { return d.Milliseconds() }

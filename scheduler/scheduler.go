@@ -1,0 +1,594 @@
+package scheduler
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/agg"
+	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/eventtime"
+	"github.com/sluicehq/sluice/executor"
+	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/query"
+	"github.com/sluicehq/sluice/row"
+	"github.com/sluicehq/sluice/sink"
+	"github.com/sluicehq/sluice/source"
+	"github.com/sluicehq/sluice/statestore"
+)
+
+// ErrProductionGuard is returned when a production query would start in a
+// way that could silently skip or replay data.
+var ErrProductionGuard = errors.New("refused by production guard")
+
+// Config is what a query's loop needs. Spec must be validated, with
+// defaults applied.
+type Config struct {
+	Spec       query.Spec
+	Checkpoint objstore.Store
+	// CheckpointOnObjectStore reports whether the checkpoint location is an
+	// object store (production queries require it).
+	CheckpointOnObjectStore bool
+	Source                  source.Source
+	// Exactly one of FileSink and Writer.
+	FileSink sink.FileSink
+	Writer   sink.BatchWriter
+	// State, if set, is cleaned up as batches commit.
+	State statestore.Provider
+	// AllowFirstStart and AllowReplay let a production query start on an
+	// empty checkpoint.
+	AllowFirstStart, AllowReplay bool
+	// MaxAttempts bounds how often one batch runs before the query fails
+	// (default 3).
+	MaxAttempts int
+	// RetryBackoff is the first wait between attempts (default 200ms),
+	// doubling each time.
+	RetryBackoff time.Duration
+	// IdlePoll is how long the default trigger waits when there is no new
+	// data (default 100ms).
+	IdlePoll time.Duration
+	Logger   *slog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Progress receives each batch's report.
+	Progress func(*Progress)
+	// Hook, if set, is called at named points (fault injection):
+	// after-offsets, before-sink-commit, after-sink-commit, after-commit.
+	Hook func(point string, batch int64)
+}
+
+// Query is one query's loop, bound to its checkpoint.
+type Query struct {
+	cfg    Config
+	log    *checkpoint.Log
+	meta   *checkpoint.Metadata
+	layout *agg.Layout
+	runID  string
+	conf   map[string]string
+	runner executor.Runner
+}
+
+// Open reads (or, for an empty checkpoint, creates) the checkpoint's
+// metadata and checks that the query can run on it.
+func Open(ctx context.Context, cfg Config) (*Query, error) {
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 3
+	}
+	if cfg.RetryBackoff <= 0 {
+		cfg.RetryBackoff = 200 * time.Millisecond
+	}
+	if cfg.IdlePoll <= 0 {
+		cfg.IdlePoll = 100 * time.Millisecond
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &cfg.Spec
+	q := &Query{cfg: cfg, log: checkpoint.New(cfg.Checkpoint), runID: newID()}
+	if s.Aggregate != nil {
+		l, err := agg.Compile(s)
+		if err != nil {
+			return nil, err
+		}
+		q.layout = l
+	}
+	if s.Environment == query.Production && !cfg.CheckpointOnObjectStore {
+		return nil, fmt.Errorf("query %s: environment production needs checkpointLocation on an object store (s3://...), not %q: a local checkpoint is lost with its node: %w",
+			s.Name, s.CheckpointLocation, ErrProductionGuard)
+	}
+	want := checkpoint.Metadata{
+		Name:              s.Name,
+		Fingerprint:       s.Fingerprint(),
+		StateFingerprint:  s.StateFingerprint(),
+		StateDescription:  s.StateSchemaDescription(),
+		StateStore:        s.StateStore,
+		ShufflePartitions: s.ShufflePartitions,
+		KeyHash:           agg.KeyHashName,
+	}
+	meta, err := q.log.ReadMetadata(ctx)
+	switch {
+	case errors.Is(err, objstore.ErrNotExist):
+		if s.Environment == query.Production && !cfg.AllowFirstStart && !cfg.AllowReplay {
+			return nil, fmt.Errorf("query %s: checkpoint %s is empty; a production query starts on an empty checkpoint only when told this is a first start (--allow-first-start) or an intended replay (--allow-replay): a lost checkpoint must be loud: %w",
+				s.Name, s.CheckpointLocation, ErrProductionGuard)
+		}
+		want.QueryID = newID()
+		want.CreatedAt = cfg.Now().UTC().Format(time.RFC3339)
+		if err := q.log.CreateMetadata(ctx, &want); err != nil {
+			return nil, err
+		}
+		meta = &want
+		cfg.Logger.Info("new checkpoint", "query", s.Name, "id", meta.QueryID, "checkpoint", s.CheckpointLocation)
+	case err != nil:
+		return nil, err
+	default:
+		if err := compatible(meta, &want); err != nil {
+			return nil, fmt.Errorf("query %s on checkpoint %s: %w", s.Name, s.CheckpointLocation, err)
+		}
+	}
+	q.meta = meta
+	q.conf = map[string]string{
+		"shufflePartitions": strconv.Itoa(meta.ShufflePartitions),
+		"stateStore":        meta.StateStore,
+		"keyHash":           meta.KeyHash,
+		"watermarkPolicy":   "max",
+	}
+	return q, nil
+}
+
+// compatible refuses a query whose state layout or frozen settings differ
+// from the checkpoint's, with both values side by side.
+func compatible(have, want *checkpoint.Metadata) error {
+	var diffs []string
+	if have.StateFingerprint != want.StateFingerprint {
+		diffs = append(diffs, fmt.Sprintf("state schema: checkpoint has %q, query has %q", have.StateDescription, want.StateDescription))
+	}
+	if have.ShufflePartitions != want.ShufflePartitions {
+		diffs = append(diffs, fmt.Sprintf("shufflePartitions: checkpoint has %d, query has %d", have.ShufflePartitions, want.ShufflePartitions))
+	}
+	if have.StateStore != want.StateStore {
+		diffs = append(diffs, fmt.Sprintf("stateStore: checkpoint has %s, query has %s", have.StateStore, want.StateStore))
+	}
+	if have.KeyHash != want.KeyHash {
+		diffs = append(diffs, fmt.Sprintf("key hash: checkpoint has %s, this build has %s", have.KeyHash, want.KeyHash))
+	}
+	if len(diffs) == 0 {
+		return nil
+	}
+	msg := ""
+	for i, d := range diffs {
+		if i > 0 {
+			msg += "; "
+		}
+		msg += d
+	}
+	return fmt.Errorf("%s: %w (start the changed query on a new checkpointLocation and plan the cutover)", msg, checkpoint.ErrIncompatibleCheckpoint)
+}
+
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// QueryID returns the checkpoint's query id.
+func (q *Query) QueryID() string { return q.meta.QueryID }
+
+// Metadata returns the checkpoint's metadata.
+func (q *Query) Metadata() *checkpoint.Metadata { return q.meta }
+
+// permanent reports errors that retrying the batch cannot fix.
+func permanent(err error) bool {
+	return errors.Is(err, checkpoint.ErrFenced) || errors.Is(err, checkpoint.ErrIncompatibleCheckpoint) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// loop is the mutable position of the loop between batches.
+type loop struct {
+	next    int64
+	ends    []source.Offset // where the next batch starts; nil: Initial
+	usedWM  int64           // watermark (ms) the last batch evicted with
+	nextWM  int64           // watermark (ms) the next batch evicts with
+	batches int             // batches run by this Run
+	lastRun time.Time
+}
+
+// Run runs the query with runner until the trigger says stop (availableNow,
+// once) or ctx is cancelled (processingTime and the default trigger). A
+// batch in flight when ctx is cancelled is abandoned, never half-committed:
+// its offsets are logged and the next start re-runs it.
+func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
+	cfg := q.cfg
+	q.runner = runner
+	last, commit, err := q.log.Latest(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := checkpoint.Decide(last, commit)
+	if err != nil {
+		return err
+	}
+	lp := &loop{next: res.NextBatch, nextWM: res.WatermarkMs, usedWM: res.LateWatermarkMs}
+	if res.Last != nil {
+		for _, r := range res.Last.Sources {
+			lp.ends = append(lp.ends, r.End)
+		}
+		if k := cfg.Spec.Source.Kafka; k != nil && k.StartingOffsets != "" && res.Rerun == nil {
+			cfg.Logger.Info("checkpoint has offsets: startingOffsets is ignored", "query", cfg.Spec.Name, "startingOffsets", k.StartingOffsets)
+		}
+	}
+	if res.Rerun != nil {
+		cfg.Logger.Info("re-running uncommitted batch as logged", "query", cfg.Spec.Name, "batch", res.Rerun.BatchID)
+		if err := q.runBatch(ctx, lp, res.Rerun, true); err != nil {
+			return stopErr(ctx, err)
+		}
+		if cfg.Spec.Trigger.Once {
+			return nil
+		}
+	}
+
+	var target source.Offset
+	if cfg.Spec.Trigger.AvailableNow {
+		start, err := q.start(ctx, lp)
+		if err != nil {
+			return err
+		}
+		if target, err = cfg.Source.Latest(ctx, start, cfg.Now()); err != nil {
+			return fmt.Errorf("availableNow: read latest offsets: %w", err)
+		}
+	}
+	interval := cfg.Spec.Trigger.ProcessingTime.D()
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if interval > 0 && !lp.lastRun.IsZero() {
+			if wait := lp.lastRun.Add(interval).Sub(cfg.Now()); wait > 0 {
+				if !sleep(ctx, wait) {
+					return nil
+				}
+			}
+		}
+		triggerStart := cfg.Now()
+		entry, err := q.plan(ctx, lp, target)
+		if err != nil {
+			return stopErr(ctx, err)
+		}
+		if entry == nil {
+			if cfg.Spec.Trigger.AvailableNow || cfg.Spec.Trigger.Once {
+				return nil
+			}
+			lp.lastRun = triggerStart
+			if interval == 0 && !sleep(ctx, cfg.IdlePoll) {
+				return nil
+			}
+			continue
+		}
+		lp.lastRun = triggerStart
+		if err := q.log.WriteOffsets(ctx, entry); err != nil {
+			return stopErr(ctx, err)
+		}
+		q.hook("after-offsets", entry.BatchID)
+		if err := q.runBatch(ctx, lp, entry, false); err != nil {
+			return stopErr(ctx, err)
+		}
+		if cfg.Spec.Trigger.Once {
+			return nil
+		}
+	}
+}
+
+// stopErr turns the cancellation of ctx into a clean stop.
+func stopErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return nil
+	}
+	return err
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (q *Query) hook(point string, batch int64) {
+	if q.cfg.Hook != nil {
+		q.cfg.Hook(point, batch)
+	}
+}
+
+// start returns where the next batch starts.
+func (q *Query) start(ctx context.Context, lp *loop) (source.Offset, error) {
+	if lp.ends != nil {
+		return lp.ends[0], nil
+	}
+	off, err := q.cfg.Source.Initial(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read starting offsets: %w", err)
+	}
+	lp.ends = []source.Offset{off}
+	return off, nil
+}
+
+// plan decides the next batch, or nil when there is nothing to run: no new
+// data and no no-data batch due.
+func (q *Query) plan(ctx context.Context, lp *loop, target source.Offset) (*checkpoint.OffsetEntry, error) {
+	cfg := q.cfg
+	start, err := q.start(ctx, lp)
+	if err != nil {
+		return nil, err
+	}
+	limit := target
+	now := cfg.Now()
+	if limit == nil {
+		if limit, err = cfg.Source.Latest(ctx, start, now); err != nil {
+			return nil, fmt.Errorf("plan batch %d: read latest offsets: %w", lp.next, err)
+		}
+	}
+	end, err := cfg.Source.Next(ctx, start, limit)
+	if err != nil {
+		return nil, fmt.Errorf("plan batch %d: %w", lp.next, err)
+	}
+	hasData := !bytes.Equal(start, end)
+	evicts := q.layout != nil && q.layout.Bound != agg.NoBound
+	noData := !hasData && eventtime.NeedsNoDataBatch(evicts, cfg.Spec.NoDataBatches(), eventtime.Watermark(lp.usedWM*1000), eventtime.Watermark(lp.nextWM*1000))
+	if !hasData && !noData {
+		return nil, nil
+	}
+	return &checkpoint.OffsetEntry{
+		BatchID:          lp.next,
+		BatchWatermarkMs: lp.nextWM,
+		LateWatermarkMs:  lp.usedWM,
+		BatchTimestampMs: now.UnixMilli(),
+		NoData:           !hasData,
+		Sources:          []checkpoint.SourceRange{{Start: start, End: end}},
+		Conf:             q.conf,
+	}, nil
+}
+
+// runBatch runs a logged batch to its commit, retrying it whole.
+func (q *Query) runBatch(ctx context.Context, lp *loop, e *checkpoint.OffsetEntry, rerun bool) error {
+	cfg := q.cfg
+	started := cfg.Now()
+	wm := eventtime.Batch{Late: eventtime.Watermark(e.LateWatermarkMs * 1000), Evict: eventtime.Watermark(e.BatchWatermarkMs * 1000)}
+	var res *executor.BatchResult
+	var skipSink bool
+	attempts := 0
+	backoff := cfg.RetryBackoff
+	for {
+		attempts++
+		var err error
+		res, skipSink, err = q.attempt(ctx, e, wm)
+		if err == nil {
+			break
+		}
+		if permanent(err) || attempts >= cfg.MaxAttempts {
+			return fmt.Errorf("batch %d failed after %d attempts: %w", e.BatchID, attempts, err)
+		}
+		cfg.Logger.Warn("batch failed; retrying from its logged offsets", "query", cfg.Spec.Name, "batch", e.BatchID, "attempt", attempts, "err", err)
+		if !sleep(ctx, backoff) {
+			return ctx.Err()
+		}
+		backoff *= 2
+	}
+	q.hook("after-sink-commit", e.BatchID)
+	delay := int64(0)
+	if cfg.Spec.Watermark != nil {
+		delay = cfg.Spec.Watermark.Delay.Micros()
+	}
+	next := int64(wm.Evict)
+	if cfg.Spec.Watermark != nil {
+		next = int64(eventtime.Advance(wm.Evict, res.MaxEventTime, res.HasEventTime, delay))
+	}
+	commitStart := cfg.Now()
+	if err := q.log.WriteCommit(ctx, &checkpoint.CommitEntry{BatchID: e.BatchID, NextBatchWatermarkMs: next / 1000}); err != nil {
+		return err
+	}
+	q.hook("after-commit", e.BatchID)
+	done := cfg.Now()
+
+	if len(e.Sources) > 0 {
+		lp.ends = []source.Offset{e.Sources[0].End}
+	}
+	lp.usedWM, lp.nextWM, lp.next = e.BatchWatermarkMs, next/1000, e.BatchID+1
+	lp.batches++
+	q.report(ctx, e, res, rerun, skipSink, attempts, started, commitStart, done)
+	q.cleanup(ctx, e.BatchID)
+	return nil
+}
+
+// attempt runs the batch's tasks and commits its sink output.
+func (q *Query) attempt(ctx context.Context, e *checkpoint.OffsetEntry, wm eventtime.Batch) (*executor.BatchResult, bool, error) {
+	cfg := q.cfg
+	var splits []source.Split
+	if len(e.Sources) > 0 {
+		var err error
+		if splits, err = cfg.Source.Splits(ctx, e.Sources[0].Start, e.Sources[0].End); err != nil {
+			return nil, false, fmt.Errorf("batch %d: split offsets: %w", e.BatchID, err)
+		}
+	}
+	skipSink := false
+	if cfg.FileSink != nil {
+		done, err := cfg.FileSink.Committed(ctx, e.BatchID)
+		if err != nil {
+			return nil, false, fmt.Errorf("batch %d: read sink log: %w", e.BatchID, err)
+		}
+		skipSink = done
+	}
+	parts, _ := strconv.Atoi(e.Conf["shufflePartitions"])
+	if parts <= 0 {
+		parts = cfg.Spec.ShufflePartitions
+	}
+	res, err := q.runner.RunBatch(ctx, executor.BatchPlan{Batch: e.BatchID, Splits: splits, Watermark: wm, Partitions: parts, SkipSink: skipSink})
+	if err != nil {
+		return nil, false, err
+	}
+	q.hook("before-sink-commit", e.BatchID)
+	switch {
+	case skipSink:
+	case cfg.FileSink != nil:
+		var files []string
+		for _, r := range res.Reduces {
+			files = append(files, r.Files...)
+		}
+		sort.Strings(files)
+		if err := cfg.FileSink.Commit(ctx, sink.Batch{QueryID: q.meta.QueryID, ID: e.BatchID}, files); err != nil {
+			return nil, false, fmt.Errorf("batch %d: commit sink: %w", e.BatchID, err)
+		}
+	case cfg.Writer != nil:
+		parts := make([][]row.Row, len(res.Reduces))
+		var all []row.Row
+		for i, r := range res.Reduces {
+			parts[i] = r.Rows
+			all = append(all, r.Rows...)
+		}
+		var err error
+		if pw, ok := cfg.Writer.(sink.PartitionedBatchWriter); ok {
+			err = pw.WriteBatchParts(ctx, e.BatchID, parts)
+		} else {
+			err = cfg.Writer.WriteBatch(ctx, e.BatchID, all)
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("batch %d: write batch: %w", e.BatchID, err)
+		}
+	}
+	return res, skipSink, nil
+}
+
+func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *executor.BatchResult, rerun, skipped bool, attempts int, started, commitStart, done time.Time) {
+	cfg := q.cfg
+	total := done.Sub(started)
+	p := &Progress{
+		ID: q.meta.QueryID, RunID: q.runID, Name: cfg.Spec.Name,
+		Timestamp:        started.UTC().Format(time.RFC3339Nano),
+		BatchID:          e.BatchID,
+		Rerun:            rerun,
+		NoData:           e.NoData,
+		NumInputRows:     res.InputRows,
+		NumRowsMalformed: res.Malformed,
+		BatchWatermarkMs: e.BatchWatermarkMs,
+		LateWatermarkMs:  e.LateWatermarkMs,
+		Attempts:         attempts,
+		DurationMs: map[string]int64{
+			"map":              ms(res.MapDuration),
+			"reduce":           ms(res.ReduceDuration),
+			"addBatch":         ms(commitStart.Sub(started)),
+			"commitOffsets":    ms(done.Sub(commitStart)),
+			"triggerExecution": ms(total),
+		},
+		EventTime: map[string]string{"watermark": fmtMs(e.BatchWatermarkMs)},
+	}
+	if secs := total.Seconds(); secs > 0 {
+		p.ProcessedRowsPerSecond = float64(res.InputRows) / secs
+	}
+	if res.HasEventTime {
+		p.EventTime["min"] = fmtMicros(res.MinEventTime)
+		p.EventTime["max"] = fmtMicros(res.MaxEventTime)
+	}
+	var out int64
+	op := StateOperatorProgress{OperatorName: "stateStoreSave", NumShufflePartitions: len(res.Reduces), NumRowsDroppedByWatermark: res.DroppedByWatermark}
+	for _, r := range res.Reduces {
+		out += r.NumOutputRows
+		op.NumRowsTotal += r.StateRows
+		op.NumRowsUpdated += r.Updated
+		op.NumRowsRemoved += r.Removed
+		op.MemoryUsedBytes += r.MemoryBytes
+		op.NumStateStoreWrites += r.StateWrites
+	}
+	if q.layout != nil {
+		p.StateOperators = []StateOperatorProgress{op}
+	}
+	sp := SourceProgress{Description: sourceDescription(&cfg.Spec), NumInputRows: res.InputRows, ProcessedRowsPerSecond: p.ProcessedRowsPerSecond}
+	if len(e.Sources) > 0 {
+		sp.StartOffset, sp.EndOffset = e.Sources[0].Start, e.Sources[0].End
+		if lat, err := cfg.Source.Latest(ctx, e.Sources[0].End, done); err == nil {
+			sp.LatestOffset = lat
+		}
+		if lg, ok := cfg.Source.(source.Lag); ok {
+			if per, tot, err := lg.Lag(ctx, e.Sources[0].End); err == nil {
+				sp.Metrics = map[string]int64{"totalLag": tot}
+				for k, v := range per {
+					sp.Metrics["lag."+k] = v
+				}
+			}
+		}
+		if sk, ok := cfg.Source.(source.Skipped); ok {
+			if n := sk.SkippedOffsets(e.Sources[0].Start, e.Sources[0].End); n > 0 {
+				if sp.Metrics == nil {
+					sp.Metrics = map[string]int64{}
+				}
+				sp.Metrics["skippedOffsets"] = n
+			}
+		}
+	}
+	p.Sources = []SourceProgress{sp}
+	p.Sink = SinkProgress{Description: sinkDescription(&cfg.Spec), NumOutputRows: out, Skipped: skipped}
+	cfg.Logger.Debug(p.Line(), "query", cfg.Spec.Name, "batch", e.BatchID)
+	if cfg.Progress != nil {
+		cfg.Progress(p)
+	}
+}
+
+func sourceDescription(s *query.Spec) string {
+	switch {
+	case s.Source.Kafka != nil:
+		return "KafkaV2[" + s.Source.Kafka.Subscribe + s.Source.Kafka.SubscribePattern + s.Source.Kafka.Assign + "]"
+	case s.Source.File != nil:
+		return "FileStreamSource[" + s.Source.File.Path + "]"
+	case s.Source.Generator != nil:
+		return "Generator[seed=" + strconv.FormatInt(s.Source.Generator.Seed, 10) + "]"
+	}
+	return ""
+}
+
+func sinkDescription(s *query.Spec) string {
+	switch {
+	case s.Sink.Parquet != nil:
+		return "FileSink[" + s.Sink.Parquet.Path + "]"
+	case s.Sink.JSONBatches != nil:
+		return "ForeachBatchSink[jsonBatches " + s.Sink.JSONBatches.Path + "]"
+	case s.Sink.Console != nil:
+		return "ConsoleSink"
+	}
+	return ""
+}
+
+// cleanup deletes log entries and state versions older than the retained
+// window, every few batches. It reads what exists before deleting, and
+// keeps everything a re-run of the newest batches could need.
+func (q *Query) cleanup(ctx context.Context, committed int64) {
+	retain := int64(q.cfg.Spec.MinBatchesToRetain)
+	if committed < retain || committed%10 != 0 {
+		return
+	}
+	keep := committed - retain + 1
+	if err := q.log.Cleanup(ctx, keep); err != nil {
+		q.cfg.Logger.Warn("checkpoint cleanup failed", "query", q.cfg.Spec.Name, "err", err)
+		return
+	}
+	if q.cfg.State != nil && q.layout != nil {
+		for p := 0; p < q.meta.ShufflePartitions; p++ {
+			if err := q.cfg.State.Cleanup(ctx, p, statestore.Version(keep)); err != nil {
+				q.cfg.Logger.Warn("state cleanup failed", "query", q.cfg.Spec.Name, "partition", p, "err", err)
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,20 @@
+// Package statestore keeps the versioned state of each state partition of a
+// stateful operator, durable in the checkpoint so that any process can load
+// exactly the version a batch needs.
+//
+// Version v of a partition is its state after batch v-1 committed (as in
+// Spark): batch N opens version N and commits version N+1. Every committed
+// version is in the checkpoint as a delta file (the changes from v-1), and
+// every SnapshotInterval versions also as a snapshot (the whole state):
+//
+//	state/<op>/<partition>/<v>.delta
+//	state/<op>/<partition>/<v>.snapshot
+//
+// A batch that leaves a partition unchanged writes no file for it, so a
+// version with no delta means "same as the version before".
+//
+// Files carry a magic number, a format version and a CRC-32C checksum.
+// Rewriting a version (a re-run batch) writes the same bytes.
+//
+// This package performs I/O only through objstore.Store.
+package statestore

@@ -1,0 +1,290 @@
+package statestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/sluicehq/sluice/objstore"
+)
+
+// MemoryOptions configures the in-memory provider.
+type MemoryOptions struct {
+	// Operator is the stateful operator id (the <op> in file names).
+	Operator int
+	// SnapshotInterval: a snapshot is written when the committed version is
+	// a multiple of it. Must be >= 1.
+	SnapshotInterval int
+}
+
+// Memory keeps each partition's newest committed version in a map and
+// writes every version to the checkpoint as a delta (and periodically a
+// snapshot). Opening the cached version is free; any other version is
+// rebuilt from the checkpoint's files.
+type Memory struct {
+	store objstore.Store
+	opts  MemoryOptions
+	mu    sync.Mutex
+	parts map[int]*memPart
+}
+
+type memPart struct {
+	version Version
+	data    map[string][]byte
+	bytes   int64
+	open    bool
+}
+
+// NewMemory returns an in-memory provider whose files go to store (rooted at
+// the checkpoint).
+func NewMemory(store objstore.Store, opts MemoryOptions) *Memory {
+	if opts.SnapshotInterval < 1 {
+		opts.SnapshotInterval = 10
+	}
+	return &Memory{store: store, opts: opts, parts: map[int]*memPart{}}
+}
+
+// Open returns partition p at version v.
+func (m *Memory) Open(ctx context.Context, p int, v Version) (Store, error) {
+	m.mu.Lock()
+	part := m.parts[p]
+	if part != nil && part.open {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("open state partition %d: already open", p)
+	}
+	if part != nil && part.version == v {
+		part.open = true
+		m.mu.Unlock()
+		return &memStore{m: m, p: p, part: part, overlay: map[string]*[]byte{}}, nil
+	}
+	m.mu.Unlock()
+
+	part, err := m.load(ctx, p, v)
+	if err != nil {
+		return nil, err
+	}
+	part.open = true
+	m.mu.Lock()
+	m.parts[p] = part
+	m.mu.Unlock()
+	return &memStore{m: m, p: p, part: part, overlay: map[string]*[]byte{}}, nil
+}
+
+// load rebuilds version v of partition p from the checkpoint.
+func (m *Memory) load(ctx context.Context, p int, v Version) (*memPart, error) {
+	part := &memPart{version: v, data: map[string][]byte{}}
+	if v == 0 {
+		return part, nil
+	}
+	prefix := partPrefix(m.opts.Operator, p)
+	keys, err := m.store.List(ctx, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("load state partition %d version %d: %w", p, v, err)
+	}
+	fs := parseFiles(keys, prefix)
+	base, deltas := fs.plan(v)
+	apply := func(c change) {
+		k := string(c.key)
+		if old, ok := part.data[k]; ok {
+			part.bytes -= int64(len(k) + len(old))
+		}
+		if c.del {
+			delete(part.data, k)
+			return
+		}
+		val := append([]byte(nil), c.value...)
+		part.data[k] = val
+		part.bytes += int64(len(k) + len(val))
+	}
+	if base > 0 {
+		data, err := m.store.Get(ctx, fs.snaps[base])
+		if err != nil {
+			return nil, fmt.Errorf("load state partition %d: %w", p, err)
+		}
+		if err := decodeFile(fs.snaps[base], data, kindSnap, apply); err != nil {
+			return nil, err
+		}
+	}
+	for _, d := range deltas {
+		data, err := m.store.Get(ctx, fs.deltas[d])
+		if err != nil {
+			return nil, fmt.Errorf("load state partition %d: %w", p, err)
+		}
+		if err := decodeFile(fs.deltas[d], data, kindDelta, apply); err != nil {
+			return nil, err
+		}
+	}
+	return part, nil
+}
+
+// Cleanup deletes files no version >= keep needs.
+func (m *Memory) Cleanup(ctx context.Context, p int, keep Version) error {
+	prefix := partPrefix(m.opts.Operator, p)
+	keys, err := m.store.List(ctx, prefix)
+	if err != nil {
+		return fmt.Errorf("clean up state partition %d: %w", p, err)
+	}
+	for _, k := range parseFiles(keys, prefix).obsolete(keep) {
+		if err := m.store.Delete(ctx, k); err != nil && !errors.Is(err, objstore.ErrNotExist) {
+			return fmt.Errorf("clean up state partition %d: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// Close drops the cache.
+func (m *Memory) Close() error {
+	m.mu.Lock()
+	m.parts = map[int]*memPart{}
+	m.mu.Unlock()
+	return nil
+}
+
+// memStore is a partition at a version plus this batch's changes; a nil
+// *[]byte in the overlay marks a deletion.
+type memStore struct {
+	m       *Memory
+	p       int
+	part    *memPart
+	overlay map[string]*[]byte
+	done    bool
+}
+
+func (s *memStore) Version() Version { return s.part.version }
+
+func (s *memStore) Get(key []byte) ([]byte, bool, error) {
+	if v, ok := s.overlay[string(key)]; ok {
+		if v == nil {
+			return nil, false, nil
+		}
+		return *v, true, nil
+	}
+	v, ok := s.part.data[string(key)]
+	return v, ok, nil
+}
+
+func (s *memStore) Put(key, value []byte) error {
+	v := append([]byte(nil), value...)
+	s.overlay[string(key)] = &v
+	return nil
+}
+
+func (s *memStore) Delete(key []byte) error {
+	k := string(key)
+	if _, inBase := s.part.data[k]; !inBase {
+		delete(s.overlay, k)
+		return nil
+	}
+	s.overlay[k] = nil
+	return nil
+}
+
+func (s *memStore) Scan(fn func(key, value []byte) error) error {
+	for k, v := range s.part.data {
+		if _, changed := s.overlay[k]; changed {
+			continue
+		}
+		if err := fn([]byte(k), v); err != nil {
+			return err
+		}
+	}
+	for k, v := range s.overlay {
+		if v == nil {
+			continue
+		}
+		if err := fn([]byte(k), *v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *memStore) NumRows() int64 {
+	n := int64(len(s.part.data))
+	for k, v := range s.overlay {
+		_, inBase := s.part.data[k]
+		switch {
+		case v == nil && inBase:
+			n--
+		case v != nil && !inBase:
+			n++
+		}
+	}
+	return n
+}
+
+func (s *memStore) MemoryBytes() int64 {
+	// Keys and values plus Go map overhead per entry (about 48 bytes).
+	return s.part.bytes + int64(len(s.part.data))*48
+}
+
+// Commit writes version+1's delta (and snapshot when due), then applies
+// the changes to the cached map.
+func (s *memStore) Commit(ctx context.Context) (int, error) {
+	if s.done {
+		return 0, fmt.Errorf("commit state partition %d: store already closed", s.p)
+	}
+	next := s.part.version + 1
+	changes := make([]change, 0, len(s.overlay))
+	for k, v := range s.overlay {
+		if v == nil {
+			changes = append(changes, change{key: []byte(k), del: true})
+		} else {
+			changes = append(changes, change{key: []byte(k), value: *v})
+		}
+	}
+	op := s.m.opts.Operator
+	writes := 0
+	if len(changes) == 0 {
+		// Unchanged: no file; loading version next applies nothing for it.
+		s.part.version = next
+		s.release()
+		return 0, nil
+	}
+	if err := s.m.store.Put(ctx, deltaKey(op, s.p, next), encodeFile(kindDelta, changes)); err != nil {
+		s.Abort()
+		return writes, fmt.Errorf("commit state partition %d version %d: %w", s.p, next, err)
+	}
+	writes++
+	// Apply to the cached map.
+	part := s.part
+	for k, v := range s.overlay {
+		if old, ok := part.data[k]; ok {
+			part.bytes -= int64(len(k) + len(old))
+		}
+		if v == nil {
+			delete(part.data, k)
+			continue
+		}
+		part.data[k] = *v
+		part.bytes += int64(len(k) + len(*v))
+	}
+	part.version = next
+	if int(next)%s.m.opts.SnapshotInterval == 0 {
+		all := make([]change, 0, len(part.data))
+		for k, v := range part.data {
+			all = append(all, change{key: []byte(k), value: v})
+		}
+		if err := s.m.store.Put(ctx, snapKey(op, s.p, next), encodeFile(kindSnap, all)); err != nil {
+			s.release()
+			return writes, fmt.Errorf("commit state partition %d snapshot %d: %w", s.p, next, err)
+		}
+		writes++
+	}
+	s.release()
+	return writes, nil
+}
+
+func (s *memStore) release() {
+	if s.done {
+		return
+	}
+	s.done = true
+	s.m.mu.Lock()
+	s.part.open = false
+	s.m.mu.Unlock()
+}
+
+// Abort discards the changes; the cached version is unchanged.
+func (s *memStore) Abort() { s.release() }

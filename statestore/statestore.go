@@ -1,0 +1,44 @@
+package statestore
+
+import (
+	"context"
+	"errors"
+
+	"github.com/sluicehq/sluice/agg"
+)
+
+// Version is a state version: the state after batch Version-1 committed.
+// Version 0 is empty.
+type Version int64
+
+// ErrCorrupt is returned when a state file fails its checksum or a version
+// cannot be rebuilt from the files present.
+var ErrCorrupt = errors.New("state checkpoint corrupt")
+
+// Provider opens state partitions at a version.
+type Provider interface {
+	// Open returns partition p at version v, to be changed by one batch and
+	// committed as version v+1. Only one Store per partition may be open at
+	// a time.
+	Open(ctx context.Context, p int, v Version) (Store, error)
+	// Cleanup deletes the files of partition p that no version at or after
+	// keep needs.
+	Cleanup(ctx context.Context, p int, keep Version) error
+	Close() error
+}
+
+// Store is one partition at one version, being changed by a batch.
+type Store interface {
+	agg.State
+	// Version is the version the store was opened at.
+	Version() Version
+	// NumRows is the number of rows after this batch's changes so far.
+	NumRows() int64
+	// MemoryBytes estimates the memory the partition's state uses.
+	MemoryBytes() int64
+	// Commit makes version Version()+1 durable in the checkpoint. It
+	// returns how many objects it wrote.
+	Commit(ctx context.Context) (writes int, err error)
+	// Abort discards the changes.
+	Abort()
+}
