@@ -227,6 +227,7 @@ func (s *Sink) Prepare(ctx context.Context, queryID string, env query.Environmen
 	if err != nil {
 		return fmt.Errorf("prepare parquet sink %s: %w", s.path(), err)
 	}
+	layout.adopted = false // warned above; production refused above
 	s.mu.Lock()
 	s.queryID, s.env = queryID, env
 	s.resolved[queryID] = layout
@@ -315,6 +316,11 @@ func (s *Sink) Commit(ctx context.Context, b sink.Batch, files []string) error {
 			return fmt.Errorf("commit sink log batch %d: %w", b.ID, err)
 		}
 		return &ForeignSinkLogError{Path: s.path(), QueryID: b.QueryID, Other: other, Batch: -1}
+	}
+	if l.adopted {
+		// Prepare was skipped (it would have warned already).
+		s.logger.Warn("sink path holds output of another query; this query will write its windows again (the checkpoint was probably deleted)",
+			"query", b.QueryID, "batch", b.ID, "path", s.path())
 	}
 	sorted := slices.Clone(files)
 	slices.Sort(sorted)

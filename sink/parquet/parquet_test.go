@@ -603,3 +603,59 @@ func rowKey(r row.Row) string {
 	}
 	return sb.String()
 }
+
+func TestUnpreparedLabCommitBesideForeignLogGoesToItsOwnLogWithAWarning(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	runQueryA(t, st)
+	var records []slog.Record
+	s := New(st, tileSchema, Options{Logger: slog.New(recordingHandler{&records})})
+	if err := s.Commit(ctx, sink.Batch{QueryID: queryB, ID: 0}, []string{"f.parquet"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(records) != 1 || records[0].Level != slog.LevelWarn {
+		t.Fatalf("records = %v, want one warning", records)
+	}
+	if _, err := st.Get(ctx, "_sink_log/"+queryB+"/0"); err != nil {
+		t.Fatal(err)
+	}
+	// The primary entry is still query A's.
+	entries, _ := LogEntries(ctx, st)
+	if entries[0].QueryID != queryA || entries[1].QueryID != queryB || entries[1].BatchID != 0 {
+		t.Fatalf("entries = %+v", entries)
+	}
+	if err := s.Commit(ctx, sink.Batch{QueryID: queryB, ID: 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(records) != 1 {
+		t.Errorf("warned again on the next commit: %v", records)
+	}
+}
+
+func TestPreparedLabQueryWarnsOnce(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	runQueryA(t, st)
+	var records []slog.Record
+	s := New(st, tileSchema, Options{Logger: slog.New(recordingHandler{&records})})
+	if err := s.Prepare(ctx, queryB, query.Lab); err != nil {
+		t.Fatal(err)
+	}
+	for id := int64(0); id < 3; id++ {
+		if err := s.Commit(ctx, sink.Batch{QueryID: queryB, ID: id}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(records) != 1 {
+		t.Fatalf("records = %v, want exactly one warning", records)
+	}
+}
+
+func TestBadQueryIDIsRefused(t *testing.T) {
+	s := New(newStore(t), tileSchema, Options{})
+	for _, id := range []string{"", "../x", "a/b", "a b"} {
+		if _, err := s.WritePartition(context.Background(), sink.Batch{QueryID: id}, 0, []row.Row{tileRow("2024-03-01T10:00:00Z", "c", 1)}); err == nil {
+			t.Errorf("query id %q accepted", id)
+		}
+	}
+}
