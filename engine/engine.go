@@ -141,7 +141,7 @@ func Build(ctx context.Context, spec query.Spec, opts Options) (*Job, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open sink.parquet.path: %w", err)
 		}
-		fileSink = parquet.New(st, out, parquet.Options{PartitionBy: spec.Sink.Parquet.PartitionBy, Environment: spec.Environment, Logger: opts.Logger})
+		fileSink = parquet.New(st, out, parquet.Options{PartitionBy: spec.Sink.Parquet.PartitionBy, Path: spec.Sink.Parquet.Path, Environment: spec.Environment, Logger: opts.Logger})
 		if err := fileSink.Err(); err != nil {
 			return nil, err
 		}

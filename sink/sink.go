@@ -1,6 +1,3 @@
-// Package sink defines where a batch's output rows go. Implementations live
-// in sub-packages: parquet (exactly-once files), jsonbatches (idempotent
-// per-batch directories), console.
 package sink
 
 import (
