@@ -132,6 +132,7 @@ func (c *Cluster) AddPartitions(topic string, n int) {
 	if err != nil {
 		c.t.Fatalf("add %d partitions to %s: %v", n, topic, err)
 	}
+	c.producerClient().PurgeTopicsFromClient(topic) // reload its partitions
 }
 
 // DeleteRecords deletes the records of topic/partition below offset, as
@@ -207,4 +208,21 @@ func (c *Cluster) ProduceN(topic string, partition int32, n int, value func(i in
 // Value is a small JSON value for record i, handy as ProduceN's value.
 func Value(i int) []byte {
 	return fmt.Appendf(nil, `{"i":%d}`, i)
+}
+
+// RecreateTopic deletes topic and creates it again, empty, with the given
+// number of partitions, as an operator who recreates a topic would.
+func (c *Cluster) RecreateTopic(topic string, partitions int32) {
+	c.t.Helper()
+	ctx, cancel := ctx30s()
+	defer cancel()
+	resp, err := c.Admin().DeleteTopic(ctx, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		c.t.Fatalf("delete topic %s: %v", topic, err)
+	}
+	c.producerClient().PurgeTopicsFromClient(topic)
+	c.CreateTopic(topic, partitions)
 }

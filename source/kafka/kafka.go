@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/source"
@@ -470,25 +471,43 @@ func (s *Source) CommitToGroup(ctx context.Context, end source.Offset) error {
 }
 
 // topicsNow returns the subscribed topics: the subscribe list, the assign
-// topics, or the existing topics matching subscribePattern.
+// topics, or the existing topics matching subscribePattern. It always asks
+// a broker for fresh metadata, which also refreshes the client's metadata
+// cache that the offset listings then use: new topics and partitions are
+// seen at once, and the listings of one call agree on the partitions.
 func (s *Source) topicsNow(ctx context.Context) ([]string, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	var topics []string
 	switch {
 	case s.set.assign != nil:
-		return slices.Sorted(maps.Keys(s.set.assign)), nil
-	case s.set.pattern != nil:
-		tds, err := s.adm.ListTopics(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("list kafka topics: %w", err)
-		}
-		var out []string
-		for _, t := range tds.Names() {
-			if s.set.pattern.MatchString(t) {
-				out = append(out, t)
-			}
-		}
-		return out, nil
+		topics = slices.Sorted(maps.Keys(s.set.assign))
+	case s.set.pattern == nil:
+		topics = s.set.topics
 	}
-	return s.set.topics, nil
+	if s.set.pattern == nil {
+		for _, t := range topics {
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(t)
+			req.Topics = append(req.Topics, rt)
+		}
+	}
+	resp, err := req.RequestWith(ctx, s.admin)
+	if err != nil {
+		return nil, fmt.Errorf("read kafka metadata: %w", err)
+	}
+	if s.set.pattern == nil {
+		return topics, nil
+	}
+	for _, t := range resp.Topics {
+		if t.Topic == nil || t.IsInternal || t.ErrorCode != 0 {
+			continue
+		}
+		if s.set.pattern.MatchString(*t.Topic) {
+			topics = append(topics, *t.Topic)
+		}
+	}
+	slices.Sort(topics)
+	return topics, nil
 }
 
 type offsetKind int
