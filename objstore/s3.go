@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
 	"github.com/aws/smithy-go/middleware"
 	"golang.org/x/time/rate"
 )
@@ -123,13 +124,15 @@ func (o S3Options) Validate() error {
 // attempt it reads the object's metadata and reports success only if the
 // id is its own. Comparing bytes instead would let two writers of equal
 // bytes both win, which would break fencing. On a server that drops user
-// metadata the check fails closed: a lost response then shows as ErrExists.
+// metadata the check fails closed: a lost response then shows as ErrExists;
+// so does a 412 after a retry when the metadata cannot be read.
 //
 // Any other error from PutIfAbsent (for example retries exhausted) leaves
 // the outcome unknown: the object may or may not have been created.
 type S3 struct {
 	client     *s3.Client
 	bucket     string
+	pageSize   int32 // ListObjectsV2 MaxKeys; 0 = server default (1000)
 	prefix     string
 	logger     *slog.Logger
 	maxAttempt int
@@ -219,6 +222,7 @@ func NewS3(ctx context.Context, bucket, prefix string, opts S3Options) (*S3, err
 	}
 
 	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
+		o.Logger = sdkLogger(logger)
 		if opts.Endpoint != "" {
 			o.BaseEndpoint = aws.String(opts.Endpoint)
 		}
@@ -242,6 +246,19 @@ func NewS3(ctx context.Context, bucket, prefix string, opts S3Options) (*S3, err
 		maxAttempt: maxRetries + 1,
 		backoff:    backoff,
 	}, nil
+}
+
+// sdkLogger sends the SDK's own log lines (such as checksum warnings) to
+// logger instead of stderr.
+func sdkLogger(logger *slog.Logger) logging.Logger {
+	return logging.LoggerFunc(func(c logging.Classification, format string, v ...any) {
+		msg := "s3 sdk: " + fmt.Sprintf(format, v...)
+		if c == logging.Warn {
+			logger.Warn(msg)
+		} else {
+			logger.Debug(msg)
+		}
+	})
 }
 
 // jitteredBackoff returns a random duration in [d/2, d] with
@@ -444,6 +461,10 @@ func (s *S3) List(ctx context.Context, prefix string) ([]string, error) {
 	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{
 		Bucket: aws.String(s.bucket),
 		Prefix: aws.String(s.prefix + prefix),
+	}, func(o *s3.ListObjectsV2PaginatorOptions) {
+		if s.pageSize > 0 {
+			o.Limit = s.pageSize
+		}
 	})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)

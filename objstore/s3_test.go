@@ -411,3 +411,55 @@ func TestS3RequestRateLimitDelaysRequests(t *testing.T) {
 		t.Fatalf("the refused Put reached the server: %v", err)
 	}
 }
+
+func TestS3ListFollowsPagesAndStripsPrefix(t *testing.T) {
+	srv := s3test.Start(t)
+	ctx := context.Background()
+	srv.CreateBucket(t, "paged")
+	p := newFaultProxy(t, srv.Endpoint, func(*http.Request, int) verdict { return verdict{} })
+	opts := srv.Options("paged")
+	opts.Endpoint = p.URL
+	st, err := objstore.NewS3(ctx, "paged", "q/", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objstore.SetListPageSize(st, 7)
+	var want []string
+	for i := range 25 {
+		k := fmt.Sprintf("offsets/%03d", 24-i) // written out of order
+		if err := st.Put(ctx, k, []byte(k)); err != nil {
+			t.Fatal(err)
+		}
+		want = append([]string{k}, want...)
+	}
+	if err := st.Put(ctx, "commits/000", nil); err != nil {
+		t.Fatal(err)
+	}
+	before := len(p.requests())
+	got, err := st.List(ctx, "offsets/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("List = %q\nwant %q", got, want)
+	}
+	if pages := len(p.requests()) - before; pages != 4 {
+		t.Fatalf("List took %d requests, want 4 pages of at most 7 keys", pages)
+	}
+}
+
+func TestS3BackoffGrowsWithJitterAndIsCapped(t *testing.T) {
+	base, maxDelay := 100*time.Millisecond, 2*time.Second
+	for attempt := 1; attempt <= 70; attempt++ {
+		d := base << (attempt - 1)
+		if attempt > 20 || d > maxDelay {
+			d = maxDelay
+		}
+		for range 50 {
+			got := objstore.JitteredBackoff(base, maxDelay, attempt)
+			if got < d/2 || got > d {
+				t.Fatalf("attempt %d: backoff %v outside [%v, %v]", attempt, got, d/2, d)
+			}
+		}
+	}
+}
