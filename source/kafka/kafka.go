@@ -106,6 +106,11 @@ func New(cfg Config) (*Source, error) {
 		skips:       map[string]int64{},
 	}
 	s.pool = &readerPool{max: idle, newClient: s.newReaderClient}
+	r := Redacted(cfg.Kafka)
+	log.Debug("kafka source configured", "bootstrapServers", r.BootstrapServers, "subscribe", r.Subscribe,
+		"subscribePattern", r.SubscribePattern, "assign", r.Assign, "startingOffsets", r.StartingOffsets,
+		"failOnDataLoss", set.failOnLoss, "maxOffsetsPerTrigger", r.MaxOffsetsPerTrigger,
+		"minPartitions", r.MinPartitions, "options", r.Options)
 	return s, nil
 }
 

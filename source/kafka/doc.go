@@ -1,0 +1,79 @@
+// Package kafka is the Kafka source: it plans offset ranges of Kafka
+// partitions on the driver and reads exact ranges in map tasks, with
+// Spark's Kafka source options and semantics, on franz-go (kgo for reads,
+// kadm for offset look-ups).
+//
+// # What it owns
+//
+//   - Options (options.go): bootstrapServers; subscribe (a topic or a comma
+//     list), subscribePattern (a regular expression matched against whole
+//     topic names, as Kafka does; topics are discovered as they appear) or
+//     assign ({"topic":[0,1]}); startingOffsets; failOnDataLoss;
+//     maxOffsetsPerTrigger; minPartitions; commitOffsetsToGroup; and the
+//     kafka.* client options it maps to franz-go (security.protocol,
+//     sasl.mechanism PLAIN/SCRAM-SHA-256/SCRAM-SHA-512 with sasl.jaas.config
+//     or sasl.username/sasl.password, PEM ssl.truststore/ssl.keystore,
+//     ssl.endpoint.identification.algorithm, isolation.level, client.id and
+//     fetch sizes). Unknown kafka.* options are refused with the list of
+//     supported ones. Secrets never appear in errors or logs; Redacted
+//     gives a copy of the options safe to log.
+//   - Offsets (offsets.go): Spark's JSON, {"topic":{"0":42,"1":7}}, topics
+//     sorted by name and partitions in numeric order, no spaces, so one
+//     position always has one encoding. An offset is the next offset to
+//     read: an exclusive end.
+//   - Planning (kafka.go, plan.go): Initial (startingOffsets), Latest (high
+//     watermarks of every subscribed partition), Next (the end of the next
+//     batch, capped by maxOffsetsPerTrigger in proportion to each
+//     partition's backlog, never above the cap, and every partition with a
+//     backlog progressing when the cap allows), Splits (one read task per
+//     partition range, cut further when minPartitions asks for more, as
+//     Spark's KafkaOffsetRangeCalculator), Lag, and CommitToGroup. The
+//     arithmetic (rateLimit, splitRanges) is pure and tested on its own.
+//   - Reading (read.go): Read consumes one partition range with franz-go's
+//     direct partition consumer at an exact offset, never a consumer group,
+//     from a small pool of clients. Its reset policy is "none", so a range
+//     deleted after it was planned fails with a *DataLossError instead of
+//     franz-go silently jumping to the new log start. Transaction markers
+//     are consumed (not delivered) so that a range ending on one finishes;
+//     compaction gaps are passed over.
+//
+// # Data loss
+//
+// An offset the query needs that is below the partition's earliest offset
+// (retention, DeleteRecords) or above its latest offset (the topic was
+// deleted and recreated) is data loss. It is checked when planning (Next),
+// when splitting (Splits, which also serves re-runs of logged batches) and
+// when reading (Read). With failOnDataLoss (the default) the query fails
+// with a *DataLossError that names the topic, partition, wanted offset and
+// earliest offset, and matches ErrDataLoss. Without it, a warning is logged
+// and reading continues from the earliest available offset (for a
+// recreated topic: from the new topic's start).
+//
+// Skip counts: the offsets stay exactly in Spark's format, so the number of
+// offsets skipped is not written into them. Next and Splits record it in
+// memory, keyed by the batch's (start, end), and SkippedOffsets reports it;
+// a restarted driver recomputes it when it calls Splits for the re-run.
+// Offsets lost while a map task reads (after Splits) are logged by that
+// task and not counted.
+//
+// # Partitions and topics that appear
+//
+// A partition in the latest offsets but not in a batch's start offsets (a
+// partition added with CreatePartitions, or a new topic matching
+// subscribePattern) is read from its earliest offset. Each planning call
+// asks a broker for fresh metadata, so they are seen at the next trigger.
+//
+// # Consumer groups
+//
+// The checkpoint is the only cursor: group offsets are never read. With
+// commitOffsetsToGroup set, the engine may call CommitToGroup after a batch
+// commits, so that Kafka tools show the query's progress; this is for
+// display only.
+//
+// # What it must not do
+//
+// It does not decode record values (the engine does, with the query's
+// schema), keep any package-level state, join consumer groups, or interpret
+// the engine's checkpoint. It does not sleep to wait: reads block in
+// franz-go polls bounded by the context and the poll timeout.
+package kafka
