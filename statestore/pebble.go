@@ -1,0 +1,487 @@
+package statestore
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/sluicehq/sluice/objstore"
+)
+
+// PebbleOptions configures the pebble provider.
+type PebbleOptions struct {
+	// Operator is the stateful operator id (the <op> in file names).
+	Operator int
+	// SnapshotInterval: a snapshot is written when the committed version is
+	// a multiple of it. Zero means 10.
+	SnapshotInterval int
+	// DataDir is the local directory for the pebble databases, one per
+	// partition under DataDir/<op>/<partition>/. It is a cache: anything in
+	// it can be rebuilt from the checkpoint. Required.
+	DataDir string
+	// CacheBytes is the size of the block cache shared by all partitions.
+	// Zero means 64 MiB.
+	CacheBytes int64
+	// Logger receives pebble's messages (info at debug level). Nil
+	// discards them.
+	Logger *slog.Logger
+}
+
+// Pebble keeps each partition in a local pebble database and writes every
+// committed version to the checkpoint in the same files as Memory: a delta
+// per version that changed the partition, a snapshot every
+// SnapshotInterval versions. The checkpoint is the truth; the local
+// database is a cache that says which version it holds in a marker key
+// written atomically with the data.
+//
+// Snapshots use the Memory provider's file format (a sorted dump of every
+// key and value), not pebble SST files. Reasons: a checkpoint written by
+// either provider can be loaded by the other (switching stateStore, or
+// inspecting a pebble checkpoint with the memory loader, needs no
+// conversion); a re-run batch writes the same bytes, which SSTs (whose
+// properties and block layout depend on pebble's version and options) do
+// not promise; there is one checksummed format to maintain; and a snapshot
+// is one object instead of a set of SSTs plus a manifest. The cost is that
+// a snapshot is written by iterating the partition rather than by linking
+// existing SSTs, which is the same O(state) work the Memory provider does.
+//
+// Open of the version the local database holds is free. Open of a later
+// version whose changes are all deltas after the local version applies
+// those deltas (catch-up); any other version wipes the local database and
+// loads the newest snapshot at or below it plus the deltas after that.
+type Pebble struct {
+	store  objstore.Store
+	opts   PebbleOptions
+	cache  *pebble.Cache
+	logger *slog.Logger
+
+	mu     sync.Mutex
+	parts  map[int]*pebPart
+	closed bool
+}
+
+// pebPart is one partition's local database. version and rows mirror the
+// marker; they are valid when ok is true. Fields other than open are used
+// only by the holder of the partition (open == true) or under Close.
+type pebPart struct {
+	dir     string
+	db      *pebble.DB
+	ok      bool
+	version Version
+	rows    int64
+	open    bool
+}
+
+// Key space of the local databases: user keys are stored behind dataPrefix
+// so that the marker (behind metaPrefix) never shows in a Scan.
+const (
+	metaPrefix = 0x00
+	dataPrefix = 0x01
+	dataEnd    = 0x02
+	// markerFormat is the first byte of the marker's value.
+	markerFormat = 1
+	// loadChunk is how many entries a loading batch holds before it is
+	// committed.
+	loadChunk = 64 << 10
+)
+
+var markerKey = []byte{metaPrefix, 'v', 'e', 'r', 's', 'i', 'o', 'n'}
+
+// NewPebble returns a pebble provider whose files go to store (rooted at
+// the checkpoint) and whose local databases live under opts.DataDir.
+func NewPebble(store objstore.Store, opts PebbleOptions) (*Pebble, error) {
+	if opts.DataDir == "" {
+		return nil, errors.New("new pebble state store: DataDir is empty: it must name a local directory")
+	}
+	if opts.SnapshotInterval < 0 {
+		return nil, fmt.Errorf("new pebble state store: SnapshotInterval %d is negative: it must be >= 1 (0 means 10)", opts.SnapshotInterval)
+	}
+	if opts.SnapshotInterval == 0 {
+		opts.SnapshotInterval = 10
+	}
+	if opts.CacheBytes <= 0 {
+		opts.CacheBytes = 64 << 20
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("new pebble state store: %w", err)
+	}
+	return &Pebble{
+		store:  store,
+		opts:   opts,
+		cache:  pebble.NewCache(opts.CacheBytes),
+		logger: logger,
+		parts:  map[int]*pebPart{},
+	}, nil
+}
+
+// Open returns partition p at version v.
+func (pb *Pebble) Open(ctx context.Context, p int, v Version) (Store, error) {
+	if v < 0 {
+		return nil, fmt.Errorf("open state partition %d: version %d is negative", p, v)
+	}
+	pb.mu.Lock()
+	if pb.closed {
+		pb.mu.Unlock()
+		return nil, fmt.Errorf("open state partition %d: provider closed", p)
+	}
+	part := pb.parts[p]
+	if part != nil && part.open {
+		pb.mu.Unlock()
+		return nil, fmt.Errorf("open state partition %d: already open", p)
+	}
+	if part == nil {
+		part = &pebPart{dir: filepath.Join(pb.opts.DataDir, strconv.Itoa(pb.opts.Operator), strconv.Itoa(p))}
+		pb.parts[p] = part
+	}
+	part.open = true // reserves the partition; released by the store or below
+	pb.mu.Unlock()
+
+	if err := pb.prepare(ctx, p, part, v); err != nil {
+		pb.release(part)
+		return nil, err
+	}
+	return newPebStore(pb, p, part), nil
+}
+
+// release ends the reservation of a partition.
+func (pb *Pebble) release(part *pebPart) {
+	pb.mu.Lock()
+	part.open = false
+	pb.mu.Unlock()
+}
+
+// prepare makes the partition's local database hold version v.
+func (pb *Pebble) prepare(ctx context.Context, p int, part *pebPart, v Version) error {
+	if part.db == nil {
+		if err := pb.openDB(part); err != nil {
+			return fmt.Errorf("open state partition %d: %w", p, err)
+		}
+	}
+	if part.ok && part.version == v {
+		return nil
+	}
+	if v == 0 {
+		return pb.wipe(p, part, 0)
+	}
+	prefix := partPrefix(pb.opts.Operator, p)
+	keys, err := pb.store.List(ctx, prefix)
+	if err != nil {
+		return fmt.Errorf("load state partition %d version %d: %w", p, v, err)
+	}
+	fs := parseFiles(keys, prefix)
+	base, deltas := fs.plan(v)
+	if part.ok && part.version < v && base <= part.version {
+		// Catch up: every change after the local version is in a delta.
+		var after []Version
+		for _, d := range deltas {
+			if d > part.version {
+				after = append(after, d)
+			}
+		}
+		pb.logger.Debug("catching up state partition", "partition", p, "from", part.version, "to", v, "deltas", len(after))
+		return pb.applyDeltas(ctx, p, part, fs, after, v)
+	}
+	pb.logger.Debug("rebuilding state partition", "partition", p, "version", v, "snapshot", base, "deltas", len(deltas))
+	if err := pb.wipe(p, part, -1); err != nil {
+		return err
+	}
+	if base > 0 {
+		if err := pb.loadSnapshot(ctx, p, part, fs.snaps[base], base); err != nil {
+			return err
+		}
+	} else if err := pb.setMarker(p, part, 0, 0); err != nil {
+		return err
+	}
+	return pb.applyDeltas(ctx, p, part, fs, deltas, v)
+}
+
+// openDB opens (creating if needed) the partition's database and reads its
+// marker.
+func (pb *Pebble) openDB(part *pebPart) error {
+	if err := os.MkdirAll(part.dir, 0o755); err != nil {
+		return err
+	}
+	db, err := pebble.Open(part.dir, &pebble.Options{
+		Cache: pb.cache,
+		// The checkpoint is the write-ahead log: a batch lost in a crash is
+		// lost together with its marker, and the next Open catches up.
+		DisableWAL:   true,
+		MemTableSize: 32 << 20,
+		Logger:       pebbleLogger{pb.logger.With("dir", part.dir)},
+	})
+	if err != nil {
+		return fmt.Errorf("open local state database %s: %w", part.dir, err)
+	}
+	part.db = db
+	part.ok = false
+	val, closer, err := db.Get(markerKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read state marker in %s: %w", part.dir, err)
+	}
+	defer closer.Close()
+	if v, rows, ok := decodeMarker(val); ok {
+		part.ok, part.version, part.rows = true, v, rows
+	}
+	return nil
+}
+
+// wipe empties the partition's database; with v >= 0 it then marks it as
+// version v with no rows.
+func (pb *Pebble) wipe(p int, part *pebPart, v Version) error {
+	if part.db != nil {
+		if err := part.db.Close(); err != nil {
+			pb.logger.Warn("close local state database", "partition", p, "err", err)
+		}
+		part.db = nil
+	}
+	part.ok = false
+	if err := os.RemoveAll(part.dir); err != nil {
+		return fmt.Errorf("wipe state partition %d: %w", p, err)
+	}
+	if err := pb.openDB(part); err != nil {
+		return fmt.Errorf("wipe state partition %d: %w", p, err)
+	}
+	if v < 0 {
+		return nil
+	}
+	return pb.setMarker(p, part, v, 0)
+}
+
+func (pb *Pebble) setMarker(p int, part *pebPart, v Version, rows int64) error {
+	b := part.db.NewBatch()
+	defer b.Close()
+	if err := b.Set(markerKey, encodeMarker(v, rows), nil); err != nil {
+		return fmt.Errorf("mark state partition %d: %w", p, err)
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("mark state partition %d: %w", p, err)
+	}
+	part.ok, part.version, part.rows = true, v, rows
+	return nil
+}
+
+// loadSnapshot loads a snapshot into the (empty) database in chunks, then
+// sets the marker to its version. Until the marker is set the database has
+// no valid marker, so an interrupted load is redone by the next Open.
+func (pb *Pebble) loadSnapshot(ctx context.Context, p int, part *pebPart, key string, v Version) error {
+	data, err := pb.store.Get(ctx, key)
+	if err != nil {
+		return fmt.Errorf("load state partition %d: %w", p, err)
+	}
+	var rows int64
+	b := part.db.NewBatch()
+	var kbuf []byte
+	var werr error
+	flush := func() {
+		if werr == nil && b.Count() > 0 {
+			werr = b.Commit(pebble.NoSync)
+		}
+		b.Close()
+		b = part.db.NewBatch()
+	}
+	derr := decodeFile(key, data, kindSnap, func(c change) {
+		if werr != nil || c.del {
+			return
+		}
+		kbuf = append(append(kbuf[:0], dataPrefix), c.key...)
+		if werr = b.Set(kbuf, c.value, nil); werr != nil {
+			return
+		}
+		rows++
+		if b.Count() >= loadChunk {
+			flush()
+		}
+	})
+	flush()
+	b.Close()
+	if derr != nil {
+		return derr
+	}
+	if werr != nil {
+		return fmt.Errorf("load state partition %d from %s: %w", p, key, werr)
+	}
+	return pb.setMarker(p, part, v, rows)
+}
+
+// applyDeltas applies deltas (ascending, all after the local version) one
+// batch each, with the marker moving to each delta's version, and finally
+// marks the database as version v (versions without a delta are unchanged).
+func (pb *Pebble) applyDeltas(ctx context.Context, p int, part *pebPart, fs fileSet, deltas []Version, v Version) error {
+	var kbuf []byte
+	for _, d := range deltas {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("load state partition %d: %w", p, err)
+		}
+		data, err := pb.store.Get(ctx, fs.deltas[d])
+		if err != nil {
+			return fmt.Errorf("load state partition %d: %w", p, err)
+		}
+		rows := part.rows
+		b := part.db.NewBatch()
+		var werr error
+		derr := decodeFile(fs.deltas[d], data, kindDelta, func(c change) {
+			if werr != nil {
+				return
+			}
+			kbuf = append(append(kbuf[:0], dataPrefix), c.key...)
+			// A delta holds each key once, so the database before this
+			// batch says whether the key exists.
+			var exists bool
+			if exists, werr = hasKey(part.db, kbuf); werr != nil {
+				return
+			}
+			if c.del {
+				if exists {
+					rows--
+				}
+				werr = b.Delete(kbuf, nil)
+				return
+			}
+			if !exists {
+				rows++
+			}
+			werr = b.Set(kbuf, c.value, nil)
+		})
+		if derr != nil {
+			b.Close()
+			return derr
+		}
+		if werr == nil {
+			werr = b.Set(markerKey, encodeMarker(d, rows), nil)
+		}
+		if werr == nil {
+			werr = b.Commit(pebble.NoSync)
+		}
+		b.Close()
+		if werr != nil {
+			return fmt.Errorf("load state partition %d from %s: %w", p, fs.deltas[d], werr)
+		}
+		part.ok, part.version, part.rows = true, d, rows
+	}
+	if part.version != v {
+		return pb.setMarker(p, part, v, part.rows)
+	}
+	return nil
+}
+
+func hasKey(db *pebble.DB, key []byte) (bool, error) {
+	_, closer, err := db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	closer.Close()
+	return true, nil
+}
+
+// Cleanup deletes files no version >= keep needs. The local databases are
+// not touched.
+func (pb *Pebble) Cleanup(ctx context.Context, p int, keep Version) error {
+	prefix := partPrefix(pb.opts.Operator, p)
+	keys, err := pb.store.List(ctx, prefix)
+	if err != nil {
+		return fmt.Errorf("clean up state partition %d: %w", p, err)
+	}
+	for _, k := range parseFiles(keys, prefix).obsolete(keep) {
+		if err := pb.store.Delete(ctx, k); err != nil && !errors.Is(err, objstore.ErrNotExist) {
+			return fmt.Errorf("clean up state partition %d: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// Close closes every local database and releases the block cache. Stores
+// still open must not be used afterwards. Close is idempotent; the local
+// databases stay on disk and a later provider on the same DataDir reuses
+// them.
+func (pb *Pebble) Close() error {
+	pb.mu.Lock()
+	defer pb.mu.Unlock()
+	if pb.closed {
+		return nil
+	}
+	pb.closed = true
+	var errs []error
+	for p, part := range pb.parts {
+		if part.db == nil {
+			continue
+		}
+		// Without a WAL, unflushed batches would be lost on close; flush
+		// so a restart on the same DataDir finds the newest version.
+		if err := part.db.Flush(); err != nil {
+			errs = append(errs, fmt.Errorf("flush state partition %d: %w", p, err))
+		}
+		if err := part.db.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close state partition %d: %w", p, err))
+		}
+		part.db = nil
+	}
+	pb.parts = map[int]*pebPart{}
+	pb.cache.Unref()
+	return errors.Join(errs...)
+}
+
+// numParts is the number of local databases open, for sharing the block
+// cache's size among them in MemoryBytes.
+func (pb *Pebble) numParts() int64 {
+	pb.mu.Lock()
+	defer pb.mu.Unlock()
+	return int64(len(pb.parts))
+}
+
+// encodeMarker encodes the marker value: format byte, version, rows.
+func encodeMarker(v Version, rows int64) []byte {
+	b := []byte{markerFormat}
+	b = binary.AppendUvarint(b, uint64(v))
+	return binary.AppendUvarint(b, uint64(rows))
+}
+
+func decodeMarker(b []byte) (Version, int64, bool) {
+	if len(b) < 1 || b[0] != markerFormat {
+		return 0, 0, false
+	}
+	b = b[1:]
+	v, n := binary.Uvarint(b)
+	if n <= 0 {
+		return 0, 0, false
+	}
+	rows, m := binary.Uvarint(b[n:])
+	if m <= 0 || n+m != len(b) {
+		return 0, 0, false
+	}
+	return Version(v), int64(rows), true
+}
+
+// pebbleLogger sends pebble's messages to slog.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (l pebbleLogger) Infof(format string, args ...any) {
+	l.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
+}
+
+func (l pebbleLogger) Errorf(format string, args ...any) {
+	l.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+}
+
+func (l pebbleLogger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	l.l.Error(msg, "component", "pebble")
+	panic("pebble: " + msg)
+}

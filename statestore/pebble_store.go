@@ -1,0 +1,315 @@
+package statestore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// pebEntry is a key this batch has read or changed. A clean entry caches
+// a read; a dirty one is a put (del false) or a deletion of a key that
+// exists in the base version.
+type pebEntry struct {
+	val    []byte
+	dirty  bool
+	del    bool
+	inBase bool
+}
+
+// pebStore is a partition at a version plus this batch's changes, which
+// stay in memory until Commit.
+type pebStore struct {
+	pb      *Pebble
+	p       int
+	part    *pebPart
+	version Version
+	rows    int64
+	overlay map[string]*pebEntry
+	bytes   int64 // overlay's estimated size
+	kbuf    []byte
+	done    bool
+}
+
+// overlayEntryBytes estimates the Go overhead of one overlay entry.
+const overlayEntryBytes = 96
+
+func newPebStore(pb *Pebble, p int, part *pebPart) *pebStore {
+	return &pebStore{pb: pb, p: p, part: part, version: part.version, rows: part.rows, overlay: map[string]*pebEntry{}}
+}
+
+func (s *pebStore) Version() Version { return s.version }
+
+// dbKey returns key behind the data prefix, in a buffer reused by the
+// next call.
+func (s *pebStore) dbKey(key []byte) []byte {
+	s.kbuf = append(append(s.kbuf[:0], dataPrefix), key...)
+	return s.kbuf
+}
+
+func (s *pebStore) check(op string) error {
+	if s.done {
+		return fmt.Errorf("%s state partition %d: store already closed", op, s.p)
+	}
+	if s.part.db == nil {
+		return fmt.Errorf("%s state partition %d: provider closed", op, s.p)
+	}
+	return nil
+}
+
+// lookup returns the entry for key, reading the base version into a clean
+// entry the first time.
+func (s *pebStore) lookup(key []byte) (*pebEntry, error) {
+	if e, ok := s.overlay[string(key)]; ok {
+		return e, nil
+	}
+	if err := s.check("read"); err != nil {
+		return nil, err
+	}
+	e := &pebEntry{}
+	val, closer, err := s.part.db.Get(s.dbKey(key))
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+	case err != nil:
+		return nil, fmt.Errorf("read state partition %d: %w", s.p, err)
+	default:
+		e.val = append([]byte(nil), val...)
+		e.inBase = true
+		closer.Close()
+	}
+	s.overlay[string(key)] = e
+	s.bytes += int64(len(key)+len(e.val)) + overlayEntryBytes
+	return e, nil
+}
+
+func (s *pebStore) Get(key []byte) ([]byte, bool, error) {
+	e, err := s.lookup(key)
+	if err != nil {
+		return nil, false, err
+	}
+	if e.del || (!e.dirty && !e.inBase) {
+		return nil, false, nil
+	}
+	return e.val, true, nil
+}
+
+// live reports whether the entry's key exists in this batch's view.
+func (e *pebEntry) live() bool {
+	if e.dirty {
+		return !e.del
+	}
+	return e.inBase
+}
+
+func (s *pebStore) Put(key, value []byte) error {
+	e, err := s.lookup(key)
+	if err != nil {
+		return err
+	}
+	if !e.live() {
+		s.rows++
+	}
+	s.bytes += int64(len(value) - len(e.val))
+	e.val = append(e.val[:0:0], value...)
+	e.dirty, e.del = true, false
+	return nil
+}
+
+func (s *pebStore) Delete(key []byte) error {
+	e, err := s.lookup(key)
+	if err != nil {
+		return err
+	}
+	if e.live() {
+		s.rows--
+	}
+	s.bytes -= int64(len(e.val))
+	e.val = nil
+	if e.inBase {
+		e.dirty, e.del = true, true
+	} else {
+		// Like Memory: deleting a key the base does not have records
+		// nothing, so both providers write the same delta.
+		e.dirty, e.del = false, false
+	}
+	return nil
+}
+
+// Scan calls fn for every row in key order: the base version's rows merged
+// with this batch's changes.
+func (s *pebStore) Scan(fn func(key, value []byte) error) error {
+	if err := s.check("scan"); err != nil {
+		return err
+	}
+	var changed []string
+	for k, e := range s.overlay {
+		if e.dirty {
+			changed = append(changed, k)
+		}
+	}
+	sort.Strings(changed)
+	it, err := s.part.db.NewIter(&pebble.IterOptions{LowerBound: []byte{dataPrefix}, UpperBound: []byte{dataEnd}})
+	if err != nil {
+		return fmt.Errorf("scan state partition %d: %w", s.p, err)
+	}
+	emitChange := func(k string) error {
+		if e := s.overlay[k]; !e.del {
+			return fn([]byte(k), e.val)
+		}
+		return nil
+	}
+	j := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		key := it.Key()[1:]
+		for j < len(changed) && bytes.Compare([]byte(changed[j]), key) < 0 {
+			if err := emitChange(changed[j]); err != nil {
+				it.Close()
+				return err
+			}
+			j++
+		}
+		if j < len(changed) && changed[j] == string(key) {
+			if err := emitChange(changed[j]); err != nil {
+				it.Close()
+				return err
+			}
+			j++
+			continue
+		}
+		val, err := it.ValueAndErr()
+		if err == nil {
+			err = fn(key, val)
+		}
+		if err != nil {
+			it.Close()
+			return err
+		}
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("scan state partition %d: %w", s.p, err)
+	}
+	for ; j < len(changed); j++ {
+		if err := emitChange(changed[j]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *pebStore) NumRows() int64 { return s.rows }
+
+// MemoryBytes is the partition's memtable, its share of the block cache
+// shared by all partitions, and this batch's overlay.
+func (s *pebStore) MemoryBytes() int64 {
+	n := s.bytes
+	if db := s.part.db; db != nil && !s.done {
+		m := db.Metrics()
+		n += int64(m.MemTable.Size)
+		if parts := s.pb.numParts(); parts > 0 {
+			n += s.pb.cache.Size() / parts
+		}
+	}
+	return n
+}
+
+// Commit writes version+1's delta to the checkpoint, then applies the
+// changes and the new marker to the local database in one batch, then
+// writes a snapshot when one is due.
+func (s *pebStore) Commit(ctx context.Context) (int, error) {
+	if err := s.check("commit"); err != nil {
+		return 0, err
+	}
+	defer s.release()
+	next := s.version + 1
+	changes := make([]change, 0, len(s.overlay))
+	for k, e := range s.overlay {
+		if e.dirty {
+			changes = append(changes, change{key: []byte(k), value: e.val, del: e.del})
+		}
+	}
+	writes := 0
+	if len(changes) > 0 {
+		// Durable in the checkpoint first: if the local write fails the
+		// database still holds the old version, which its marker says.
+		if err := s.pb.store.Put(ctx, deltaKey(s.pb.opts.Operator, s.p, next), encodeFile(kindDelta, changes)); err != nil {
+			return writes, fmt.Errorf("commit state partition %d version %d: %w", s.p, next, err)
+		}
+		writes++
+	}
+	b := s.part.db.NewBatch()
+	defer b.Close()
+	for _, c := range changes {
+		var err error
+		if c.del {
+			err = b.Delete(s.dbKey(c.key), nil)
+		} else {
+			err = b.Set(s.dbKey(c.key), c.value, nil)
+		}
+		if err != nil {
+			return writes, fmt.Errorf("commit state partition %d version %d locally: %w", s.p, next, err)
+		}
+	}
+	if err := b.Set(markerKey, encodeMarker(next, s.rows), nil); err != nil {
+		return writes, fmt.Errorf("commit state partition %d version %d locally: %w", s.p, next, err)
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		s.part.ok = false // unknown: the next Open rebuilds
+		return writes, fmt.Errorf("commit state partition %d version %d locally: %w", s.p, next, err)
+	}
+	s.part.ok, s.part.version, s.part.rows = true, next, s.rows
+	if len(changes) > 0 && int(next)%s.pb.opts.SnapshotInterval == 0 {
+		if err := s.writeSnapshot(ctx, next); err != nil {
+			return writes, err
+		}
+		writes++
+	}
+	return writes, nil
+}
+
+// writeSnapshot dumps the local database (now at version v) to v's
+// snapshot file.
+func (s *pebStore) writeSnapshot(ctx context.Context, v Version) error {
+	it, err := s.part.db.NewIter(&pebble.IterOptions{LowerBound: []byte{dataPrefix}, UpperBound: []byte{dataEnd}})
+	if err != nil {
+		return fmt.Errorf("snapshot state partition %d version %d: %w", s.p, v, err)
+	}
+	all := make([]change, 0, s.rows)
+	var arena []byte
+	for ok := it.First(); ok; ok = it.Next() {
+		val, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return fmt.Errorf("snapshot state partition %d version %d: %w", s.p, v, err)
+		}
+		k, v := it.Key()[1:], val
+		if cap(arena)-len(arena) < len(k)+len(v) {
+			arena = make([]byte, 0, max(1<<20, len(k)+len(v)))
+		}
+		start := len(arena)
+		arena = append(arena, k...)
+		arena = append(arena, v...)
+		all = append(all, change{key: arena[start : start+len(k) : start+len(k)], value: arena[start+len(k) : len(arena) : len(arena)]})
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("snapshot state partition %d version %d: %w", s.p, v, err)
+	}
+	if err := s.pb.store.Put(ctx, snapKey(s.pb.opts.Operator, s.p, v), encodeFile(kindSnap, all)); err != nil {
+		return fmt.Errorf("commit state partition %d snapshot %d: %w", s.p, v, err)
+	}
+	return nil
+}
+
+func (s *pebStore) release() {
+	if s.done {
+		return
+	}
+	s.done = true
+	s.overlay = nil
+	s.pb.release(s.part)
+}
+
+// Abort discards the changes; the local database is unchanged.
+func (s *pebStore) Abort() { s.release() }
