@@ -119,7 +119,7 @@ func (l *Log) ReadMetadata(ctx context.Context) (*Metadata, error) {
 // created it first, the error matches ErrFenced.
 func (l *Log) CreateMetadata(ctx context.Context, m *Metadata) error {
 	m.Version = FormatVersion
-	b, _ := json.MarshalIndent(m, "", "  ")
+	b, _ := json.Marshal(m)
 	if err := l.store.PutIfAbsent(ctx, "metadata", append(b, '\n')); err != nil {
 		if errors.Is(err, objstore.ErrExists) {
 			return &FencedError{Batch: -1, Object: "metadata"}
@@ -193,7 +193,7 @@ func (l *Log) Latest(ctx context.Context) (*OffsetEntry, *CommitEntry, error) {
 }
 
 func (l *Log) create(ctx context.Context, key string, batch int64, v any) error {
-	b, _ := json.MarshalIndent(v, "", "  ")
+	b, _ := json.Marshal(v)
 	if err := l.store.PutIfAbsent(ctx, key, append(b, '\n')); err != nil {
 		if errors.Is(err, objstore.ErrExists) {
 			return &FencedError{Batch: batch, Object: key}
