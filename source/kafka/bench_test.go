@@ -99,7 +99,25 @@ func BenchmarkCatchUp(b *testing.B) {
 			b.ReportMetric(float64(total)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
 		})
 	}
-	b.Run("source-read-one-split-sequential", func(b *testing.B) {
+	b.Run("raw-franz-go-one-partition", func(b *testing.B) {
+		for b.Loop() {
+			cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addr), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"events": {0: kgo.NewOffset().At(0)}}))
+			if err != nil {
+				b.Fatal(err)
+			}
+			n := 0
+			for n < perPartition {
+				fs := cl.PollFetches(context.Background())
+				if err := fs.Err(); err != nil {
+					b.Fatal(err)
+				}
+				fs.EachRecord(func(*kgo.Record) { n++ })
+			}
+			cl.Close()
+		}
+		b.ReportMetric(float64(perPartition)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	})
+	b.Run("source-read-one-split", func(b *testing.B) {
 		ctx := context.Background()
 		for b.Loop() {
 			n := 0

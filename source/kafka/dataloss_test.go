@@ -1,8 +1,11 @@
 package kafka
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -74,7 +77,13 @@ func TestFailOnDataLossFalseSkipsLostOffsetsAndCountsThem(t *testing.T) {
 	c.ProduceN("events", 0, 100, kafkatest.Value)
 	c.ProduceN("events", 1, 100, kafkatest.Value)
 	no := false
-	s := newSource(t, query.KafkaSource{BootstrapServers: c.Addr, Subscribe: "events", FailOnDataLoss: &no})
+	var logs bytes.Buffer
+	s, err := New(Config{Kafka: query.KafkaSource{BootstrapServers: c.Addr, Subscribe: "events", FailOnDataLoss: &no},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
 	ctx := testCtx(t)
 	start := Offsets{"events": {0: 10, 1: 20}}.Encode()
 	c.DeleteRecords("events", 0, 25)
@@ -93,6 +102,9 @@ func TestFailOnDataLossFalseSkipsLostOffsetsAndCountsThem(t *testing.T) {
 	}
 	if n := s.SkippedOffsets(start, end); n != 15 {
 		t.Fatalf("SkippedOffsets = %d, want 15 (offsets 10..24)", n)
+	}
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "partition=events-0 wanted=10 earliest=25") {
+		t.Fatalf("no warning naming the lost offsets in the log:\n%s", logs.String())
 	}
 
 	// A re-run on a fresh Source (a restarted driver) recounts in Splits.

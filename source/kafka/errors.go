@@ -17,7 +17,8 @@ type DataLossError struct {
 	Partition int32
 	// Wanted is the next offset the query needs.
 	Wanted int64
-	// Earliest is the partition's earliest available offset (log start).
+	// Earliest is the partition's earliest available offset (log start),
+	// or -1 when the partition no longer exists.
 	Earliest int64
 	// Latest is the partition's latest offset (high watermark) when known,
 	// otherwise -1. Wanted > Latest means the topic was recreated.
@@ -25,6 +26,11 @@ type DataLossError struct {
 }
 
 func (e *DataLossError) Error() string {
+	if e.Earliest < 0 {
+		return fmt.Sprintf("kafka data loss: topic %s partition %d no longer exists (was the topic deleted?); "+
+			"wanted offset %d, earliest available offset %d; failOnDataLoss is true, set it to false to skip lost data",
+			e.Topic, e.Partition, e.Wanted, e.Earliest)
+	}
 	if e.Latest >= 0 && e.Wanted > e.Latest {
 		return fmt.Sprintf("kafka data loss: topic %s partition %d: wanted offset %d is beyond the latest offset %d "+
 			"(was the topic deleted and recreated?); earliest available offset is %d; "+

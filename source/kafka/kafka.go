@@ -31,7 +31,7 @@ type Config struct {
 	// Zero means two minutes.
 	PollTimeout time.Duration
 	// MaxIdleReaders bounds the reading clients kept open between reads
-	// for reuse. Zero means 4; negative keeps none.
+	// for reuse. Zero means 8; negative keeps none.
 	MaxIdleReaders int
 }
 
@@ -92,7 +92,7 @@ func New(cfg Config) (*Source, error) {
 	idle := cfg.MaxIdleReaders
 	switch {
 	case idle == 0:
-		idle = 4
+		idle = 8
 	case idle < 0:
 		idle = 0
 	}
@@ -244,15 +244,26 @@ func (s *Source) Next(ctx context.Context, start, limit source.Offset) (source.O
 	}
 
 	end := Offsets{}
-	for _, tp := range st.Partitions() { // partitions no longer listed stay put
+	var skipped int64
+	for _, tp := range st.Partitions() {
 		off, _ := st.Get(tp)
-		end.Set(tp, off)
+		end.Set(tp, off) // partitions no longer listed stay put
+		if _, listed := latest[tp]; listed || !s.subscribed(tp) {
+			continue
+		}
+		// A subscribed partition that no longer exists: its topic was
+		// deleted. Spark reports this as data loss too.
+		loss := &DataLossError{Topic: tp.Topic, Partition: tp.Partition, Wanted: off, Earliest: -1, Latest: -1}
+		if s.set.failOnLoss {
+			return nil, loss
+		}
+		s.log.Warn("kafka partition is gone (topic deleted?), keeping its offset (failOnDataLoss is false)",
+			"partition", tp.String(), "offset", off)
 	}
 	var (
 		tps     []TopicPartition
 		from    []int64
 		backlog []int64
-		skipped int64
 	)
 	for _, tp := range sortedTPs(latest) {
 		e, ok := earliest[tp]
@@ -513,6 +524,17 @@ func (s *Source) topicsNow(ctx context.Context) ([]string, error) {
 	}
 	slices.Sort(topics)
 	return topics, nil
+}
+
+// subscribed reports whether the subscription covers tp.
+func (s *Source) subscribed(tp TopicPartition) bool {
+	switch {
+	case s.set.assign != nil:
+		return slices.Contains(s.set.assign[tp.Topic], tp.Partition)
+	case s.set.pattern != nil:
+		return s.set.pattern.MatchString(tp.Topic)
+	}
+	return slices.Contains(s.set.topics, tp.Topic)
 }
 
 type offsetKind int

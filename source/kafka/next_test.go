@@ -216,3 +216,32 @@ func equalStrings(a, b []string) bool {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func TestNextFailsWithDataLossWhenSubscribedTopicIsDeleted(t *testing.T) {
+	c := kafkatest.Start(t, kfake.SeedTopics(1, "events", "other"))
+	c.ProduceN("events", 0, 10, kafkatest.Value)
+	c.ProduceN("other", 0, 10, kafkatest.Value)
+	ctx := testCtx(t)
+	s := newSource(t, query.KafkaSource{BootstrapServers: c.Addr, Subscribe: "events,other"})
+	start := Offsets{"events": {0: 10}, "other": {0: 3}}.Encode()
+	if resp, err := c.Admin().DeleteTopic(ctx, "events"); err != nil || resp.Err != nil {
+		t.Fatalf("delete topic: %v %v", err, resp.Err)
+	}
+	_, err := s.Next(ctx, start, nil)
+	var loss *DataLossError
+	if !errors.As(err, &loss) || loss.Topic != "events" || loss.Wanted != 10 {
+		t.Fatalf("Next after the topic was deleted: %v, want a *DataLossError for events-0", err)
+	}
+	if !strings.Contains(err.Error(), "no longer exists") {
+		t.Errorf("message %q does not say the partition is gone", err)
+	}
+	no := false
+	s2 := newSource(t, query.KafkaSource{BootstrapServers: c.Addr, Subscribe: "events,other", FailOnDataLoss: &no})
+	end, err := s2.Next(ctx, start, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(end), `{"events":{"0":10},"other":{"0":10}}`; got != want {
+		t.Fatalf("Next = %s, want %s (the gone partition keeps its offset)", got, want)
+	}
+}
