@@ -3,8 +3,10 @@
 // binds the query to its checkpoint, and runs it on a task runner (in this
 // process by default).
 //
-// The command-line tools and tests call it; it holds no logic of its own
-// beyond choosing implementations.
+// Build is the driver's side (the batch loop over a runner); NewEnv is what
+// any process that runs tasks needs (an executor builds only that). The
+// command-line tools and tests call it; it holds no logic of its own beyond
+// choosing implementations.
 package engine
 
 import (
@@ -31,6 +33,14 @@ import (
 	"github.com/sluicehq/sluice/statestore"
 )
 
+// Store roles passed to Options.WrapStore.
+const (
+	RoleCheckpoint = "checkpoint"
+	RoleSink       = "sink"
+	RoleSource     = "source"
+	RoleBadRecords = "badRecords"
+)
+
 // Options are the process-level settings of a run.
 type Options struct {
 	Store  objstore.Options
@@ -48,83 +58,174 @@ type Options struct {
 	AllowFirstStart, AllowReplay bool
 	// Parallelism bounds in-process tasks (default GOMAXPROCS).
 	Parallelism int
-	// WrapCheckpoint, if set, wraps the checkpoint store (counting, faults).
+	// WrapStore, if set, wraps every store the query opens (role is one of
+	// the Role constants): counting, tracing, fault injection.
+	WrapStore func(role string, s objstore.Store) objstore.Store
+	// WrapCheckpoint wraps only the checkpoint store (after WrapStore).
 	WrapCheckpoint func(objstore.Store) objstore.Store
+	// StateDir is the local directory for the pebble state provider's
+	// databases (a cache); empty means a temporary directory removed on
+	// Close.
+	StateDir string
+}
+
+func (o *Options) defaults() {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Stdout == nil {
+		o.Stdout = os.Stdout
+	}
+}
+
+func (o *Options) open(ctx context.Context, role, uri string) (objstore.Store, error) {
+	st, err := objstore.Open(ctx, uri, o.Store)
+	if err != nil {
+		return nil, err
+	}
+	if o.WrapStore != nil {
+		st = o.WrapStore(role, st)
+	}
+	if role == RoleCheckpoint && o.WrapCheckpoint != nil {
+		st = o.WrapCheckpoint(st)
+	}
+	return st, nil
+}
+
+// Env is a query's task environment in one process, with what it opened.
+type Env struct {
+	*executor.Env
+	// Checkpoint is the checkpoint store; ParquetSink is set for the
+	// Parquet sink.
+	Checkpoint  objstore.Store
+	ParquetSink *parquet.Sink
+	closer      []func() error
+}
+
+// Close releases what NewEnv opened.
+func (e *Env) Close() error {
+	var errs []string
+	for i := len(e.closer) - 1; i >= 0; i-- {
+		if err := e.closer[i](); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	e.closer = nil
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// NewEnv opens what tasks of spec need in this process: the source, the
+// state provider, the Parquet sink (when the spec has one) and the
+// bad-records store. spec must be validated with defaults applied; queryID
+// is the checkpoint's query id.
+func NewEnv(ctx context.Context, spec *query.Spec, queryID string, opts Options) (_ *Env, err error) {
+	opts.defaults()
+	env := &Env{Env: &executor.Env{QueryID: queryID, Spec: spec, Logger: opts.Logger, Hook: opts.Hook}}
+	defer func() {
+		if err != nil {
+			env.Close()
+		}
+	}()
+	cp, err := opts.open(ctx, RoleCheckpoint, spec.CheckpointLocation)
+	if err != nil {
+		return nil, fmt.Errorf("open checkpointLocation: %w", err)
+	}
+	env.Checkpoint = cp
+	if env.Source, err = openSource(ctx, spec, opts); err != nil {
+		return nil, err
+	}
+	env.closer = append(env.closer, env.Source.Close)
+	if spec.BadRecordsPath != "" {
+		if env.BadRecords, err = opts.open(ctx, RoleBadRecords, spec.BadRecordsPath); err != nil {
+			return nil, fmt.Errorf("open badRecordsPath: %w", err)
+		}
+	} else {
+		env.BadRecords = objstore.Prefixed(cp, "bad_records/")
+	}
+	if spec.Aggregate != nil {
+		if env.Layout, err = agg.Compile(spec); err != nil {
+			return nil, err
+		}
+		if env.State, err = openState(spec, cp, opts, env); err != nil {
+			return nil, err
+		}
+		env.closer = append(env.closer, env.State.Close)
+	}
+	if spec.Sink.Parquet != nil && opts.Writer == nil {
+		st, err := opts.open(ctx, RoleSink, spec.Sink.Parquet.Path)
+		if err != nil {
+			return nil, fmt.Errorf("open sink.parquet.path: %w", err)
+		}
+		ps := parquet.New(st, spec.OutputSchema(), parquet.Options{PartitionBy: spec.Sink.Parquet.PartitionBy, Path: spec.Sink.Parquet.Path, Environment: spec.Environment, Logger: opts.Logger})
+		if err := ps.Err(); err != nil {
+			return nil, err
+		}
+		env.ParquetSink, env.FileSink = ps, ps
+	}
+	return env, nil
+}
+
+func openState(spec *query.Spec, cp objstore.Store, opts Options, env *Env) (statestore.Provider, error) {
+	switch spec.StateStore {
+	case "memory":
+		return statestore.NewMemory(cp, statestore.MemoryOptions{SnapshotInterval: spec.SnapshotInterval}), nil
+	case "pebble":
+		dir := opts.StateDir
+		if dir == "" {
+			tmp, err := os.MkdirTemp("", "sluice-state-")
+			if err != nil {
+				return nil, fmt.Errorf("stateStore pebble: %w", err)
+			}
+			dir = tmp
+			env.closer = append(env.closer, func() error { return os.RemoveAll(tmp) })
+		}
+		p, err := statestore.NewPebble(cp, statestore.PebbleOptions{SnapshotInterval: spec.SnapshotInterval, DataDir: dir, Logger: opts.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("stateStore pebble: %w", err)
+		}
+		return p, nil
+	}
+	return nil, fmt.Errorf("stateStore %q is not available in this build", spec.StateStore)
 }
 
 // Job is a query bound to its checkpoint, ready to run.
 type Job struct {
-	Spec   query.Spec
-	Query  *scheduler.Query
-	Env    *executor.Env
-	Source source.Source
-	closer []func() error
-	opts   Options
+	Spec  query.Spec
+	Query *scheduler.Query
+	Env   *Env
+	opts  Options
 }
 
-// Build validates spec and assembles its parts.
-func Build(ctx context.Context, spec query.Spec, opts Options) (*Job, error) {
+// Build validates spec, binds it to its checkpoint (creating the metadata
+// of a new one) and opens its parts in this process.
+func Build(ctx context.Context, spec query.Spec, opts Options) (_ *Job, err error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
 	spec = spec.WithDefaults()
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.Stdout == nil {
-		opts.Stdout = os.Stdout
-	}
+	opts.defaults()
 	j := &Job{Spec: spec, opts: opts}
-	ok := false
-	defer func() {
-		if !ok {
-			j.Close()
-		}
-	}()
-	cp, err := objstore.Open(ctx, spec.CheckpointLocation, opts.Store)
-	if err != nil {
-		return nil, fmt.Errorf("open checkpointLocation: %w", err)
-	}
-	if opts.WrapCheckpoint != nil {
-		cp = opts.WrapCheckpoint(cp)
-	}
-	src, err := openSource(ctx, &spec, opts)
+	// The driver's own source handle plans batches; tasks read through the
+	// Env's. They are the same object in one process.
+	env, err := NewEnv(ctx, &j.Spec, "", opts)
 	if err != nil {
 		return nil, err
 	}
-	j.Source = src
-	j.closer = append(j.closer, src.Close)
-
-	var badStore objstore.Store
-	if spec.BadRecordsPath != "" {
-		if badStore, err = objstore.Open(ctx, spec.BadRecordsPath, opts.Store); err != nil {
-			return nil, fmt.Errorf("open badRecordsPath: %w", err)
+	j.Env = env
+	defer func() {
+		if err != nil {
+			env.Close()
 		}
-	} else {
-		badStore = objstore.Prefixed(cp, "bad_records/")
-	}
-
-	var state statestore.Provider
-	var layout *agg.Layout
-	if spec.Aggregate != nil {
-		if layout, err = agg.Compile(&spec); err != nil {
-			return nil, err
-		}
-		switch spec.StateStore {
-		case "memory":
-			state = statestore.NewMemory(cp, statestore.MemoryOptions{SnapshotInterval: spec.SnapshotInterval})
-		default:
-			return nil, fmt.Errorf("stateStore %q is not available in this build", spec.StateStore)
-		}
-		j.closer = append(j.closer, state.Close)
-	}
-
+	}()
 	cfg := scheduler.Config{
 		Spec:                    spec,
-		Checkpoint:              cp,
+		Checkpoint:              env.Checkpoint,
 		CheckpointOnObjectStore: objstore.IsObjectStore(spec.CheckpointLocation),
-		Source:                  src,
-		State:                   state,
+		Source:                  env.Source,
+		State:                   env.State,
 		AllowFirstStart:         opts.AllowFirstStart,
 		AllowReplay:             opts.AllowReplay,
 		Logger:                  opts.Logger,
@@ -132,22 +233,13 @@ func Build(ctx context.Context, spec query.Spec, opts Options) (*Job, error) {
 		Hook:                    opts.Hook,
 	}
 	out := spec.OutputSchema()
-	var fileSink *parquet.Sink
 	switch {
 	case opts.Writer != nil:
 		cfg.Writer = opts.Writer
-	case spec.Sink.Parquet != nil:
-		st, err := objstore.Open(ctx, spec.Sink.Parquet.Path, opts.Store)
-		if err != nil {
-			return nil, fmt.Errorf("open sink.parquet.path: %w", err)
-		}
-		fileSink = parquet.New(st, out, parquet.Options{PartitionBy: spec.Sink.Parquet.PartitionBy, Path: spec.Sink.Parquet.Path, Environment: spec.Environment, Logger: opts.Logger})
-		if err := fileSink.Err(); err != nil {
-			return nil, err
-		}
-		cfg.FileSink = fileSink
+	case env.FileSink != nil:
+		cfg.FileSink = env.FileSink
 	case spec.Sink.JSONBatches != nil:
-		st, err := objstore.Open(ctx, spec.Sink.JSONBatches.Path, opts.Store)
+		st, err := opts.open(ctx, RoleSink, spec.Sink.JSONBatches.Path)
 		if err != nil {
 			return nil, fmt.Errorf("open sink.jsonBatches.path: %w", err)
 		}
@@ -155,31 +247,17 @@ func Build(ctx context.Context, spec query.Spec, opts Options) (*Job, error) {
 	case spec.Sink.Console != nil:
 		cfg.Writer = console.New(opts.Stdout, out)
 	}
-
 	q, err := scheduler.Open(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	if fileSink != nil {
-		if err := fileSink.Prepare(ctx, q.QueryID(), spec.Environment); err != nil {
+	if env.ParquetSink != nil {
+		if err := env.ParquetSink.Prepare(ctx, q.QueryID(), spec.Environment); err != nil {
 			return nil, err
 		}
 	}
 	j.Query = q
-	j.Env = &executor.Env{
-		QueryID:    q.QueryID(),
-		Spec:       &j.Spec,
-		Layout:     layout,
-		Source:     src,
-		State:      state,
-		BadRecords: badStore,
-		Logger:     opts.Logger,
-		Hook:       opts.Hook,
-	}
-	if fileSink != nil {
-		j.Env.FileSink = fileSink
-	}
-	ok = true
+	env.QueryID = q.QueryID()
 	return j, nil
 }
 
@@ -197,7 +275,7 @@ func openSource(ctx context.Context, spec *query.Spec, opts Options) (source.Sou
 				return nil, fmt.Errorf("source.file.path %q: not a readable directory", path)
 			}
 		}
-		st, err := objstore.Open(ctx, path, opts.Store)
+		st, err := opts.open(ctx, RoleSource, path)
 		if err != nil {
 			return nil, fmt.Errorf("open source.file.path: %w", err)
 		}
@@ -212,7 +290,7 @@ func openSource(ctx context.Context, spec *query.Spec, opts Options) (source.Sou
 
 // Run runs the job in this process until its trigger stops or ctx ends.
 func (j *Job) Run(ctx context.Context) error {
-	return j.Query.Run(ctx, &executor.Local{Env: j.Env, Parallelism: j.opts.Parallelism})
+	return j.Query.Run(ctx, &executor.Local{Env: j.Env.Env, Parallelism: j.opts.Parallelism})
 }
 
 // RunWith runs the job's batches on runner.
@@ -221,16 +299,4 @@ func (j *Job) RunWith(ctx context.Context, runner executor.Runner) error {
 }
 
 // Close releases the job's connections.
-func (j *Job) Close() error {
-	var errs []string
-	for i := len(j.closer) - 1; i >= 0; i-- {
-		if err := j.closer[i](); err != nil {
-			errs = append(errs, err.Error())
-		}
-	}
-	j.closer = nil
-	if len(errs) > 0 {
-		return errors.New(strings.Join(errs, "; "))
-	}
-	return nil
-}
+func (j *Job) Close() error { return j.Env.Close() }

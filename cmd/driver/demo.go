@@ -18,7 +18,7 @@ import (
 )
 
 // demoSpec is the course-activity tile on the built-in generator. Event
-// time runs at 100x wall time, so a five-minute window closes every few
+// time runs at 300x wall time, so a five-minute window closes about every
 // seconds.
 func demoSpec(dir string) query.Spec {
 	f := false
@@ -31,7 +31,7 @@ func demoSpec(dir string) query.Spec {
 			LateFraction:      0.002,
 			Jitter:            query.Duration(30 * time.Second),
 			Seed:              42,
-			EventTimePerRow:   query.Duration(50 * time.Millisecond),
+			EventTimePerRow:   query.Duration(150 * time.Millisecond),
 			MaxRowsPerTrigger: 50000,
 		}},
 		Watermark: &query.Watermark{Column: "event_time", Delay: query.Duration(10 * time.Minute)},
