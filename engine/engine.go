@@ -30,6 +30,7 @@ import (
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/source/file"
 	"github.com/sluicehq/sluice/source/generator"
+	"github.com/sluicehq/sluice/source/kafka"
 	"github.com/sluicehq/sluice/statestore"
 )
 
@@ -283,7 +284,11 @@ func openSource(ctx context.Context, spec *query.Spec, opts Options) (source.Sou
 	case spec.Source.Generator != nil:
 		return generator.New(*spec.Source.Generator), nil
 	case spec.Source.Kafka != nil:
-		return nil, errors.New("source.kafka: not available in this build yet")
+		src, err := kafka.New(kafka.Config{Kafka: *spec.Source.Kafka, Logger: opts.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("source.kafka: %w", err)
+		}
+		return src, nil
 	}
 	return nil, fmt.Errorf("source: none configured")
 }

@@ -42,16 +42,6 @@ func (e *Env) hook(point string, batch int64) {
 	}
 }
 
-// Fields returns the decoder fields of the spec's schema.
-func Fields(s *query.Spec) []row.Field {
-	fields := make([]row.Field, 0, len(s.Source.Schema))
-	for _, f := range s.Source.Schema {
-		k, _ := row.ParseKind(f.Type)
-		fields = append(fields, row.Field{Name: f.Name, Kind: k, Nullable: f.IsNullable()})
-	}
-	return fields
-}
-
 // timeCol returns the input index of the watermark column, or -1.
 func timeCol(s *query.Spec) int {
 	if s.Watermark == nil {
@@ -103,7 +93,7 @@ type BadRecord struct {
 // RunMap runs one map task.
 func RunMap(ctx context.Context, env *Env, t MapTask) (*MapResult, error) {
 	res := &MapResult{Index: t.Index}
-	dec := row.NewDecoder(Fields(env.Spec))
+	dec := newRecordDecoder(env.Spec)
 	tc := timeCol(env.Spec)
 	var table *agg.Table
 	if env.Layout != nil {
@@ -116,7 +106,7 @@ func RunMap(ctx context.Context, env *Env, t MapTask) (*MapResult, error) {
 	var dst row.Row
 	err := env.Source.Read(ctx, t.Split, func(rec *source.Record) error {
 		res.InputRows++
-		r, err := dec.Decode(rec.Value, dst)
+		r, err := dec.decode(rec, dst)
 		if err != nil {
 			res.Malformed++
 			br := BadRecord{Source: rec.Part, Offset: rec.Offset, Reason: err.Error(), Record: string(rec.Value)}

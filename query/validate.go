@@ -229,6 +229,23 @@ func (v *validator) schema() {
 			v.badCols[f.Name] = true
 			continue
 		}
+		if f.From != "" {
+			want, known := KafkaColumnTypes[f.From]
+			switch {
+			case !known:
+				v.add(p+".from", f.From, "is not a record column: use kafka.key, kafka.topic, kafka.partition, kafka.offset or kafka.timestamp, or omit it to read the JSON value")
+				v.badCols[f.Name] = true
+				continue
+			case src.Kafka == nil:
+				v.add(p+".from", f.From, "needs source.kafka: only Kafka records have these columns")
+				v.badCols[f.Name] = true
+				continue
+			case want != f.Type:
+				v.add(p+".type", f.Type, "does not match from %s: that column is a %s", f.From, want)
+				v.badCols[f.Name] = true
+				continue
+			}
+		}
 		if gen != nil {
 			gt, isGen := gen[f.Name]
 			switch {

@@ -83,3 +83,10 @@ type Lag interface {
 type Skipped interface {
 	SkippedOffsets(start, end Offset) int64
 }
+
+// GroupCommitter is optional: a source that can publish a committed batch's
+// end offsets to an external group (Kafka's commitOffsetsToGroup) for lag
+// tools. It is display only: the engine never reads it back.
+type GroupCommitter interface {
+	CommitToGroup(ctx context.Context, end Offset) error
+}

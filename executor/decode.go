@@ -1,0 +1,87 @@
+package executor
+
+import (
+	"github.com/sluicehq/sluice/query"
+	"github.com/sluicehq/sluice/row"
+	"github.com/sluicehq/sluice/source"
+)
+
+// recordDecoder turns a source record into a row of the declared schema:
+// columns without From are decoded from the record's JSON value; columns
+// with From take the record's own Kafka columns.
+type recordDecoder struct {
+	dec      *row.Decoder
+	valueIdx []int // row position of each decoded value column
+	meta     []metaCol
+	tmp      row.Row
+}
+
+type metaCol struct {
+	idx  int
+	from string
+}
+
+func newRecordDecoder(s *query.Spec) *recordDecoder {
+	d := &recordDecoder{}
+	var fields []row.Field
+	for i, f := range s.Source.Schema {
+		if f.From != "" {
+			d.meta = append(d.meta, metaCol{idx: i, from: f.From})
+			continue
+		}
+		k, _ := row.ParseKind(f.Type)
+		fields = append(fields, row.Field{Name: f.Name, Kind: k, Nullable: f.IsNullable()})
+		d.valueIdx = append(d.valueIdx, i)
+	}
+	d.dec = row.NewDecoder(fields)
+	return d
+}
+
+// decode fills dst (reused) from rec.
+func (d *recordDecoder) decode(rec *source.Record, dst row.Row) (row.Row, error) {
+	if len(d.meta) == 0 {
+		return d.dec.Decode(rec.Value, dst)
+	}
+	var err error
+	if d.tmp, err = d.dec.Decode(rec.Value, d.tmp); err != nil {
+		return dst, err
+	}
+	n := len(d.valueIdx) + len(d.meta)
+	if cap(dst) < n {
+		dst = make(row.Row, n)
+	}
+	dst = dst[:n]
+	for i, idx := range d.valueIdx {
+		dst[idx] = d.tmp[i]
+	}
+	for _, m := range d.meta {
+		var v row.Value
+		switch m.from {
+		case query.FromKafkaKey:
+			if rec.Key != nil {
+				v = row.StringValue(string(rec.Key))
+			}
+		case query.FromKafkaTopic:
+			v = row.StringValue(rec.Topic)
+		case query.FromKafkaPartition:
+			v = row.LongValue(int64(rec.Partition))
+		case query.FromKafkaOffset:
+			v = row.LongValue(rec.Offset)
+		case query.FromKafkaTimestamp:
+			v = row.TimestampValue(rec.Timestamp)
+		}
+		dst[m.idx] = v
+	}
+	return dst, nil
+}
+
+// Fields returns the decoder fields of the spec's schema (all columns, as
+// read from a JSON value).
+func Fields(s *query.Spec) []row.Field {
+	fields := make([]row.Field, 0, len(s.Source.Schema))
+	for _, f := range s.Source.Schema {
+		k, _ := row.ParseKind(f.Type)
+		fields = append(fields, row.Field{Name: f.Name, Kind: k, Nullable: f.IsNullable()})
+	}
+	return fields
+}
