@@ -1,6 +1,7 @@
 package statestore
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -10,8 +11,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/sluicehq/sluice/objstore"
 )
@@ -74,6 +80,7 @@ type Pebble struct {
 type pebPart struct {
 	dir     string
 	db      *pebble.DB
+	opts    *pebble.Options
 	ok      bool
 	version Version
 	rows    int64
@@ -88,9 +95,6 @@ const (
 	dataEnd    = 0x02
 	// markerFormat is the first byte of the marker's value.
 	markerFormat = 1
-	// loadChunk is how many entries a loading batch holds before it is
-	// committed.
-	loadChunk = 64 << 10
 )
 
 var markerKey = []byte{metaPrefix, 'v', 'e', 'r', 's', 'i', 'o', 'n'}
@@ -198,9 +202,11 @@ func (pb *Pebble) prepare(ctx context.Context, p int, part *pebPart, v Version) 
 		return err
 	}
 	if base > 0 {
+		start := time.Now()
 		if err := pb.loadSnapshot(ctx, p, part, fs.snaps[base], base); err != nil {
 			return err
 		}
+		pb.logger.Debug("loaded state snapshot", "partition", p, "version", base, "rows", part.rows, "duration", time.Since(start))
 	} else if err := pb.setMarker(p, part, 0, 0); err != nil {
 		return err
 	}
@@ -213,18 +219,22 @@ func (pb *Pebble) openDB(part *pebPart) error {
 	if err := os.MkdirAll(part.dir, 0o755); err != nil {
 		return err
 	}
-	db, err := pebble.Open(part.dir, &pebble.Options{
+	opts := &pebble.Options{
 		Cache: pb.cache,
 		// The checkpoint is the write-ahead log: a batch lost in a crash is
 		// lost together with its marker, and the next Open catches up.
 		DisableWAL:   true,
 		MemTableSize: 32 << 20,
 		Logger:       pebbleLogger{pb.logger.With("dir", part.dir)},
-	})
+	}
+	// Reduce reads every group a batch touches, and new groups are absent.
+	opts.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
+	opts.EnsureDefaults() // Open defaults a copy; loadSnapshot needs them here
+	db, err := pebble.Open(part.dir, opts)
 	if err != nil {
 		return fmt.Errorf("open local state database %s: %w", part.dir, err)
 	}
-	part.db = db
+	part.db, part.opts = db, opts
 	part.ok = false
 	val, closer, err := db.Get(markerKey)
 	if errors.Is(err, pebble.ErrNotFound) {
@@ -275,45 +285,49 @@ func (pb *Pebble) setMarker(p int, part *pebPart, v Version, rows int64) error {
 	return nil
 }
 
-// loadSnapshot loads a snapshot into the (empty) database in chunks, then
-// sets the marker to its version. Until the marker is set the database has
-// no valid marker, so an interrupted load is redone by the next Open.
+// loadSnapshot loads a snapshot into the (empty) database, then sets the
+// marker to its version. The snapshot's entries are sorted by key, so they
+// are written straight into an SST that the database ingests: no memtable,
+// no flush, no compaction. Until the marker is set the database has no
+// valid marker, so an interrupted load is redone by the next Open.
 func (pb *Pebble) loadSnapshot(ctx context.Context, p int, part *pebPart, key string, v Version) error {
 	data, err := pb.store.Get(ctx, key)
 	if err != nil {
 		return fmt.Errorf("load state partition %d: %w", p, err)
 	}
+	path := filepath.Join(part.dir, "load-"+strconv.FormatInt(int64(v), 10)+".sst")
+	f, err := vfs.Default.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return fmt.Errorf("load state partition %d: %w", p, err)
+	}
+	defer os.Remove(path) // after a successful ingest it is already gone
+	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), part.opts.MakeWriterOptions(0, part.db.TableFormat()))
 	var rows int64
-	b := part.db.NewBatch()
 	var kbuf []byte
 	var werr error
-	flush := func() {
-		if werr == nil && b.Count() > 0 {
-			werr = b.Commit(pebble.NoSync)
-		}
-		b.Close()
-		b = part.db.NewBatch()
-	}
 	derr := decodeFile(key, data, kindSnap, func(c change) {
 		if werr != nil || c.del {
 			return
 		}
 		kbuf = append(append(kbuf[:0], dataPrefix), c.key...)
-		if werr = b.Set(kbuf, c.value, nil); werr != nil {
-			return
-		}
+		werr = w.Set(kbuf, c.value)
 		rows++
-		if b.Count() >= loadChunk {
-			flush()
-		}
 	})
-	flush()
-	b.Close()
+	if err := w.Close(); err != nil && werr == nil {
+		werr = err
+	}
 	if derr != nil {
 		return derr
 	}
 	if werr != nil {
-		return fmt.Errorf("load state partition %d from %s: %w", p, key, werr)
+		// Keys out of order or repeated: the file is not a snapshot this
+		// package wrote.
+		return fmt.Errorf("load state partition %d from %s: %w: %w", p, key, werr, ErrCorrupt)
+	}
+	if rows > 0 {
+		if err := part.db.Ingest(ctx, []string{path}); err != nil {
+			return fmt.Errorf("load state partition %d from %s: %w", p, key, err)
+		}
 	}
 	return pb.setMarker(p, part, v, rows)
 }
@@ -333,18 +347,20 @@ func (pb *Pebble) applyDeltas(ctx context.Context, p int, part *pebPart, fs file
 		}
 		rows := part.rows
 		b := part.db.NewBatch()
-		var werr error
+		// A delta holds each key once, in ascending order, so one forward
+		// iterator over the database before this batch says whether each
+		// key exists.
+		it, werr := part.db.NewIter(&pebble.IterOptions{LowerBound: []byte{dataPrefix}, UpperBound: []byte{dataEnd}})
+		if werr != nil {
+			b.Close()
+			return fmt.Errorf("load state partition %d: %w", p, werr)
+		}
 		derr := decodeFile(fs.deltas[d], data, kindDelta, func(c change) {
 			if werr != nil {
 				return
 			}
 			kbuf = append(append(kbuf[:0], dataPrefix), c.key...)
-			// A delta holds each key once, so the database before this
-			// batch says whether the key exists.
-			var exists bool
-			if exists, werr = hasKey(part.db, kbuf); werr != nil {
-				return
-			}
+			exists := it.SeekGE(kbuf) && bytes.Equal(it.Key(), kbuf)
 			if c.del {
 				if exists {
 					rows--
@@ -357,6 +373,9 @@ func (pb *Pebble) applyDeltas(ctx context.Context, p int, part *pebPart, fs file
 			}
 			werr = b.Set(kbuf, c.value, nil)
 		})
+		if err := it.Close(); err != nil && werr == nil {
+			werr = err
+		}
 		if derr != nil {
 			b.Close()
 			return derr
@@ -377,18 +396,6 @@ func (pb *Pebble) applyDeltas(ctx context.Context, p int, part *pebPart, fs file
 		return pb.setMarker(p, part, v, part.rows)
 	}
 	return nil
-}
-
-func hasKey(db *pebble.DB, key []byte) (bool, error) {
-	_, closer, err := db.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	closer.Close()
-	return true, nil
 }
 
 // Cleanup deletes files no version >= keep needs. The local databases are

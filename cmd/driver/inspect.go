@@ -91,7 +91,8 @@ func inspectCheckpoint(ctx context.Context, path string) (*inspectReport, error)
 		rep.LastCommittedBatchID = commit.BatchID
 	}
 	rep.NextBatchWatermark = row.FormatTimestamp(wm * 1000)
-	if commit != nil && meta.StateStore == "memory" {
+	// The pebble provider writes the memory provider's files, so one loader reads both.
+	if commit != nil && (meta.StateStore == "memory" || meta.StateStore == "pebble") {
 		prov := statestore.NewMemory(store, statestore.MemoryOptions{})
 		for p := 0; p < meta.ShufflePartitions; p++ {
 			st, err := prov.Open(ctx, p, statestore.Version(commit.BatchID+1))
