@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/fault"
+	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/scheduler"
 )
@@ -17,6 +18,7 @@ import (
 func newRunCmd() *cobra.Command {
 	var file, progressJSON string
 	var allowFirst, allowReplay bool
+	var s3 objstore.S3Options
 	cmd := &cobra.Command{
 		Use:   "run -f QUERY.yaml",
 		Short: "Run one query in this process until its trigger stops (availableNow, once) or SIGINT/SIGTERM",
@@ -34,6 +36,7 @@ func newRunCmd() *cobra.Command {
 			}
 			defer closeProgress()
 			return runSpec(cmd, spec, engine.Options{
+				Store:           objstore.Options{S3: s3},
 				AllowFirstStart: allowFirst,
 				AllowReplay:     allowReplay,
 				Progress:        progress,
@@ -44,6 +47,7 @@ func newRunCmd() *cobra.Command {
 	cmd.Flags().StringVar(&progressJSON, "progress-json", "", "append one JSON progress object per batch to this file")
 	cmd.Flags().BoolVar(&allowFirst, "allow-first-start", false, "let a production query start on an empty checkpoint (a first start)")
 	cmd.Flags().BoolVar(&allowReplay, "allow-replay", false, "let a production query start on an empty checkpoint (an intended replay)")
+	addS3Flags(cmd, &s3)
 	return cmd
 }
 
@@ -89,4 +93,14 @@ func progressWriter(path string) (func(*scheduler.Progress), func(), error) {
 		_ = enc.Encode(p)
 		_ = f.Sync()
 	}, func() { f.Close() }, nil
+}
+
+// addS3Flags adds the object-store settings; anything unset comes from the
+// standard AWS settings (AWS_REGION, AWS_ENDPOINT_URL_S3, keys, profiles,
+// web identity).
+func addS3Flags(cmd *cobra.Command, o *objstore.S3Options) {
+	cmd.Flags().StringVar(&o.Endpoint, "s3-endpoint", "", "S3 endpoint URL (MinIO and similar; path-style addressing is then the default)")
+	cmd.Flags().StringVar(&o.Region, "s3-region", "", "S3 region (default from AWS settings, else us-east-1)")
+	cmd.Flags().Float64Var(&o.RequestsPerSecond, "s3-requests-per-second", 0, "limit object-store requests per second (0: no limit)")
+	cmd.Flags().IntVar(&o.MaxRetries, "s3-max-retries", 0, "retries of a throttled or failed S3 request (0: default)")
 }
