@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/query"
+	"github.com/sluicehq/sluice/sink/parquet"
+)
+
+// checkAgainstRawLoop checks an engine run of the lines against the raw
+// loop: every window the engine emitted has the raw loop's count, every
+// window that closed by the final watermark was emitted, and emitted plus
+// still-open windows are exactly the raw loop's windows.
+func checkAgainstRawLoop(t *testing.T, er *EngineRun, raw *RawResult, n int) {
+	t.Helper()
+	if er.InputRows != int64(n) {
+		t.Fatalf("engine read %d rows, want %d", er.InputRows, n)
+	}
+	st, err := objstore.NewFS(er.SinkDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols, rows, err := parquet.ReadCommitted(context.Background(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := map[string]int{}
+	for i, c := range cols {
+		idx[c.Name] = i
+	}
+	emitted := map[WindowKey]bool{}
+	for _, r := range rows {
+		k := WindowKey{Start: r[idx[query.WindowStart]].I, Course: r[idx[query.GeneratorCourseID]].S}
+		if emitted[k] {
+			t.Fatalf("window %v emitted twice", k)
+		}
+		emitted[k] = true
+		if got, want := r[idx["event_count"]].I, raw.Counts[k]; got != want {
+			t.Errorf("window %v: engine counted %d, raw loop %d", k, got, want)
+		}
+		if end := r[idx[query.WindowEnd]].I; end != k.Start+windowSize.Microseconds() {
+			t.Errorf("window %v ends at %d", k, end)
+		}
+	}
+	if int64(len(rows)) != er.OutputRows {
+		t.Errorf("sink holds %d rows, progress reported %d", len(rows), er.OutputRows)
+	}
+	// The final watermark is max event time minus the delay (no row is
+	// late, so it is the raw loop's maximum).
+	wm := (raw.MaxTime/1000)*1000 - watermarkDelay.Microseconds()
+	if er.Watermark != wm {
+		t.Errorf("final watermark %d, want %d", er.Watermark, wm)
+	}
+	for k := range raw.Counts {
+		closed := k.Start+windowSize.Microseconds() <= wm
+		if closed != emitted[k] {
+			t.Errorf("window %v: closed by the watermark %v, emitted %v", k, closed, emitted[k])
+		}
+	}
+	if got := int64(len(rows)) + er.StateRows; got != int64(len(raw.Counts)) {
+		t.Errorf("emitted %d + open %d windows = %d, raw loop has %d", len(rows), er.StateRows, got, len(raw.Counts))
+	}
+	if len(rows) == 0 || er.StateRows == 0 {
+		t.Errorf("emitted %d, open %d: the test wants both closed and open windows", len(rows), er.StateRows)
+	}
+}
+
+func TestEngineOutputMatchesTheRawLoopOnBothSources(t *testing.T) {
+	const n, perBatch, perFile = 30_000, 8_000, 2_000
+	ctx := context.Background()
+	dir := t.TempDir()
+	gopts := generatorOptions(n, perBatch)
+	// 100 ms of event time per row: 50 minutes, ten windows, of which
+	// the final watermark closes eight.
+	gopts.RowsPerSecond, gopts.EventTimePerRow = 10, query.Duration(100*time.Millisecond)
+	lines := generateLines(gopts, n)
+	raw, err := rawLoop(lines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, c := range raw.Counts {
+		total += c
+	}
+	if total != n {
+		t.Fatalf("raw loop counted %d events, want %d", total, n)
+	}
+
+	gen, err := runEngine(ctx, tileSpec(query.Source{Generator: &gopts}, filepath.Join(dir, "gen"), query.Trigger{AvailableNow: true}), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkAgainstRawLoop(t, gen, raw, n)
+
+	src := filepath.Join(dir, "lines")
+	if _, err := writeFiles(src, lines, perFile); err != nil {
+		t.Fatal(err)
+	}
+	fileSpec := tileSpec(query.Source{File: &query.FileSource{Path: src, MaxFilesPerTrigger: perBatch / perFile}, Schema: query.GeneratorSchema()},
+		filepath.Join(dir, "file"), query.Trigger{AvailableNow: true})
+	file, err := runEngine(ctx, fileSpec, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkAgainstRawLoop(t, file, raw, n)
+
+	for name, er := range map[string]*EngineRun{"generator": gen, "file": file} {
+		data := collect(er.Batches, false)
+		if data.count != 4 {
+			t.Errorf("%s: %d data batches, want 4 of at most %d rows", name, data.count, perBatch)
+		}
+		for _, b := range er.Batches {
+			if b.Requests.Writes() == 0 {
+				t.Errorf("%s: batch %d: no checkpoint writes counted", name, b.Progress.BatchID)
+			}
+			if b.SinkWrites < 1 {
+				t.Errorf("%s: batch %d: sink objects %d, want its log entry at least", name, b.Progress.BatchID, b.SinkWrites)
+			}
+		}
+	}
+}
+
+func TestGeneratedLinesAreTheGeneratorsLines(t *testing.T) {
+	lines := generateLines(generatorOptions(1000, 0), 1000)
+	if lines.Len() != 1000 {
+		t.Fatalf("%d lines", lines.Len())
+	}
+	for _, i := range []int{0, 1, 999} {
+		l := lines.Line(i)
+		if !bytes.HasPrefix(l, []byte(`{"event_id":"e-42-`)) || !bytes.HasSuffix(l, []byte(`Z"}`)) || bytes.ContainsRune(l, '\n') {
+			t.Errorf("line %d = %s", i, l)
+		}
+	}
+}
+
+func TestNoDataMeasurementSeesNoDataBatchesThatCloseWindows(t *testing.T) {
+	const want = 5
+	nd, err := runNoData(context.Background(), t.TempDir(), want, 10, 5*time.Millisecond, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noData := collect(nd.Batches, true)
+	if noData.count != want {
+		t.Errorf("%d no-data batches, want %d", noData.count, want)
+	}
+	var closed int64
+	for i, b := range nd.Batches {
+		p := b.Progress
+		if p.NoData {
+			if p.NumInputRows != 0 {
+				t.Errorf("no-data batch %d read %d rows", p.BatchID, p.NumInputRows)
+			}
+			if i == 0 || nd.Batches[i-1].Progress.NoData {
+				t.Errorf("no-data batch %d does not follow a data batch", p.BatchID)
+			}
+			closed += p.Sink.NumOutputRows
+		}
+	}
+	// File k holds window k's events; each raises the watermark to
+	// (k-2) windows past the first, so the no-data batch after file k
+	// closes window k-3: files 3 and 4 each close one window of 10 courses.
+	if closed != 20 {
+		t.Errorf("no-data batches emitted %d rows, want 20", closed)
+	}
+}
+
+func TestMedianAndRange(t *testing.T) {
+	if m := median([]float64{5, 1, 3}); m != 3 {
+		t.Errorf("median of 5 1 3 = %v", m)
+	}
+	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
+		t.Errorf("median of 4 1 3 2 = %v", m)
+	}
+	if got := rangeOf([]float64{2, 9, 4}, "%.0f"); !strings.HasPrefix(got, "4 [2") || !strings.HasSuffix(got, "9]") {
+		t.Errorf("rangeOf = %q", got)
+	}
+}
