@@ -1,0 +1,114 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/sluicehq/sluice/objstore"
+)
+
+func TestDecideAppliesRestartRule(t *testing.T) {
+	off := func(id, wm int64) *OffsetEntry { return &OffsetEntry{BatchID: id, BatchWatermarkMs: wm} }
+	com := func(id, next int64) *CommitEntry { return &CommitEntry{BatchID: id, NextBatchWatermarkMs: next} }
+	cases := []struct {
+		name    string
+		o       *OffsetEntry
+		c       *CommitEntry
+		rerun   int64 // -1: none
+		next    int64
+		wm, lwm int64
+		bad     bool
+	}{
+		{name: "fresh", rerun: -1, next: 0},
+		{name: "batch 0 uncommitted", o: off(0, 0), rerun: 0},
+		{name: "committed: next batch, watermark is the max", o: off(4, 100), c: com(4, 250), rerun: -1, next: 5, wm: 250, lwm: 100},
+		{name: "commit watermark lower than logged", o: off(4, 300), c: com(4, 250), rerun: -1, next: 5, wm: 300, lwm: 300},
+		{name: "offsets ahead of commit by one: re-run", o: off(5, 250), c: com(4, 250), rerun: 5},
+		{name: "offsets two ahead: refused", o: off(6, 0), c: com(4, 0), bad: true},
+		{name: "commit without offsets: refused", c: com(0, 0), bad: true},
+		{name: "commit ahead of offsets: refused", o: off(3, 0), c: com(4, 0), bad: true},
+	}
+	for _, c := range cases {
+		r, err := Decide(c.o, c.c)
+		if c.bad {
+			if !errors.Is(err, ErrIncompatibleCheckpoint) {
+				t.Errorf("%s: want ErrIncompatibleCheckpoint, got %v", c.name, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if c.rerun >= 0 {
+			if r.Rerun == nil || r.Rerun.BatchID != c.rerun {
+				t.Errorf("%s: want re-run of %d, got %+v", c.name, c.rerun, r)
+			}
+			continue
+		}
+		if r.Rerun != nil || r.NextBatch != c.next || r.WatermarkMs != c.wm || r.LateWatermarkMs != c.lwm {
+			t.Errorf("%s: got %+v, want next %d watermark %d late %d", c.name, r, c.next, c.wm, c.lwm)
+		}
+	}
+}
+
+// Of many writers creating one log entry, exactly one wins; the others get
+// a FencedError naming the batch and object.
+func TestConcurrentLogWritesFenceAllButOne(t *testing.T) {
+	store, err := objstore.NewFS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	wins, fenced := 0, 0
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := New(store).WriteCommit(context.Background(), &CommitEntry{BatchID: 7})
+			mu.Lock()
+			defer mu.Unlock()
+			var fe *FencedError
+			switch {
+			case err == nil:
+				wins++
+			case errors.As(err, &fe) && errors.Is(err, ErrFenced) && fe.Batch == 7 && fe.Object == "commits/7":
+				fenced++
+			default:
+				t.Errorf("unexpected error %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if wins != 1 || fenced != 15 {
+		t.Fatalf("%d writers won and %d were fenced, want 1 and 15", wins, fenced)
+	}
+}
+
+func TestLatestReadsNumericallyNewestAndCleanupKeepsRecent(t *testing.T) {
+	ctx := context.Background()
+	store, _ := objstore.NewFS(t.TempDir())
+	l := New(store)
+	for i := int64(0); i < 12; i++ {
+		if err := l.WriteOffsets(ctx, &OffsetEntry{BatchID: i}); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.WriteCommit(ctx, &CommitEntry{BatchID: i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o, c, err := l.Latest(ctx)
+	if err != nil || o.BatchID != 11 || c.BatchID != 11 {
+		t.Fatalf("latest = %v %v %v, want batch 11 (numeric, not lexical, order)", o, c, err)
+	}
+	if err := l.Cleanup(ctx, 9); err != nil {
+		t.Fatal(err)
+	}
+	ids, _ := l.OffsetIDs(ctx)
+	cids, _ := l.CommitIDs(ctx)
+	if len(ids) != 3 || ids[0] != 9 || len(cids) != 3 {
+		t.Fatalf("after cleanup keeping 9.. offsets %v commits %v", ids, cids)
+	}
+}
