@@ -74,17 +74,29 @@ type Pebble struct {
 	closed bool
 }
 
-// pebPart is one partition's local database. version and rows mirror the
-// marker; they are valid when ok is true. Fields other than open are used
+// pebPart is one partition's local database. m mirrors the database's
+// marker and is valid when ok is true. Fields other than open are used
 // only by the holder of the partition (open == true) or under Close.
 type pebPart struct {
-	dir     string
-	db      *pebble.DB
-	opts    *pebble.Options
-	ok      bool
+	dir  string
+	db   *pebble.DB
+	opts *pebble.Options
+	ok   bool
+	m    marker
+	open bool
+}
+
+// marker is what the local database says about itself, written in the
+// same batch as the data it describes.
+type marker struct {
 	version Version
 	rows    int64
-	open    bool
+	// lastDelta is the newest version whose delta file the database
+	// applied since it was last loaded from a snapshot or emptied (0:
+	// none), and lastSum that file's checksum. They match a database found
+	// on disk to the checkpoint it came from.
+	lastDelta Version
+	lastSum   uint32
 }
 
 // Key space of the local databases: user keys are stored behind dataPrefix
@@ -172,8 +184,19 @@ func (pb *Pebble) prepare(ctx context.Context, p int, part *pebPart, v Version) 
 		if err := pb.openDB(part); err != nil {
 			return fmt.Errorf("open state partition %d: %w", p, err)
 		}
+		if part.ok {
+			// Found on disk: trust it only if it comes from this checkpoint.
+			same, err := pb.fromCheckpoint(ctx, p, part.m)
+			if err != nil {
+				return fmt.Errorf("open state partition %d: %w", p, err)
+			}
+			if !same {
+				pb.logger.Info("local state database does not match the checkpoint; rebuilding", "partition", p, "dir", part.dir, "local_version", part.m.version)
+				part.ok = false
+			}
+		}
 	}
-	if part.ok && part.version == v {
+	if part.ok && part.m.version == v {
 		return nil
 	}
 	if v == 0 {
@@ -186,15 +209,15 @@ func (pb *Pebble) prepare(ctx context.Context, p int, part *pebPart, v Version) 
 	}
 	fs := parseFiles(keys, prefix)
 	base, deltas := fs.plan(v)
-	if part.ok && part.version < v && base <= part.version {
+	if part.ok && part.m.version < v && base <= part.m.version {
 		// Catch up: every change after the local version is in a delta.
 		var after []Version
 		for _, d := range deltas {
-			if d > part.version {
+			if d > part.m.version {
 				after = append(after, d)
 			}
 		}
-		pb.logger.Debug("catching up state partition", "partition", p, "from", part.version, "to", v, "deltas", len(after))
+		pb.logger.Debug("catching up state partition", "partition", p, "from", part.m.version, "to", v, "deltas", len(after))
 		return pb.applyDeltas(ctx, p, part, fs, after, v)
 	}
 	pb.logger.Debug("rebuilding state partition", "partition", p, "version", v, "snapshot", base, "deltas", len(deltas))
@@ -206,8 +229,8 @@ func (pb *Pebble) prepare(ctx context.Context, p int, part *pebPart, v Version) 
 		if err := pb.loadSnapshot(ctx, p, part, fs.snaps[base], base); err != nil {
 			return err
 		}
-		pb.logger.Debug("loaded state snapshot", "partition", p, "version", base, "rows", part.rows, "duration", time.Since(start))
-	} else if err := pb.setMarker(p, part, 0, 0); err != nil {
+		pb.logger.Debug("loaded state snapshot", "partition", p, "version", base, "rows", part.m.rows, "duration", time.Since(start))
+	} else if err := pb.setMarker(p, part, marker{}); err != nil {
 		return err
 	}
 	return pb.applyDeltas(ctx, p, part, fs, deltas, v)
@@ -244,11 +267,32 @@ func (pb *Pebble) openDB(part *pebPart) error {
 		return fmt.Errorf("read state marker in %s: %w", part.dir, err)
 	}
 	defer closer.Close()
-	if v, rows, ok := decodeMarker(val); ok {
-		part.ok, part.version, part.rows = true, v, rows
-	}
+	part.m, part.ok = decodeMarker(val)
 	return nil
 }
+
+// fromCheckpoint reports whether a database found on disk with marker m
+// belongs to this checkpoint: the delta it applied last is there with the
+// same checksum. (Another query's, or an older run's, database in the same
+// DataDir would otherwise be taken for this one's.) A database whose
+// contents came only from a snapshot cannot be checked this cheaply and is
+// rebuilt.
+func (pb *Pebble) fromCheckpoint(ctx context.Context, p int, m marker) (bool, error) {
+	if m.lastDelta == 0 {
+		return m.version == 0 && m.rows == 0, nil
+	}
+	data, err := pb.store.Get(ctx, deltaKey(pb.opts.Operator, p, m.lastDelta))
+	if errors.Is(err, objstore.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("check local state against the checkpoint: %w", err)
+	}
+	return len(data) >= 4 && fileSum(data) == m.lastSum, nil
+}
+
+// fileSum is a state file's checksum (its trailer).
+func fileSum(data []byte) uint32 { return binary.BigEndian.Uint32(data[len(data)-4:]) }
 
 // wipe empties the partition's database; with v >= 0 it then marks it as
 // version v with no rows.
@@ -269,19 +313,19 @@ func (pb *Pebble) wipe(p int, part *pebPart, v Version) error {
 	if v < 0 {
 		return nil
 	}
-	return pb.setMarker(p, part, v, 0)
+	return pb.setMarker(p, part, marker{version: v})
 }
 
-func (pb *Pebble) setMarker(p int, part *pebPart, v Version, rows int64) error {
+func (pb *Pebble) setMarker(p int, part *pebPart, m marker) error {
 	b := part.db.NewBatch()
 	defer b.Close()
-	if err := b.Set(markerKey, encodeMarker(v, rows), nil); err != nil {
+	if err := b.Set(markerKey, m.encode(), nil); err != nil {
 		return fmt.Errorf("mark state partition %d: %w", p, err)
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return fmt.Errorf("mark state partition %d: %w", p, err)
 	}
-	part.ok, part.version, part.rows = true, v, rows
+	part.ok, part.m = true, m
 	return nil
 }
 
@@ -329,7 +373,7 @@ func (pb *Pebble) loadSnapshot(ctx context.Context, p int, part *pebPart, key st
 			return fmt.Errorf("load state partition %d from %s: %w", p, key, err)
 		}
 	}
-	return pb.setMarker(p, part, v, rows)
+	return pb.setMarker(p, part, marker{version: v, rows: rows})
 }
 
 // applyDeltas applies deltas (ascending, all after the local version) one
@@ -345,7 +389,7 @@ func (pb *Pebble) applyDeltas(ctx context.Context, p int, part *pebPart, fs file
 		if err != nil {
 			return fmt.Errorf("load state partition %d: %w", p, err)
 		}
-		rows := part.rows
+		rows := part.m.rows
 		b := part.db.NewBatch()
 		// A delta holds each key once, in ascending order, so one forward
 		// iterator over the database before this batch says whether each
@@ -380,8 +424,9 @@ func (pb *Pebble) applyDeltas(ctx context.Context, p int, part *pebPart, fs file
 			b.Close()
 			return derr
 		}
+		m := marker{version: d, rows: rows, lastDelta: d, lastSum: fileSum(data)}
 		if werr == nil {
-			werr = b.Set(markerKey, encodeMarker(d, rows), nil)
+			werr = b.Set(markerKey, m.encode(), nil)
 		}
 		if werr == nil {
 			werr = b.Commit(pebble.NoSync)
@@ -390,10 +435,12 @@ func (pb *Pebble) applyDeltas(ctx context.Context, p int, part *pebPart, fs file
 		if werr != nil {
 			return fmt.Errorf("load state partition %d from %s: %w", p, fs.deltas[d], werr)
 		}
-		part.ok, part.version, part.rows = true, d, rows
+		part.ok, part.m = true, m
 	}
-	if part.version != v {
-		return pb.setMarker(p, part, v, part.rows)
+	if part.m.version != v {
+		m := part.m
+		m.version = v
+		return pb.setMarker(p, part, m)
 	}
 	return nil
 }
@@ -453,27 +500,36 @@ func (pb *Pebble) numParts() int64 {
 	return int64(len(pb.parts))
 }
 
-// encodeMarker encodes the marker value: format byte, version, rows.
-func encodeMarker(v Version, rows int64) []byte {
+// encode encodes the marker's value: a format byte, version, rows and
+// lastDelta as uvarints, lastSum big-endian.
+func (m marker) encode() []byte {
 	b := []byte{markerFormat}
-	b = binary.AppendUvarint(b, uint64(v))
-	return binary.AppendUvarint(b, uint64(rows))
+	b = binary.AppendUvarint(b, uint64(m.version))
+	b = binary.AppendUvarint(b, uint64(m.rows))
+	b = binary.AppendUvarint(b, uint64(m.lastDelta))
+	return binary.BigEndian.AppendUint32(b, m.lastSum)
 }
 
-func decodeMarker(b []byte) (Version, int64, bool) {
+func decodeMarker(b []byte) (marker, bool) {
+	var m marker
 	if len(b) < 1 || b[0] != markerFormat {
-		return 0, 0, false
+		return m, false
 	}
 	b = b[1:]
-	v, n := binary.Uvarint(b)
-	if n <= 0 {
-		return 0, 0, false
+	var vals [3]uint64
+	for i := range vals {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return m, false
+		}
+		vals[i], b = v, b[n:]
 	}
-	rows, m := binary.Uvarint(b[n:])
-	if m <= 0 || n+m != len(b) {
-		return 0, 0, false
+	if len(b) != 4 {
+		return m, false
 	}
-	return Version(v), int64(rows), true
+	m.version, m.rows, m.lastDelta = Version(vals[0]), int64(vals[1]), Version(vals[2])
+	m.lastSum = binary.BigEndian.Uint32(b)
+	return m, true
 }
 
 // pebbleLogger sends pebble's messages to slog.

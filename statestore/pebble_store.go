@@ -38,7 +38,7 @@ type pebStore struct {
 const overlayEntryBytes = 96
 
 func newPebStore(pb *Pebble, p int, part *pebPart) *pebStore {
-	return &pebStore{pb: pb, p: p, part: part, version: part.version, rows: part.rows, overlay: map[string]*pebEntry{}}
+	return &pebStore{pb: pb, p: p, part: part, version: part.m.version, rows: part.m.rows, overlay: map[string]*pebEntry{}}
 }
 
 func (s *pebStore) Version() Version { return s.version }
@@ -231,13 +231,17 @@ func (s *pebStore) Commit(ctx context.Context) (int, error) {
 		}
 	}
 	writes := 0
+	m := s.part.m
+	m.version, m.rows = next, s.rows
 	if len(changes) > 0 {
 		// Durable in the checkpoint first: if the local write fails the
 		// database still holds the old version, which its marker says.
-		if err := s.pb.store.Put(ctx, deltaKey(s.pb.opts.Operator, s.p, next), encodeFile(kindDelta, changes)); err != nil {
+		data := encodeFile(kindDelta, changes)
+		if err := s.pb.store.Put(ctx, deltaKey(s.pb.opts.Operator, s.p, next), data); err != nil {
 			return writes, fmt.Errorf("commit state partition %d version %d: %w", s.p, next, err)
 		}
 		writes++
+		m.lastDelta, m.lastSum = next, fileSum(data)
 	}
 	b := s.part.db.NewBatch()
 	defer b.Close()
@@ -252,14 +256,14 @@ func (s *pebStore) Commit(ctx context.Context) (int, error) {
 			return writes, fmt.Errorf("commit state partition %d version %d locally: %w", s.p, next, err)
 		}
 	}
-	if err := b.Set(markerKey, encodeMarker(next, s.rows), nil); err != nil {
+	if err := b.Set(markerKey, m.encode(), nil); err != nil {
 		return writes, fmt.Errorf("commit state partition %d version %d locally: %w", s.p, next, err)
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
 		s.part.ok = false // unknown: the next Open rebuilds
 		return writes, fmt.Errorf("commit state partition %d version %d locally: %w", s.p, next, err)
 	}
-	s.part.ok, s.part.version, s.part.rows = true, next, s.rows
+	s.part.ok, s.part.m = true, m
 	if len(changes) > 0 && int(next)%s.pb.opts.SnapshotInterval == 0 {
 		if err := s.writeSnapshot(ctx, next); err != nil {
 			return writes, err

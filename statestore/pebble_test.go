@@ -380,7 +380,7 @@ func randomHistory(seed uint64, n int) []model {
 	h := []model{{}}
 	for range n {
 		m := maps.Clone(h[len(h)-1])
-		for range rng.IntN(6) {
+		for range 1 + rng.IntN(6) {
 			k := fmt.Sprintf("g%03d", rng.IntN(40))
 			if rng.IntN(3) == 0 {
 				delete(m, k)
@@ -717,5 +717,146 @@ func TestPebbleDataDirLayout(t *testing.T) {
 	st.Abort()
 	if m, _ := filepath.Glob(filepath.Join(dir, "2", "5", "MANIFEST-*")); len(m) == 0 {
 		t.Fatalf("no pebble database under %s", filepath.Join(dir, "2", "5"))
+	}
+}
+
+func TestPebbleLocalDatabaseOfAnotherCheckpointIsRebuilt(t *testing.T) {
+	ctx := context.Background()
+	cp1, _ := objstore.NewFS(t.TempDir())
+	cp2, _ := objstore.NewFS(t.TempDir())
+	shared := t.TempDir()
+	h1 := []model{{}, {"a": "1"}, {"a": "2"}, {"a": "2", "b": "1"}}
+	h2 := []model{{}, {"x": "1"}, {"x": "1", "y": "1"}, {"y": "2"}}
+	for _, run := range []struct {
+		cp objstore.Store
+		h  []model
+	}{{cp1, h1}, {cp2, h2}} {
+		pb, err := NewPebble(run.cp, PebbleOptions{DataDir: shared})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for v := 0; v < 3; v++ {
+			commitModel(t, pb, 0, Version(v), run.h[v+1])
+		}
+		if err := pb.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The shared directory holds cp2's version 3; cp1 must get its own.
+	pb, err := NewPebble(cp1, PebbleOptions{DataDir: shared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pb.Close()
+	st, err := pb.Open(ctx, 0, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkStore(t, "checkpoint 1 after checkpoint 2 used the DataDir", st, h1[3])
+	st.Abort()
+}
+
+func traceLines(c *objstore.Counting) string {
+	var lines []string
+	for _, e := range c.Trace() {
+		lines = append(lines, e.Op+" "+e.Key)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// The object-store calls of each path: commit writes the delta before the
+// snapshot; a warm open makes none; a restart on the same DataDir reads
+// one delta to check the database; a fresh DataDir lists and loads.
+func TestPebbleObjectStoreCallsPerPath(t *testing.T) {
+	ctx := context.Background()
+	fs, _ := objstore.NewFS(t.TempDir())
+	cp := objstore.NewCounting(fs)
+	dataDir := t.TempDir()
+	h := []model{{}, {"a": "1"}, {"a": "1", "b": "2"}, {"b": "3", "c": "4"}}
+	pb, err := NewPebble(cp, PebbleOptions{SnapshotInterval: 3, DataDir: dataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v := 0; v < 2; v++ {
+		commitModel(t, pb, 0, Version(v), h[v+1])
+	}
+	cp.StartTrace()
+	commitModel(t, pb, 0, 2, h[3])
+	if got, want := traceLines(cp), "put state/0/0/3.delta\nput state/0/0/3.snapshot"; got != want {
+		t.Fatalf("commit of a snapshot version:\n%s\nwant:\n%s", got, want)
+	}
+	cp.StartTrace()
+	st, err := pb.Open(ctx, 0, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Abort()
+	if got := traceLines(cp); got != "" {
+		t.Fatalf("warm open made calls:\n%s", got)
+	}
+	pb.Close()
+
+	cp.StartTrace()
+	again, err := NewPebble(cp, PebbleOptions{SnapshotInterval: 3, DataDir: dataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	st, err = again.Open(ctx, 0, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkStore(t, "restart", st, h[3])
+	st.Abort()
+	if got, want := traceLines(cp), "get state/0/0/3.delta"; got != want {
+		t.Fatalf("restart on the same DataDir:\n%s\nwant:\n%s", got, want)
+	}
+
+	cp.StartTrace()
+	fresh := newTestPebble(t, cp, 3)
+	st, err = fresh.Open(ctx, 0, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkStore(t, "fresh", st, h[3])
+	st.Abort()
+	if got, want := traceLines(cp), "list state/0/0/\nget state/0/0/3.snapshot"; got != want {
+		t.Fatalf("fresh DataDir:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestPebbleFailedDeltaWriteKeepsTheOldVersion(t *testing.T) {
+	ctx := context.Background()
+	fs, _ := objstore.NewFS(t.TempDir())
+	for _, lostResponse := range []bool{false, true} {
+		t.Run(fmt.Sprintf("lostResponse=%v", lostResponse), func(t *testing.T) {
+			cp := objstore.NewFaulty(objstore.Prefixed(fs, fmt.Sprintf("%v/", lostResponse)))
+			pb := newTestPebble(t, cp, 10)
+			h := randomHistory(31, 3)
+			commitModel(t, pb, 0, 0, h[1])
+			cp.AddRule(objstore.FaultRule{Op: objstore.OpPut, KeyPrefix: "state/0/0/2.delta", Limit: 1, AfterWrite: lostResponse})
+			st, err := pb.Open(ctx, 0, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st.Put([]byte("new"), []byte("x"))
+			if _, err := st.Commit(ctx); err == nil {
+				t.Fatal("Commit succeeded despite the failed delta write")
+			}
+			st, err = pb.Open(ctx, 0, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkStore(t, "after failed commit", st, h[1])
+			st.Abort()
+			commitModel(t, pb, 0, 1, h[2])
+			fresh := newTestPebble(t, cp, 10)
+			st, err = fresh.Open(ctx, 0, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkStore(t, "retried commit on a fresh executor", st, h[2])
+			st.Abort()
+		})
 	}
 }
