@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
+	"github.com/sluicehq/sluice/scheduler"
 	"github.com/sluicehq/sluice/sink/parquet"
 )
 
@@ -261,4 +262,28 @@ func TestFaultOnEachWriteOfABatchNeverCommitsAMissingWrite(t *testing.T) {
 // parquetFileOfBatch matches any Parquet file batch b writes.
 func parquetFileOfBatch(b int) *regexp.Regexp {
 	return regexp.MustCompile(fmt.Sprintf(`part-%05d-.*\.parquet$`, b))
+}
+
+// A production query on an object-store checkpoint refuses an empty
+// checkpoint unless the start says it is a first start or a replay, so a
+// lost checkpoint is loud, not a silent replay.
+func TestProductionRefusesEmptyCheckpointUnlessFirstStartOrReplay(t *testing.T) {
+	srv := s3test.Start(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	writeLines(t, filepath.Join(in, "001.jsonl"), ev("e1", "c1", "2026-03-02T09:01:00Z"))
+	spec := tiletest.Spec(in, srv.URI("prod", "out/"), srv.URI("prod", "cp/"))
+	spec.Environment = query.Production
+	opts := engine.Options{Store: objstore.Options{S3: srv.Options("prod")}}
+	_, err := engine.Build(context.Background(), spec, opts)
+	if !errors.Is(err, scheduler.ErrProductionGuard) || !strings.Contains(err.Error(), "--allow-first-start") {
+		t.Fatalf("want a refusal naming --allow-first-start, got %v", err)
+	}
+	if _, err := srv.Store(t, "prod", "cp/").Get(context.Background(), "metadata"); !errors.Is(err, objstore.ErrNotExist) {
+		t.Fatalf("the refused start wrote metadata: %v", err)
+	}
+	opts.AllowFirstStart = true
+	run(t, spec, opts)
+	opts.AllowFirstStart = false
+	run(t, spec, opts) // an existing checkpoint needs no flag
 }
