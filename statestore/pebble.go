@@ -62,7 +62,11 @@ type PebbleOptions struct {
 // Open of the version the local database holds is free. Open of a later
 // version whose changes are all deltas after the local version applies
 // those deltas (catch-up); any other version wipes the local database and
-// loads the newest snapshot at or below it plus the deltas after that.
+// loads the newest snapshot at or below it plus the deltas after that (the
+// snapshot is written as an SST and ingested). A database found on disk
+// when the provider first opens its partition (a restart on the same
+// DataDir) is used only if the delta it applied last is in the checkpoint
+// with the same checksum; otherwise it is rebuilt.
 type Pebble struct {
 	store  objstore.Store
 	opts   PebbleOptions

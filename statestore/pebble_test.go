@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -858,5 +859,63 @@ func TestPebbleFailedDeltaWriteKeepsTheOldVersion(t *testing.T) {
 			checkStore(t, "retried commit on a fresh executor", st, h[2])
 			st.Abort()
 		})
+	}
+}
+
+func TestPebblePartitionsWorkConcurrently(t *testing.T) {
+	ctx := context.Background()
+	cp, _ := objstore.NewFS(t.TempDir())
+	pb := newTestPebble(t, cp, 5)
+	const parts = 6
+	hs := make([][]model, parts)
+	errs := make(chan error, parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		hs[p] = randomHistory(uint64(100+p), 20)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- func() error {
+				for v := 0; v < len(hs[p])-1; v++ {
+					st, err := pb.Open(ctx, p, Version(v))
+					if err != nil {
+						return err
+					}
+					for k := range hs[p][v] {
+						if _, ok := hs[p][v+1][k]; !ok {
+							st.Delete([]byte(k))
+						}
+					}
+					for k, val := range hs[p][v+1] {
+						st.Put([]byte(k), []byte(val))
+					}
+					_ = st.MemoryBytes()
+					if _, err := st.Commit(ctx); err != nil {
+						return err
+					}
+					if err := pb.Cleanup(ctx, p, Version(v)); err != nil {
+						return err
+					}
+				}
+				return nil
+			}()
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	fresh := newTestPebble(t, cp, 5)
+	for p := range parts {
+		last := Version(len(hs[p]) - 1)
+		st, err := fresh.Open(ctx, p, last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkStore(t, fmt.Sprintf("partition %d", p), st, hs[p][last])
+		st.Abort()
 	}
 }
