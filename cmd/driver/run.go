@@ -3,20 +3,28 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/fault"
+	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/scheduler"
 )
 
 func newRunCmd() *cobra.Command {
-	var file, progressJSON string
+	var file, progressJSON, metricsAddr string
 	var allowFirst, allowReplay bool
 	var s3 objstore.S3Options
 	cmd := &cobra.Command{
@@ -35,6 +43,14 @@ func newRunCmd() *cobra.Command {
 				return err
 			}
 			defer closeProgress()
+			if metricsAddr != "" {
+				observe, stop, err := serveMetrics(metricsAddr)
+				if err != nil {
+					return err
+				}
+				defer stop()
+				progress = chain(progress, observe)
+			}
 			return runSpec(cmd, spec, engine.Options{
 				Store:           objstore.Options{S3: s3},
 				AllowFirstStart: allowFirst,
@@ -45,6 +61,7 @@ func newRunCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "query spec (YAML or JSON)")
 	cmd.Flags().StringVar(&progressJSON, "progress-json", "", "append one JSON progress object per batch to this file")
+	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9464)")
 	cmd.Flags().BoolVar(&allowFirst, "allow-first-start", false, "let a production query start on an empty checkpoint (a first start)")
 	cmd.Flags().BoolVar(&allowReplay, "allow-replay", false, "let a production query start on an empty checkpoint (an intended replay)")
 	addS3Flags(cmd, &s3)
@@ -103,4 +120,32 @@ func addS3Flags(cmd *cobra.Command, o *objstore.S3Options) {
 	cmd.Flags().StringVar(&o.Region, "s3-region", "", "S3 region (default from AWS settings, else us-east-1)")
 	cmd.Flags().Float64Var(&o.RequestsPerSecond, "s3-requests-per-second", 0, "limit object-store requests per second (0: no limit)")
 	cmd.Flags().IntVar(&o.MaxRetries, "s3-max-retries", 0, "retries of a throttled or failed S3 request (0: default)")
+}
+
+// chain calls both progress callbacks (either may be nil).
+func chain(a, b func(*scheduler.Progress)) func(*scheduler.Progress) {
+	return func(p *scheduler.Progress) {
+		if a != nil {
+			a(p)
+		}
+		if b != nil {
+			b(p)
+		}
+	}
+}
+
+// serveMetrics serves /metrics on addr and returns the progress observer.
+func serveMetrics(addr string) (func(*scheduler.Progress), func(), error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := metrics.New(reg)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	return m.Observe, func() { srv.Close() }, nil
 }
