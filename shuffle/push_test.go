@@ -1,0 +1,127 @@
+package shuffle
+
+import (
+	"context"
+	"net"
+	"reflect"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/proto/sluicepb"
+)
+
+// serve runs a ShuffleService over buf on 127.0.0.1 and returns a client.
+func serve(t *testing.T, buf *Buffer) (string, sluicepb.ShuffleServiceClient) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	sluicepb.RegisterShuffleServiceServer(srv, &Server{Buffer: buf})
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return lis.Addr().String(), sluicepb.NewShuffleServiceClient(conn)
+}
+
+func TestPushDeliversEachPartitionToItsOwnerLocalOrRemote(t *testing.T) {
+	l := layoutAllMeasures(t)
+	const parts = 4
+	out := &Output{Layout: l, Partials: partialsOf(t, l, tableRows(800), parts)}
+	local, remote := NewBuffer(BufferOptions{}), NewBuffer(BufferOptions{})
+	addr, client := serve(t, remote)
+	owners := []Owner{{"e1", "nowhere"}, {"e2", addr}, {"e1", "nowhere"}, {"e2", addr}}
+	ps := &Pusher{Self: "e1", Local: local, ChunkBytes: 100, Dial: func(a string) (sluicepb.ShuffleServiceClient, error) {
+		if a != addr {
+			t.Errorf("dialled %s for a remote owner", a)
+		}
+		return client, nil
+	}}
+	st, err := ps.Push(context.Background(), tag(0, 1), out, owners)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var groups int64
+	for _, es := range out.Partials {
+		groups += int64(len(es))
+	}
+	if st.Records != groups || st.Bytes == 0 {
+		t.Fatalf("stats %+v, want %d records", st, groups)
+	}
+	for p := range parts {
+		buf := local
+		if owners[p].ID == "e2" {
+			buf = remote
+		}
+		got, err := buf.Wait(context.Background(), key1, p, []uint64{1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec, err := DecodePartials(l, got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(encodeAccs(l, dec[0]), encodeAccs(l, out.Partials[p])) {
+			t.Fatalf("partition %d: owner holds other partials than the map task sent", p)
+		}
+		if len(got[0]) < 2 && len(out.Partials[p]) > 10 {
+			t.Fatalf("partition %d arrived in %d chunk(s); 100-byte chunks expected several", p, len(got[0]))
+		}
+	}
+}
+
+func TestPushToAnUnreachableOwnerNamesIt(t *testing.T) {
+	l := layoutAllMeasures(t)
+	out := &Output{Layout: l, Partials: partialsOf(t, l, tableRows(10), 1)}
+	lis, _ := net.Listen("tcp", "127.0.0.1:0")
+	dead := lis.Addr().String()
+	lis.Close()
+	conn, err := grpc.NewClient(dead, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ps := &Pusher{Self: "e1", Dial: func(string) (sluicepb.ShuffleServiceClient, error) { return sluicepb.NewShuffleServiceClient(conn), nil }}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = ps.Push(ctx, tag(0, 1), out, []Owner{{"e9", dead}})
+	pe, ok := err.(*PushError)
+	if !ok || pe.Owner.ID != "e9" || status.Code(pe.Err) != codes.Unavailable {
+		t.Fatalf("got %v, want a PushError naming e9 with UNAVAILABLE", err)
+	}
+}
+
+func TestStreamEndingBeforeTheLastChunkStoresNothing(t *testing.T) {
+	buf := NewBuffer(BufferOptions{})
+	_, client := serve(t, buf)
+	stream, err := client.PushPartials(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &sluicepb.PushPartialsRequest{QueryId: "q", RunId: "r", Batch: 7, MapIndex: 0, Attempt: 1}
+	m.Partition, m.Data, m.Last = 0, []byte("complete"), true
+	stream.Send(m)
+	stream.Send(&sluicepb.PushPartialsRequest{QueryId: "q", RunId: "r", Batch: 7, MapIndex: 0, Attempt: 1, Partition: 1, Data: []byte("half")})
+	_, err = stream.CloseAndRecv()
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("got %v, want INVALID_ARGUMENT", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := buf.Wait(ctx, key1, 1, []uint64{1}); err == nil {
+		t.Fatal("the unfinished partition was stored")
+	}
+	if mem, _ := buf.Usage(); mem != int64(len("complete")) {
+		t.Fatalf("%d bytes held, want only the finished partition's", mem)
+	}
+}
