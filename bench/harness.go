@@ -116,6 +116,50 @@ type RawResult struct {
 // rawLoop decodes every line with the engine's decoder, assigns its
 // five-minute window and counts per (window, course), in one goroutine.
 func rawLoop(lines *Lines) (*RawResult, error) {
+	return rawLoopParallel(lines, 1)
+}
+
+// rawLoopParallel is rawLoop on p goroutines, each counting a contiguous
+// share of the lines in its own map, merged at the end: what the machine
+// allows in parallel right now, as a yardstick for the engine's use of
+// its cores.
+func rawLoopParallel(lines *Lines, p int) (*RawResult, error) {
+	res := &RawResult{Counts: make(map[WindowKey]int64)}
+	cpu := processCPU()
+	start := time.Now()
+	parts := make([]*RawResult, p)
+	errs := make([]error, p)
+	var wg sync.WaitGroup
+	n := lines.Len()
+	for i := range p {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			parts[i], errs[i] = countLines(lines, i*n/p, (i+1)*n/p)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if p == 1 {
+		res.Counts = parts[0].Counts
+	}
+	for _, part := range parts {
+		if p > 1 {
+			for k, c := range part.Counts {
+				res.Counts[k] += c
+			}
+		}
+		res.MaxTime = max(res.MaxTime, part.MaxTime)
+	}
+	res.Elapsed = time.Since(start)
+	res.CPU = processCPU() - cpu
+	return res, nil
+}
+
+// countLines is the raw loop's body over lines [from, to).
+func countLines(lines *Lines, from, to int) (*RawResult, error) {
 	dec := row.NewDecoder(decoderFields())
 	win := eventtime.Spec{Size: windowSize.Microseconds(), Slide: windowSize.Microseconds()}
 	const courseCol, timeCol = 1, 3
@@ -123,9 +167,7 @@ func rawLoop(lines *Lines) (*RawResult, error) {
 	var r row.Row
 	var starts []int64
 	res := &RawResult{Counts: counts}
-	cpu := processCPU()
-	start := time.Now()
-	for i := range lines.Len() {
+	for i := from; i < to; i++ {
 		var err error
 		if r, err = dec.Decode(lines.Line(i), r); err != nil {
 			return nil, fmt.Errorf("decode line %d: %w", i, err)
@@ -139,8 +181,6 @@ func rawLoop(lines *Lines) (*RawResult, error) {
 			counts[WindowKey{s, r[courseCol].S}]++
 		}
 	}
-	res.Elapsed = time.Since(start)
-	res.CPU = processCPU() - cpu
 	return res, nil
 }
 

@@ -60,6 +60,9 @@ type Results struct {
 	RawEPS, GenEPS, FileEPS  []float64 // events/s per round
 	GenRatio, FileRatio      []float64 // engine / raw loop per round
 	RawCPU, GenCPU, FileCPU  []float64 // CPU ns per event per round
+	ParEPS, ParSpeedup       []float64 // raw loop on GOMAXPROCS goroutines; its speedup over one
+	GenVsPar, FileVsPar      []float64 // engine / parallel raw loop per round
+	Load                     []string  // /proc/loadavg at start and end
 	GenCores, FileCores      []float64 // CPU time / wall time of the engine runs
 	PutMs                    []float64 // fsynced 1 KiB Put on local disk
 	Gen, File                []*EngineRun
@@ -100,7 +103,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 
 	fmt.Fprintf(out, "sluicebench: %d events, %d rounds, maxRowsPerTrigger %d, GOMAXPROCS %d, %s, %s\n",
 		c.rows, c.runs, c.maxRowsPerTrigger, runtime.GOMAXPROCS(0), runtime.Version(), time.Now().UTC().Format(time.RFC3339))
-	res := &Results{Rows: c.rows, Runs: c.runs}
+	res := &Results{Rows: c.rows, Runs: c.runs, Load: []string{loadAvg()}}
 	gopts := generatorOptions(int64(c.rows), c.maxRowsPerTrigger)
 
 	var lines *Lines
@@ -125,7 +128,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	}
 
 	for r := range c.runs {
-		var raw float64
+		var raw, par float64
 		if do("raw") {
 			rr, err := rawLoop(lines)
 			if err != nil {
@@ -137,6 +140,16 @@ func run(ctx context.Context, c config, out io.Writer) error {
 			res.RawWindows = len(rr.Counts)
 			fmt.Fprintf(out, "round %d raw loop      %7.3f s  %6.3f M events/s  %5.0f CPU ns/event  (%d windows)\n",
 				r+1, rr.Elapsed.Seconds(), raw/1e6, nsPer(c.rows, rr.CPU), len(rr.Counts))
+			p := runtime.GOMAXPROCS(0)
+			pr, err := rawLoopParallel(lines, p)
+			if err != nil {
+				return err
+			}
+			par = eps(c.rows, pr.Elapsed)
+			res.ParEPS = append(res.ParEPS, par)
+			res.ParSpeedup = append(res.ParSpeedup, par/raw)
+			fmt.Fprintf(out, "round %d raw loop ×%d   %7.3f s  %6.3f M events/s  %5.0f CPU ns/event  %.2f cores  speedup %.2f\n",
+				r+1, p, pr.Elapsed.Seconds(), par/1e6, nsPer(c.rows, pr.CPU), pr.CPU.Seconds()/pr.Elapsed.Seconds(), par/raw)
 		}
 		if do("gen") {
 			g := gopts
@@ -158,7 +171,8 @@ func run(ctx context.Context, c config, out io.Writer) error {
 				r+1, er.Elapsed.Seconds(), v/1e6, nsPer(c.rows, er.CPU), er.CPU.Seconds()/er.Elapsed.Seconds(), len(er.Batches))
 			if raw > 0 {
 				res.GenRatio = append(res.GenRatio, v/raw)
-				line += fmt.Sprintf("  ratio %.2f", v/raw)
+				res.GenVsPar = append(res.GenVsPar, v/par)
+				line += fmt.Sprintf("  ratio %.2f (%.2f of raw ×P)", v/raw, v/par)
 			}
 			fmt.Fprintln(out, line)
 			os.RemoveAll(filepath.Join(dir, fmt.Sprintf("gen-%d", r)))
@@ -182,7 +196,8 @@ func run(ctx context.Context, c config, out io.Writer) error {
 				r+1, er.Elapsed.Seconds(), v/1e6, nsPer(c.rows, er.CPU), er.CPU.Seconds()/er.Elapsed.Seconds(), len(er.Batches))
 			if raw > 0 {
 				res.FileRatio = append(res.FileRatio, v/raw)
-				line += fmt.Sprintf("  ratio %.2f", v/raw)
+				res.FileVsPar = append(res.FileVsPar, v/par)
+				line += fmt.Sprintf("  ratio %.2f (%.2f of raw ×P)", v/raw, v/par)
 			}
 			fmt.Fprintln(out, line)
 			os.RemoveAll(filepath.Join(dir, fmt.Sprintf("file-%d", r)))
@@ -198,6 +213,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 			return err
 		}
 	}
+	res.Load = append(res.Load, loadAvg())
 	fmt.Fprintln(out)
 	printTable(out, res, c)
 	if c.markdown {
@@ -216,6 +232,15 @@ func checkRun(er *EngineRun, rows int) error {
 }
 
 func eps(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }
+
+// loadAvg returns the 1-minute load average, or "?".
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Fields(string(b))[0]
+}
 
 func nsPer(n int, d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(n) }
 
@@ -280,7 +305,7 @@ func millions(xs []float64) []float64 {
 }
 
 func printTable(out io.Writer, res *Results, c config) {
-	fmt.Fprintf(out, "medians of %d rounds [min–max], %d events\n", res.Runs, res.Rows)
+	fmt.Fprintf(out, "medians of %d rounds [min–max], %d events; 1-minute load average %s\n", res.Runs, res.Rows, strings.Join(res.Load, " → "))
 	row := func(name, value, target string) {
 		fmt.Fprintf(out, "  %-44s %-28s %s\n", name, value, target)
 	}
@@ -289,6 +314,10 @@ func printTable(out io.Writer, res *Results, c config) {
 	row("engine, file source (M events/s)", rangeOf(millions(res.FileEPS), "%.2f"), "")
 	row("ratio engine/raw, generator source", rangeOf(res.GenRatio, "%.2f"), "target ≥ 1.0")
 	row("ratio engine/raw, file source", rangeOf(res.FileRatio, "%.2f"), "target ≥ 1.0")
+	row(fmt.Sprintf("raw loop, %d goroutines (M events/s)", runtime.GOMAXPROCS(0)), rangeOf(millions(res.ParEPS), "%.2f"), "")
+	row("  its speedup over 1 goroutine", rangeOf(res.ParSpeedup, "%.2f"), "cores the machine gave")
+	row("engine / parallel raw loop, generator", rangeOf(res.GenVsPar, "%.2f"), "")
+	row("engine / parallel raw loop, file", rangeOf(res.FileVsPar, "%.2f"), "")
 	row("raw loop CPU ns/event", rangeOf(res.RawCPU, "%.0f"), "")
 	row("engine CPU ns/event, generator source", rangeOf(res.GenCPU, "%.0f"), "")
 	row("engine CPU ns/event, file source", rangeOf(res.FileCPU, "%.0f"), "")
@@ -336,8 +365,8 @@ func printMarkdown(out io.Writer, res *Results, c config) {
 	if b, err := exec.Command("nproc").Output(); err == nil {
 		nproc = strings.TrimSpace(string(b))
 	}
-	fmt.Fprintf(out, "Machine: nproc %s, GOMAXPROCS %d, %s/%s, %s, %s. %d events, %d rounds, maxRowsPerTrigger %d.\n\n",
-		nproc, runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version(), time.Now().UTC().Format("2006-01-02"), res.Rows, res.Runs, c.maxRowsPerTrigger)
+	fmt.Fprintf(out, "Machine: nproc %s, GOMAXPROCS %d, %s/%s, %s, %s, 1-minute load average %s. %d events, %d rounds, maxRowsPerTrigger %d.\n\n",
+		nproc, runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version(), time.Now().UTC().Format("2006-01-02"), strings.Join(res.Load, " → "), res.Rows, res.Runs, c.maxRowsPerTrigger)
 	fmt.Fprintln(out, "| measurement | median [min–max] | target |")
 	fmt.Fprintln(out, "|---|---|---|")
 	md := func(name, v, target string) { fmt.Fprintf(out, "| %s | %s | %s |\n", name, v, target) }
@@ -346,6 +375,8 @@ func printMarkdown(out io.Writer, res *Results, c config) {
 	md("engine, file source, M events/s", rangeOf(millions(res.FileEPS), "%.2f"), "")
 	md("ratio engine / raw loop, generator source", rangeOf(res.GenRatio, "%.2f"), "≥ 1.0")
 	md("ratio engine / raw loop, file source", rangeOf(res.FileRatio, "%.2f"), "≥ 1.0")
+	md(fmt.Sprintf("raw loop, %d goroutines, M events/s (speedup over 1)", runtime.GOMAXPROCS(0)), rangeOf(millions(res.ParEPS), "%.2f")+" ("+rangeOf(res.ParSpeedup, "%.2f")+")", "")
+	md("engine / parallel raw loop, generator / file source", rangeOf(res.GenVsPar, "%.2f")+" / "+rangeOf(res.FileVsPar, "%.2f"), "")
 	md("raw loop CPU ns/event", rangeOf(res.RawCPU, "%.0f"), "")
 	md("engine CPU ns/event, generator / file source", rangeOf(res.GenCPU, "%.0f")+" / "+rangeOf(res.FileCPU, "%.0f"), "")
 	md("engine cores used (CPU/wall), generator / file source", rangeOf(res.GenCores, "%.2f")+" / "+rangeOf(res.FileCores, "%.2f"), "")
