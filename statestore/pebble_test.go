@@ -694,6 +694,17 @@ func TestPebbleLoadsMillionGroupPartitionOnFreshExecutor(t *testing.T) {
 		t.Fatalf("oracle has %d groups, want %d", len(want), groups-groups/100)
 	}
 	checkStore(t, "fresh executor", ps, want)
+	// For comparison: the memory provider loading the pebble checkpoint.
+	start = time.Now()
+	fromPeb, err := NewMemory(cpPeb, MemoryOptions{}).Open(ctx, 7, batches+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("memory provider loaded the same version from the pebble checkpoint in %v", time.Since(start).Round(time.Millisecond))
+	if fromPeb.NumRows() != int64(len(want)) {
+		t.Fatalf("memory provider on the pebble checkpoint: %d rows, want %d", fromPeb.NumRows(), len(want))
+	}
+	fromPeb.Abort()
 	got, _, err := ps.Get(millionKey(123_450))
 	if err != nil || !bytes.Equal(got, value(123_450, 2)) {
 		t.Fatalf("Get = %q, %v", got, err)
