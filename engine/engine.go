@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/agg"
 	"github.com/sluicehq/sluice/executor"
@@ -64,6 +65,9 @@ type Options struct {
 	WrapStore func(role string, s objstore.Store) objstore.Store
 	// WrapCheckpoint wraps only the checkpoint store (after WrapStore).
 	WrapCheckpoint func(objstore.Store) objstore.Store
+	// SourceRetryFor is how long the query keeps retrying when it cannot
+	// plan a batch because the source is unreachable (zero: fail at once).
+	SourceRetryFor time.Duration
 	// StateDir is the local directory for the pebble state provider's
 	// databases (a cache); empty means a temporary directory removed on
 	// Close.
@@ -232,6 +236,7 @@ func Build(ctx context.Context, spec query.Spec, opts Options) (_ *Job, err erro
 		Logger:                  opts.Logger,
 		Progress:                opts.Progress,
 		Hook:                    opts.Hook,
+		PlanRetryFor:            opts.SourceRetryFor,
 	}
 	out := spec.OutputSchema()
 	switch {

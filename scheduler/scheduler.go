@@ -54,7 +54,11 @@ type Config struct {
 	// IdlePoll is how long the default trigger waits when there is no new
 	// data (default 100ms).
 	IdlePoll time.Duration
-	Logger   *slog.Logger
+	// PlanRetryFor is how long a query keeps retrying (with backoff) when it
+	// cannot plan the next batch because the source is unreachable; zero
+	// fails at once. Data loss is never retried.
+	PlanRetryFor time.Duration
+	Logger       *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Progress receives each batch's report.
@@ -191,7 +195,7 @@ func (q *Query) Metadata() *checkpoint.Metadata { return q.meta }
 // permanent reports errors that retrying the batch cannot fix.
 func permanent(err error) bool {
 	return errors.Is(err, checkpoint.ErrFenced) || errors.Is(err, checkpoint.ErrIncompatibleCheckpoint) ||
-		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+		errors.Is(err, source.ErrDataLoss) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // loop is the mutable position of the loop between batches.
@@ -249,6 +253,8 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 		}
 	}
 	interval := cfg.Spec.Trigger.ProcessingTime.D()
+	var planFailingSince time.Time
+	planBackoff := cfg.RetryBackoff
 	for {
 		if ctx.Err() != nil {
 			return nil
@@ -263,8 +269,26 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 		triggerStart := cfg.Now()
 		entry, err := q.plan(ctx, lp, target)
 		if err != nil {
-			return stopErr(ctx, err)
+			if permanent(err) || cfg.PlanRetryFor == 0 {
+				return stopErr(ctx, err)
+			}
+			// The source is unreachable (a broker down, a listing that
+			// failed): wait and try again, with bounded backoff, for up to
+			// PlanRetryFor; the checkpoint is unchanged meanwhile.
+			if planFailingSince.IsZero() {
+				planFailingSince = cfg.Now()
+			}
+			if cfg.Now().Sub(planFailingSince) > cfg.PlanRetryFor {
+				return fmt.Errorf("planning has failed for %v: %w", cfg.PlanRetryFor, err)
+			}
+			cfg.Logger.Warn("cannot plan the next batch; waiting for the source", "query", cfg.Spec.Name, "batch", lp.next, "retry_in", planBackoff, "err", err)
+			if !sleep(ctx, planBackoff) {
+				return nil
+			}
+			planBackoff = min(planBackoff*2, 10*time.Second)
+			continue
 		}
+		planFailingSince, planBackoff = time.Time{}, cfg.RetryBackoff
 		if entry == nil {
 			if cfg.Spec.Trigger.AvailableNow || cfg.Spec.Trigger.Once {
 				return nil

@@ -12,8 +12,14 @@ package source
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 )
+
+// ErrDataLoss matches errors for offsets a query needs that the source no
+// longer has (retention, a recreated topic). Retrying cannot help: the
+// query fails with the details, unless the source was told to skip.
+var ErrDataLoss = errors.New("data loss: offsets the checkpoint needs are gone from the source")
 
 // Offset is a source position, a canonical JSON document.
 type Offset = json.RawMessage

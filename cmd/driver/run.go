@@ -26,6 +26,7 @@ import (
 func newRunCmd() *cobra.Command {
 	var file, progressJSON, metricsAddr string
 	var allowFirst, allowReplay bool
+	var sourceRetry time.Duration
 	var s3 objstore.S3Options
 	cmd := &cobra.Command{
 		Use:   "run -f QUERY.yaml",
@@ -54,6 +55,7 @@ func newRunCmd() *cobra.Command {
 			return runSpec(cmd, spec, engine.Options{
 				Store:           objstore.Options{S3: s3},
 				AllowFirstStart: allowFirst,
+				SourceRetryFor:  sourceRetry,
 				AllowReplay:     allowReplay,
 				Progress:        progress,
 			})
@@ -64,6 +66,7 @@ func newRunCmd() *cobra.Command {
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9464)")
 	cmd.Flags().BoolVar(&allowFirst, "allow-first-start", false, "let a production query start on an empty checkpoint (a first start)")
 	cmd.Flags().BoolVar(&allowReplay, "allow-replay", false, "let a production query start on an empty checkpoint (an intended replay)")
+	cmd.Flags().DurationVar(&sourceRetry, "source-retry-for", 5*time.Minute, "keep retrying this long when the source is unreachable (a broker down) before failing")
 	addS3Flags(cmd, &s3)
 	return cmd
 }

@@ -1,14 +1,15 @@
 package kafka
 
 import (
-	"errors"
+	"github.com/sluicehq/sluice/source"
+
 	"fmt"
 )
 
 // ErrDataLoss means an offset the query needs is no longer on the broker:
 // retention or DeleteRecords removed it, or the topic was deleted and
 // recreated. Match it with errors.Is; the details are in a *DataLossError.
-var ErrDataLoss = errors.New("kafka data loss")
+var ErrDataLoss = source.ErrDataLoss
 
 // DataLossError says which offset of which partition is gone. It matches
 // ErrDataLoss.
