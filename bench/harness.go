@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -193,7 +194,7 @@ func writeFiles(dir string, lines *Lines, perFile int) (int, error) {
 	files := 0
 	for from := 0; from < lines.Len(); from += perFile {
 		to := min(from+perFile, lines.Len())
-		var buf []byte
+		buf := make([]byte, 0, lines.Ends[to-1]-lines.Ends[max(from-1, 0)]+(to-from)+lines.Ends[0])
 		for i := from; i < to; i++ {
 			buf = append(buf, lines.Line(i)...)
 			buf = append(buf, '\n')
@@ -222,6 +223,36 @@ func requestsOf(s map[string]objstore.OpStats) Requests {
 	}
 }
 
+// WriteKinds classifies a batch's checkpoint writes by key.
+type WriteKinds struct {
+	Offsets, Commits, Deltas, Snapshots, Other int
+}
+
+// Fixed is every write other than state files: issue 3 allows 3 of them.
+func (w WriteKinds) Fixed() int { return w.Offsets + w.Commits + w.Other }
+
+func classify(trace []objstore.TraceEntry) WriteKinds {
+	var w WriteKinds
+	for _, e := range trace {
+		if e.Op != objstore.OpPut && e.Op != objstore.OpPutIfAbsent {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(e.Key, "offsets/"):
+			w.Offsets++
+		case strings.HasPrefix(e.Key, "commits/"):
+			w.Commits++
+		case strings.HasSuffix(e.Key, ".delta"):
+			w.Deltas++
+		case strings.HasSuffix(e.Key, ".snapshot"):
+			w.Snapshots++
+		default:
+			w.Other++
+		}
+	}
+	return w
+}
+
 func (r Requests) minus(o Requests) Requests {
 	return Requests{r.Get - o.Get, r.Put - o.Put, r.PutIfAbsent - o.PutIfAbsent, r.List - o.List, r.Delete - o.Delete}
 }
@@ -233,6 +264,7 @@ func (r Requests) minus(o Requests) Requests {
 type Batch struct {
 	Progress   scheduler.Progress
 	Requests   Requests
+	Writes     WriteKinds
 	SinkWrites int // data files + the log entry; -1 when not known
 	FromWAL    time.Duration
 }
@@ -256,6 +288,7 @@ type recorder struct {
 	mu       sync.Mutex
 	counting *objstore.Counting
 	last     Requests
+	traced   int // trace entries already attributed
 	walStart map[int64]time.Time
 	batches  []Batch
 	notify   chan<- scheduler.Progress
@@ -271,13 +304,17 @@ func (r *recorder) baseline() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.last = requestsOf(r.counting.Stats())
+	r.counting.StartTrace()
+	r.traced = 0
 }
 
 func (r *recorder) progress(p *scheduler.Progress) {
 	now := time.Now()
 	r.mu.Lock()
 	cur := requestsOf(r.counting.Stats())
-	b := Batch{Progress: *p, Requests: cur.minus(r.last), SinkWrites: -1}
+	trace := r.counting.Trace()
+	b := Batch{Progress: *p, Requests: cur.minus(r.last), Writes: classify(trace[r.traced:]), SinkWrites: -1}
+	r.traced = len(trace)
 	if t, ok := r.walStart[p.BatchID]; ok {
 		b.FromWAL = now.Sub(t)
 	}
