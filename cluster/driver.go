@@ -1,0 +1,169 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/proto/sluicepb"
+)
+
+// DriverOptions configure the driver's cluster service.
+type DriverOptions struct {
+	// Listen is the address to serve on (default 127.0.0.1:7077).
+	Listen string
+	// Token is the cluster token every peer must present ("" disables).
+	Token string
+	// HeartbeatTimeout removes an executor silent for longer (default 5s);
+	// executors heartbeat every HeartbeatTimeout/5.
+	HeartbeatTimeout time.Duration
+	Logger           *slog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// DefaultDriverListen is the driver's default address: loopback only.
+const DefaultDriverListen = "127.0.0.1:7077"
+
+// Driver is the driver process's cluster side: the gRPC server executors
+// (and the CLI) call, the membership it keeps, and connections to
+// executors.
+type Driver struct {
+	opts    DriverOptions
+	lis     net.Listener
+	srv     *grpc.Server
+	Members *Membership
+	pool    *Pool
+}
+
+// NewDriver listens on opts.Listen; Serve serves.
+func NewDriver(opts DriverOptions) (*Driver, error) {
+	if opts.Listen == "" {
+		opts.Listen = DefaultDriverListen
+	}
+	if opts.HeartbeatTimeout <= 0 {
+		opts.HeartbeatTimeout = 5 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if err := checkListen(opts.Listen, opts.Token); err != nil {
+		return nil, err
+	}
+	lis, err := net.Listen("tcp", opts.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", opts.Listen, err)
+	}
+	d := &Driver{opts: opts, lis: lis, pool: NewPool(opts.Token)}
+	d.Members = NewMembership(opts.HeartbeatTimeout, opts.Logger, func(m Member) { d.pool.Drop(m.Address) })
+	d.srv = grpc.NewServer(ServerOptions(opts.Token, opts.Logger)...)
+	sluicepb.RegisterDriverServiceServer(d.srv, &driverService{d: d})
+	sluicepb.RegisterControlServiceServer(d.srv, controlService{})
+	return d, nil
+}
+
+// checkListen refuses to serve beyond loopback without a token.
+func checkListen(addr, token string) error {
+	if token != "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("listen address %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+		return nil
+	}
+	return fmt.Errorf("listen address %s is not loopback and no cluster token is set: any peer could run tasks; set --token-file or %s, or listen on 127.0.0.1", addr, TokenEnv)
+}
+
+// Addr returns the address the driver listens on.
+func (d *Driver) Addr() string { return d.lis.Addr().String() }
+
+// Serve serves until ctx ends, expiring silent executors, then stops.
+func (d *Driver) Serve(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- d.srv.Serve(d.lis) }()
+	tick := time.NewTicker(d.opts.HeartbeatTimeout / 5)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			d.stop()
+			<-errc
+			return nil
+		case err := <-errc:
+			d.pool.Close()
+			if errors.Is(err, grpc.ErrServerStopped) {
+				return nil
+			}
+			return fmt.Errorf("serve driver: %w", err)
+		case <-tick.C:
+			d.Members.Expire(d.opts.Now())
+		}
+	}
+}
+
+func (d *Driver) stop() {
+	done := make(chan struct{})
+	go func() { d.srv.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		d.srv.Stop()
+	}
+	d.pool.Close()
+}
+
+// executorClient returns the ExecutorService client of m.
+func (d *Driver) executorClient(m Member) (sluicepb.ExecutorServiceClient, error) {
+	c, err := d.pool.Conn(m.Address)
+	if err != nil {
+		return nil, err
+	}
+	return sluicepb.NewExecutorServiceClient(c), nil
+}
+
+type driverService struct {
+	sluicepb.UnimplementedDriverServiceServer
+	d *Driver
+}
+
+func (s *driverService) Register(ctx context.Context, req *sluicepb.RegisterRequest) (*sluicepb.RegisterResponse, error) {
+	if _, _, err := net.SplitHostPort(req.Address); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "register: address %q is not host:port", req.Address)
+	}
+	m := s.d.Members.Register(s.d.opts.Now(), req.Address, req.Name, int(req.Slots))
+	return &sluicepb.RegisterResponse{ExecutorId: string(m.ID), HeartbeatIntervalMs: (s.d.opts.HeartbeatTimeout / 5).Milliseconds()}, nil
+}
+
+func (s *driverService) Heartbeat(ctx context.Context, req *sluicepb.HeartbeatRequest) (*sluicepb.HeartbeatResponse, error) {
+	return &sluicepb.HeartbeatResponse{Known: s.d.Members.Heartbeat(s.d.opts.Now(), ExecutorID(req.ExecutorId))}, nil
+}
+
+func (s *driverService) Deregister(ctx context.Context, req *sluicepb.DeregisterRequest) (*sluicepb.DeregisterResponse, error) {
+	if err := s.d.Members.Drain(ctx, ExecutorID(req.ExecutorId)); err != nil {
+		return nil, status.Error(codes.DeadlineExceeded, err.Error())
+	}
+	return &sluicepb.DeregisterResponse{}, nil
+}
+
+// controlService is the CLI's service; submitting to a running driver is
+// not built yet, but the service is there, behind the token like the rest.
+type controlService struct {
+	sluicepb.UnimplementedControlServiceServer
+}
+
+func (controlService) SubmitQuery(context.Context, *sluicepb.SubmitQueryRequest) (*sluicepb.SubmitQueryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "submitting a query to a running driver is not available yet: pass --query FILE to driver serve")
+}

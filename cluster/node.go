@@ -1,0 +1,565 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/agg"
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/eventtime"
+	"github.com/sluicehq/sluice/executor"
+	"github.com/sluicehq/sluice/proto/sluicepb"
+	"github.com/sluicehq/sluice/query"
+	"github.com/sluicehq/sluice/row"
+	"github.com/sluicehq/sluice/shuffle"
+	"github.com/sluicehq/sluice/source"
+)
+
+// NodeOptions configure an executor process's node.
+type NodeOptions struct {
+	// Driver is the driver's address (host:port).
+	Driver string
+	// Listen is the address to serve on (default 127.0.0.1:0).
+	Listen string
+	// Advertise is the address the driver and other executors dial
+	// (default: the address Listen bound).
+	Advertise string
+	// DataDir holds local caches: pebble state (DataDir/state/<query>)
+	// and shuffle spill files (DataDir/shuffle). Nothing in it must
+	// survive the process. Required.
+	DataDir string
+	// Token is the cluster token ("" disables the check).
+	Token string
+	// Slots bounds the tasks run at once (default GOMAXPROCS).
+	Slots int
+	// ShuffleMemory bounds shuffle data held in memory before spilling
+	// (default shuffle.DefaultMemoryLimit).
+	ShuffleMemory int64
+	// Engine is the base of the options each query's task environment is
+	// built with (object store settings, fault hook); Logger and StateDir
+	// are set by the node.
+	Engine engine.Options
+	Logger *slog.Logger
+	// DrainTimeout bounds a drain on shutdown (default 60s).
+	DrainTimeout time.Duration
+	// ReduceWait bounds how long a reduce task waits for partials that
+	// have not arrived (default 30s); they normally have.
+	ReduceWait time.Duration
+}
+
+// Node is an executor process's cluster side: it registers with the
+// driver, heartbeats, serves ExecutorService and ShuffleService, and on
+// shutdown drains.
+type Node struct {
+	opts   NodeOptions
+	log    *slog.Logger
+	lis    net.Listener
+	srv    *grpc.Server
+	pool   *Pool
+	buffer *shuffle.Buffer
+	slots  chan struct{}
+
+	// life is cancelled when Run returns; query environments live in it.
+	life    context.Context
+	endLife context.CancelFunc
+
+	mu        sync.Mutex
+	id        ExecutorID
+	interval  time.Duration
+	queries   map[string]*queryEnv
+	prepareMu sync.Mutex
+
+	tasks    sync.WaitGroup
+	running  atomic.Int32
+	draining atomic.Bool
+}
+
+type queryEnv struct {
+	env  *engine.Env
+	spec []byte
+	run  string
+	// parts serialises reduce tasks per partition: a state partition is
+	// open once at a time.
+	parts map[int]*sync.Mutex
+}
+
+// NewNode listens; Run registers and serves.
+func NewNode(opts NodeOptions) (*Node, error) {
+	if opts.Driver == "" {
+		return nil, errors.New("executor: --driver HOST:PORT is required")
+	}
+	if opts.DataDir == "" {
+		return nil, errors.New("executor: --data-dir is required")
+	}
+	if opts.Listen == "" {
+		opts.Listen = "127.0.0.1:0"
+	}
+	if opts.Slots <= 0 {
+		opts.Slots = runtime.GOMAXPROCS(0)
+	}
+	if opts.DrainTimeout <= 0 {
+		opts.DrainTimeout = 60 * time.Second
+	}
+	if opts.ReduceWait <= 0 {
+		opts.ReduceWait = 30 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := checkListen(opts.Listen, opts.Token); err != nil {
+		return nil, err
+	}
+	spill := filepath.Join(opts.DataDir, "shuffle")
+	if err := os.RemoveAll(spill); err != nil {
+		return nil, fmt.Errorf("clear shuffle spill directory: %w", err)
+	}
+	if err := os.MkdirAll(spill, 0o755); err != nil {
+		return nil, fmt.Errorf("create shuffle spill directory: %w", err)
+	}
+	lis, err := net.Listen("tcp", opts.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", opts.Listen, err)
+	}
+	if opts.Advertise == "" {
+		opts.Advertise = lis.Addr().String()
+	}
+	n := &Node{
+		opts: opts, log: opts.Logger, lis: lis, pool: NewPool(opts.Token),
+		buffer:  shuffle.NewBuffer(shuffle.BufferOptions{MemoryLimit: opts.ShuffleMemory, SpillDir: spill, Logger: opts.Logger}),
+		slots:   make(chan struct{}, opts.Slots),
+		queries: map[string]*queryEnv{},
+	}
+	n.life, n.endLife = context.WithCancel(context.Background())
+	n.srv = grpc.NewServer(ServerOptions(opts.Token, opts.Logger)...)
+	sluicepb.RegisterExecutorServiceServer(n.srv, &executorService{n: n})
+	sluicepb.RegisterShuffleServiceServer(n.srv, &shuffle.Server{Buffer: n.buffer, Accept: n.accept, Logger: opts.Logger})
+	return n, nil
+}
+
+// Addr returns the address the node advertises.
+func (n *Node) Addr() string { return n.opts.Advertise }
+
+// ID returns the id the driver gave the node ("" before registering).
+func (n *Node) ID() ExecutorID {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.id
+}
+
+// Run registers with the driver and serves until ctx ends, then drains:
+// it asks the driver to stop giving it work, waits until no running batch
+// needs it, finishes its tasks and stops. It returns an error when the
+// driver refuses it (a wrong token) or serving fails.
+func (n *Node) Run(ctx context.Context) error {
+	defer n.close()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- n.srv.Serve(n.lis) }()
+	n.log.Info("executor listening", "address", n.Addr(), "slots", n.opts.Slots)
+	conn, err := n.pool.Conn(n.opts.Driver)
+	if err != nil {
+		return fmt.Errorf("dial driver %s: %w", n.opts.Driver, err)
+	}
+	driver := sluicepb.NewDriverServiceClient(conn)
+	if err := n.register(ctx, driver); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	hbCtx, stopHB := context.WithCancel(context.Background())
+	hbDone := make(chan error, 1)
+	go func() { hbDone <- n.heartbeat(hbCtx, driver) }()
+	select {
+	case <-ctx.Done():
+	case err := <-hbDone:
+		stopHB()
+		return err
+	case err := <-serveErr:
+		stopHB()
+		<-hbDone
+		return fmt.Errorf("serve executor: %w", err)
+	}
+	n.drain(driver)
+	stopHB()
+	<-hbDone
+	return nil
+}
+
+func (n *Node) close() {
+	done := make(chan struct{})
+	go func() { n.srv.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		n.srv.Stop()
+	}
+	n.endLife()
+	n.mu.Lock()
+	qs := n.queries
+	n.queries = map[string]*queryEnv{}
+	n.mu.Unlock()
+	for id, q := range qs {
+		if err := q.env.Close(); err != nil {
+			n.log.Warn("close query environment", "query", id, "err", err)
+		}
+	}
+	n.buffer.Close()
+	n.pool.Close()
+}
+
+// register registers with the driver, retrying while it is unreachable.
+func (n *Node) register(ctx context.Context, driver sluicepb.DriverServiceClient) error {
+	host, _ := os.Hostname()
+	req := &sluicepb.RegisterRequest{Address: n.Addr(), Name: fmt.Sprintf("%s/%d", host, os.Getpid()), Slots: int32(n.opts.Slots)}
+	wait := 100 * time.Millisecond
+	warned := false
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		resp, err := driver.Register(rctx, req)
+		cancel()
+		if err == nil {
+			n.mu.Lock()
+			n.id = ExecutorID(resp.ExecutorId)
+			n.interval = time.Duration(resp.HeartbeatIntervalMs) * time.Millisecond
+			n.mu.Unlock()
+			n.log.Info("executor registered", "executor", resp.ExecutorId, "driver", n.opts.Driver, "address", n.Addr())
+			return nil
+		}
+		if IsUnauthenticated(err) {
+			n.log.Error("the driver refused this executor", "driver", n.opts.Driver, "err", status.Convert(err).Message())
+			return fmt.Errorf("register with driver %s: %s", n.opts.Driver, status.Convert(err).Message())
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !warned {
+			n.log.Warn("driver not reachable; retrying", "driver", n.opts.Driver, "err", err)
+			warned = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// heartbeat keeps the registration alive, registering again when the
+// driver forgot this executor (it expired, or the driver restarted).
+func (n *Node) heartbeat(ctx context.Context, driver sluicepb.DriverServiceClient) error {
+	failing := false
+	for {
+		n.mu.Lock()
+		id, interval := n.id, n.interval
+		n.mu.Unlock()
+		if interval <= 0 {
+			interval = time.Second
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(interval):
+		}
+		hctx, cancel := context.WithTimeout(ctx, interval*4)
+		resp, err := driver.Heartbeat(hctx, &sluicepb.HeartbeatRequest{ExecutorId: string(id), RunningTasks: n.running.Load()})
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case IsUnauthenticated(err):
+			return fmt.Errorf("heartbeat to driver %s: %s", n.opts.Driver, status.Convert(err).Message())
+		case err != nil:
+			if !failing {
+				n.log.Warn("heartbeat failed; retrying", "driver", n.opts.Driver, "err", err)
+				failing = true
+			}
+		case !resp.Known && !n.draining.Load():
+			failing = false
+			n.log.Warn("the driver does not know this executor (it expired or the driver restarted); registering again", "executor", id)
+			if err := n.register(ctx, driver); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+		default:
+			if failing {
+				n.log.Info("heartbeat restored", "driver", n.opts.Driver)
+			}
+			failing = false
+		}
+	}
+}
+
+// drain leaves the pool: the driver answers Deregister once no running
+// batch uses this executor; then the tasks still running finish.
+func (n *Node) drain(driver sluicepb.DriverServiceClient) {
+	n.draining.Store(true)
+	n.log.Info("executor draining: finishing tasks and handing partitions back", "executor", n.ID(), "running", n.running.Load())
+	ctx, cancel := context.WithTimeout(context.Background(), n.opts.DrainTimeout)
+	defer cancel()
+	if _, err := driver.Deregister(ctx, &sluicepb.DeregisterRequest{ExecutorId: string(n.ID())}); err != nil {
+		n.log.Warn("deregister from the driver failed; stopping anyway", "err", err)
+	}
+	done := make(chan struct{})
+	go func() { n.tasks.Wait(); close(done) }()
+	select {
+	case <-done:
+		n.log.Info("executor drained", "executor", n.ID())
+	case <-ctx.Done():
+		n.log.Warn("drain timed out with tasks running", "running", n.running.Load())
+	}
+}
+
+// accept admits shuffle data of prepared queries in their current run.
+func (n *Node) accept(queryID, run string) error {
+	_, err := n.query(queryID, run)
+	return err
+}
+
+func (n *Node) query(id, run string) (*queryEnv, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	q := n.queries[id]
+	if q == nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "query %s is not prepared on this executor", id)
+	}
+	if q.run != run {
+		return nil, status.Errorf(codes.FailedPrecondition, "query %s is prepared for driver run %s, not %s", id, q.run, run)
+	}
+	return q, nil
+}
+
+func (n *Node) partLock(q *queryEnv, p int) *sync.Mutex {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	m := q.parts[p]
+	if m == nil {
+		m = &sync.Mutex{}
+		q.parts[p] = m
+	}
+	return m
+}
+
+func (n *Node) acquire(ctx context.Context) error {
+	select {
+	case n.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (n *Node) releaseSlot() { <-n.slots }
+
+func (n *Node) shuffleClient(addr string) (sluicepb.ShuffleServiceClient, error) {
+	c, err := n.pool.Conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	return sluicepb.NewShuffleServiceClient(c), nil
+}
+
+// taskError maps a task's error to a status: cancellation stays
+// cancellation, anything else is the task's failure (never UNAVAILABLE,
+// which the driver reads as "executor lost").
+func taskError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	if _, ok := status.FromError(err); ok && status.Code(err) != codes.Unknown {
+		return err
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+type executorService struct {
+	sluicepb.UnimplementedExecutorServiceServer
+	n *Node
+}
+
+func (s *executorService) PrepareQuery(ctx context.Context, req *sluicepb.PrepareQueryRequest) (*sluicepb.PrepareQueryResponse, error) {
+	n := s.n
+	n.prepareMu.Lock()
+	defer n.prepareMu.Unlock()
+	n.mu.Lock()
+	q := n.queries[req.QueryId]
+	n.mu.Unlock()
+	if q != nil && bytes.Equal(q.spec, req.SpecJson) {
+		n.mu.Lock()
+		changed := q.run != req.RunId
+		q.run = req.RunId
+		n.mu.Unlock()
+		if changed {
+			n.buffer.ReleaseOlder(req.QueryId, req.RunId, math.MinInt64)
+			n.log.Info("query prepared for a new driver run", "query", req.QueryId, "run", req.RunId)
+		}
+		return &sluicepb.PrepareQueryResponse{}, nil
+	}
+	spec, err := query.Parse(req.SpecJson)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "prepare query %s: %v", req.QueryId, err)
+	}
+	spec = spec.WithDefaults()
+	if err := spec.Validate(); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "prepare query %s: %v", req.QueryId, err)
+	}
+	opts := n.opts.Engine
+	opts.Logger = n.log
+	opts.StateDir = filepath.Join(n.opts.DataDir, "state", req.QueryId)
+	env, err := engine.NewEnv(n.life, &spec, req.QueryId, opts)
+	if err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "prepare query %s: %v", req.QueryId, err)
+	}
+	n.mu.Lock()
+	n.queries[req.QueryId] = &queryEnv{env: env, spec: req.SpecJson, run: req.RunId, parts: map[int]*sync.Mutex{}}
+	n.mu.Unlock()
+	n.buffer.ReleaseOlder(req.QueryId, req.RunId, math.MinInt64)
+	if q != nil {
+		n.log.Info("query definition changed; task environment rebuilt", "query", req.QueryId)
+		if err := q.env.Close(); err != nil {
+			n.log.Warn("close old query environment", "query", req.QueryId, "err", err)
+		}
+	}
+	n.log.Info("query prepared", "query", req.QueryId, "name", spec.Name, "run", req.RunId)
+	return &sluicepb.PrepareQueryResponse{}, nil
+}
+
+func (s *executorService) RunMapTask(ctx context.Context, req *sluicepb.RunMapTaskRequest) (*sluicepb.RunMapTaskResponse, error) {
+	n := s.n
+	q, err := n.query(req.QueryId, req.RunId)
+	if err != nil {
+		return nil, err
+	}
+	n.tasks.Add(1)
+	n.running.Add(1)
+	defer func() { n.running.Add(-1); n.tasks.Done() }()
+	if int(req.Partitions) != len(req.Owners) || req.Partitions <= 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "map task %d of batch %d: %d partitions but %d owners", req.MapIndex, req.Batch, req.Partitions, len(req.Owners))
+	}
+	n.buffer.ReleaseOlder(req.QueryId, req.RunId, req.Batch)
+	if err := n.acquire(ctx); err != nil {
+		return nil, taskError(ctx, err)
+	}
+	res, err := executor.RunMap(ctx, q.env.Env, executor.MapTask{
+		Batch: req.Batch, Index: int(req.MapIndex), Split: source.Split{ID: req.Split.GetId(), Desc: req.Split.GetDesc()},
+		Late: eventtime.Watermark(req.LateWatermarkUs), Partitions: int(req.Partitions),
+	})
+	n.releaseSlot()
+	if err != nil {
+		return nil, taskError(ctx, err)
+	}
+	owners := make([]shuffle.Owner, len(req.Owners))
+	for p, o := range req.Owners {
+		owners[p] = shuffle.Owner{ID: o.ExecutorId, Address: o.Address}
+	}
+	pusher := &shuffle.Pusher{Self: string(n.ID()), Local: n.buffer, Dial: n.shuffleClient}
+	tag := shuffle.Tag{BatchKey: shuffle.BatchKey{Query: req.QueryId, Run: req.RunId, Batch: req.Batch}, Map: int(req.MapIndex), Attempt: req.Attempt}
+	stats, err := pusher.Push(ctx, tag, &shuffle.Output{Layout: q.env.Layout, Partials: res.Partials, Rows: res.Rows}, owners)
+	if err != nil {
+		return nil, pushError(ctx, err, string(n.ID()))
+	}
+	return &sluicepb.RunMapTaskResponse{Metrics: &sluicepb.MapMetrics{
+		InputRows: res.InputRows, Malformed: res.Malformed, DroppedByWatermark: res.DroppedByWatermark,
+		HasEventTime: res.HasEventTime, MinEventTimeUs: res.MinEventTime, MaxEventTimeUs: res.MaxEventTime,
+		ShuffleBytes: stats.Bytes, ShuffleRecords: stats.Records,
+	}}, nil
+}
+
+// pushError reports a failed push: an owner that could not be reached is
+// UNAVAILABLE with a ShuffleFailure detail naming it, so the driver can
+// reassign its partitions; other failures are the task's.
+func pushError(ctx context.Context, err error, self string) error {
+	if ctx.Err() != nil {
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	var pe *shuffle.PushError
+	if !errors.As(err, &pe) || pe.Owner.ID == self {
+		return taskError(ctx, err)
+	}
+	switch status.Code(pe.Err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		st, derr := status.New(codes.Unavailable, err.Error()).WithDetails(&sluicepb.ShuffleFailure{ExecutorId: pe.Owner.ID, Address: pe.Owner.Address})
+		if derr != nil {
+			return status.Error(codes.Unavailable, err.Error())
+		}
+		return st.Err()
+	}
+	return status.Error(codes.Aborted, err.Error())
+}
+
+func (s *executorService) RunReduceTask(ctx context.Context, req *sluicepb.RunReduceTaskRequest) (*sluicepb.RunReduceTaskResponse, error) {
+	n := s.n
+	q, err := n.query(req.QueryId, req.RunId)
+	if err != nil {
+		return nil, err
+	}
+	n.tasks.Add(1)
+	n.running.Add(1)
+	defer func() { n.running.Add(-1); n.tasks.Done() }()
+	p := int(req.Partition)
+	key := shuffle.BatchKey{Query: req.QueryId, Run: req.RunId, Batch: req.Batch}
+	wctx, cancel := context.WithTimeout(ctx, n.opts.ReduceWait)
+	chunks, err := n.buffer.Wait(wctx, key, p, req.MapAttempts)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+		return nil, status.Errorf(codes.Aborted, "reduce partition %d of batch %d: %v", p, req.Batch, err)
+	}
+	lock := n.partLock(q, p)
+	lock.Lock()
+	defer lock.Unlock()
+	if err := n.acquire(ctx); err != nil {
+		return nil, taskError(ctx, err)
+	}
+	defer n.releaseSlot()
+	env := q.env.Env
+	var partials [][]agg.Entry
+	var rows [][]row.Row
+	if env.Layout != nil {
+		partials, err = shuffle.DecodePartials(env.Layout, chunks)
+	} else {
+		rows, err = shuffle.DecodeRowsByMap(chunks)
+	}
+	if err != nil {
+		return nil, status.Errorf(codes.DataLoss, "reduce partition %d of batch %d: %v", p, req.Batch, err)
+	}
+	rr, err := executor.RunReduce(ctx, env, executor.ReduceTask{
+		Batch: req.Batch, Partition: p, SkipSink: req.SkipSink,
+		Watermark: eventtime.Batch{Late: eventtime.Watermark(req.LateWatermarkUs), Evict: eventtime.Watermark(req.EvictWatermarkUs)},
+	}, partials, rows)
+	if err != nil {
+		return nil, taskError(ctx, err)
+	}
+	resp := &sluicepb.RunReduceTaskResponse{
+		Files: rr.Files, NumOutputRows: rr.NumOutputRows, StateRows: rr.StateRows, Updated: rr.Updated,
+		Removed: rr.Removed, MemoryBytes: rr.MemoryBytes, StateWrites: int32(rr.StateWrites),
+	}
+	for _, r := range rr.Rows {
+		resp.Rows = shuffle.AppendRow(resp.Rows, r)
+	}
+	return resp, nil
+}
+
+func (s *executorService) ReleaseBatch(ctx context.Context, req *sluicepb.ReleaseBatchRequest) (*sluicepb.ReleaseBatchResponse, error) {
+	s.n.buffer.Release(shuffle.BatchKey{Query: req.QueryId, Run: req.RunId, Batch: req.Batch})
+	return &sluicepb.ReleaseBatchResponse{}, nil
+}

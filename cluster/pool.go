@@ -1,0 +1,61 @@
+package cluster
+
+import (
+	"errors"
+	"sync"
+
+	"google.golang.org/grpc"
+)
+
+// Pool keeps one client connection per peer address.
+type Pool struct {
+	opts   []grpc.DialOption
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn
+	closed bool
+}
+
+// NewPool returns a pool whose connections present token.
+func NewPool(token string) *Pool {
+	return &Pool{opts: DialOptions(token), conns: map[string]*grpc.ClientConn{}}
+}
+
+// Conn returns the connection to addr, creating it (lazily connected).
+func (p *Pool) Conn(addr string) (*grpc.ClientConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, errors.New("connection pool closed")
+	}
+	if c := p.conns[addr]; c != nil {
+		return c, nil
+	}
+	c, err := grpc.NewClient(addr, p.opts...)
+	if err != nil {
+		return nil, err
+	}
+	p.conns[addr] = c
+	return c, nil
+}
+
+// Drop closes the connection to addr, if any.
+func (p *Pool) Drop(addr string) {
+	p.mu.Lock()
+	c := p.conns[addr]
+	delete(p.conns, addr)
+	p.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
+}
+
+// Close closes every connection. It is idempotent.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	conns := p.conns
+	p.conns, p.closed = map[string]*grpc.ClientConn{}, true
+	p.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+}

@@ -1,0 +1,471 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/executor"
+	"github.com/sluicehq/sluice/proto/sluicepb"
+	"github.com/sluicehq/sluice/query"
+	"github.com/sluicehq/sluice/row"
+	"github.com/sluicehq/sluice/shuffle"
+)
+
+// RunnerOptions configure a query's cluster runner.
+type RunnerOptions struct {
+	// QueryID is the checkpoint's query id.
+	QueryID string
+	// Spec is the validated query, defaults applied, as executors build it.
+	Spec   query.Spec
+	Logger *slog.Logger
+	// Hook is the driver's fault-injection hook (point maps-done).
+	Hook func(point string, batch int64)
+	// MapAttempts bounds the launches of one map task within a batch
+	// (default 3), each on another executor while there is one.
+	MapAttempts int
+}
+
+// Runner runs a query's batches on the driver's executors. It implements
+// executor.Runner; the scheduler calls RunBatch for one batch at a time.
+type Runner struct {
+	d        *Driver
+	opts     RunnerOptions
+	specJSON []byte
+	runID    string
+	attempts atomic.Uint64
+
+	mu       sync.Mutex
+	owners   []ExecutorID
+	prepared map[ExecutorID]bool
+	stats    RunnerStats
+}
+
+// RunnerStats are a runner's totals since it started.
+type RunnerStats struct {
+	Batches        int64
+	InputRows      int64
+	ShuffleBytes   int64
+	ShuffleRecords int64
+	MapRetries     int64
+}
+
+var _ executor.Runner = (*Runner)(nil)
+
+// NewRunner returns a runner for one query on d's executors.
+func (d *Driver) NewRunner(opts RunnerOptions) (*Runner, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MapAttempts <= 0 {
+		opts.MapAttempts = 3
+	}
+	js, err := json.Marshal(opts.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("encode query %s for executors: %w", opts.Spec.Name, err)
+	}
+	return &Runner{d: d, opts: opts, specJSON: js, runID: newRunID(), prepared: map[ExecutorID]bool{}}, nil
+}
+
+func newRunID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Stats returns the runner's totals.
+func (r *Runner) Stats() RunnerStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stats
+}
+
+// Owners returns the partition owners of the last batch.
+func (r *Runner) Owners() []ExecutorID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]ExecutorID(nil), r.owners...)
+}
+
+// batchRun is one RunBatch call.
+type batchRun struct {
+	r           *Runner
+	plan        executor.BatchPlan
+	lease       *Lease
+	owners      []ExecutorID
+	byID        map[ExecutorID]Member
+	protoOwners []*sluicepb.PartitionOwner
+	log         *slog.Logger
+}
+
+// RunBatch runs the plan's map tasks on the live executors, shuffles their
+// partials to the partitions' owners and runs a reduce task per partition
+// on its owner. Losing an owner fails the batch (the scheduler retries it
+// whole, and the next call assigns partitions anew).
+func (r *Runner) RunBatch(ctx context.Context, plan executor.BatchPlan) (*executor.BatchResult, error) {
+	if len(r.d.Members.Live()) == 0 {
+		r.opts.Logger.Info("waiting for an executor to register", "query", r.opts.Spec.Name, "batch", plan.Batch, "driver", r.d.Addr())
+		if _, err := r.d.Members.WaitForLive(ctx); err != nil {
+			return nil, err
+		}
+	}
+	lease := r.d.Members.AcquireLive()
+	defer lease.Release()
+	if len(lease.Members) == 0 {
+		return nil, fmt.Errorf("batch %d: no executor available", plan.Batch)
+	}
+	b := &batchRun{r: r, plan: plan, lease: lease, byID: map[ExecutorID]Member{},
+		log: r.opts.Logger.With("query", r.opts.Spec.Name, "batch", plan.Batch)}
+	var ids []ExecutorID
+	for _, m := range lease.Members {
+		b.byID[m.ID] = m
+		ids = append(ids, m.ID)
+	}
+	r.mu.Lock()
+	prev := r.owners
+	b.owners = Assign(prev, ids, plan.Partitions)
+	r.owners = b.owners
+	r.mu.Unlock()
+	if moved := Moves(prev, b.owners); moved > 0 {
+		b.log.Info("partitions assigned", "executors", len(ids), "moved", moved, "owners", describeOwners(b.owners))
+	}
+	for _, id := range b.owners {
+		m := b.byID[id]
+		b.protoOwners = append(b.protoOwners, &sluicepb.PartitionOwner{ExecutorId: string(m.ID), Address: m.Address})
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer b.release()
+	if err := b.prepareAll(ctx); err != nil {
+		return nil, err
+	}
+	res := &executor.BatchResult{}
+	start := time.Now()
+	accepted, metrics, err := b.runMaps(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var shuffled, records int64
+	for i, m := range metrics {
+		res.AddMap(&executor.MapResult{
+			Index: i, InputRows: m.InputRows, Malformed: m.Malformed, DroppedByWatermark: m.DroppedByWatermark,
+			MinEventTime: m.MinEventTimeUs, MaxEventTime: m.MaxEventTimeUs, HasEventTime: m.HasEventTime,
+		})
+		shuffled += m.ShuffleBytes
+		records += m.ShuffleRecords
+	}
+	res.MapDuration = time.Since(start)
+	if r.opts.Hook != nil {
+		r.opts.Hook("maps-done", plan.Batch)
+	}
+	start = time.Now()
+	if res.Reduces, err = b.runReduces(ctx, accepted); err != nil {
+		return nil, err
+	}
+	res.ReduceDuration = time.Since(start)
+	b.log.Debug("batch ran on executors", "maps", len(plan.Splits), "shuffleBytes", shuffled, "shuffleRecords", records)
+	r.mu.Lock()
+	r.stats.Batches++
+	r.stats.InputRows += res.InputRows
+	r.stats.ShuffleBytes += shuffled
+	r.stats.ShuffleRecords += records
+	r.mu.Unlock()
+	return res, nil
+}
+
+func describeOwners(owners []ExecutorID) string {
+	parts := map[ExecutorID][]string{}
+	var ids []ExecutorID
+	for p, id := range owners {
+		if parts[id] == nil {
+			ids = append(ids, id)
+		}
+		parts[id] = append(parts[id], fmt.Sprint(p))
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	var b strings.Builder
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s:[%s]", id, strings.Join(parts[id], ","))
+	}
+	return b.String()
+}
+
+// lostError says an executor was lost during a call.
+type lostError struct {
+	id  ExecutorID
+	err error
+}
+
+func (e *lostError) Error() string { return fmt.Sprintf("executor %s lost: %v", e.id, e.err) }
+func (e *lostError) Unwrap() error { return e.err }
+
+// call runs fn against m's ExecutorService; it is cancelled when m leaves
+// the membership, and a transport failure removes m (it is lost).
+func (b *batchRun) call(ctx context.Context, m Member, fn func(context.Context, sluicepb.ExecutorServiceClient) error) error {
+	client, err := b.r.d.executorClient(m)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var left atomic.Bool
+	stop := make(chan struct{})
+	gone := b.r.d.Members.Gone(m.ID)
+	go func() {
+		select {
+		case <-gone:
+			left.Store(true)
+			cancel()
+		case <-stop:
+		}
+	}()
+	err = fn(cctx, client)
+	close(stop)
+	switch {
+	case err == nil || ctx.Err() != nil:
+		return err
+	case left.Load():
+		return &lostError{id: m.ID, err: errors.New("it left the membership during the call")}
+	case status.Code(err) == codes.Unavailable && shuffleFailure(err) == nil:
+		b.r.d.Members.Remove(m.ID, "call failed: "+status.Convert(err).Message())
+		return &lostError{id: m.ID, err: err}
+	}
+	return err
+}
+
+// shuffleFailure returns the owner a map task could not push to, if err
+// says so.
+func shuffleFailure(err error) *sluicepb.ShuffleFailure {
+	for _, d := range status.Convert(err).Details() {
+		if f, ok := d.(*sluicepb.ShuffleFailure); ok {
+			return f
+		}
+	}
+	return nil
+}
+
+func (b *batchRun) prepareAll(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	for _, m := range b.lease.Members {
+		b.r.mu.Lock()
+		done := b.r.prepared[m.ID]
+		b.r.mu.Unlock()
+		if done {
+			continue
+		}
+		g.Go(func() error { return b.prepare(gctx, m) })
+	}
+	return g.Wait()
+}
+
+func (b *batchRun) prepare(ctx context.Context, m Member) error {
+	req := &sluicepb.PrepareQueryRequest{QueryId: b.r.opts.QueryID, RunId: b.r.runID, SpecJson: b.r.specJSON}
+	err := b.call(ctx, m, func(ctx context.Context, c sluicepb.ExecutorServiceClient) error {
+		_, err := c.PrepareQuery(ctx, req)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("batch %d: prepare query on executor %s (%s): %w", b.plan.Batch, m.ID, m.Address, err)
+	}
+	b.r.mu.Lock()
+	b.r.prepared[m.ID] = true
+	b.r.mu.Unlock()
+	return nil
+}
+
+func (b *batchRun) ownsPartitions(id ExecutorID) []int {
+	var ps []int
+	for p, o := range b.owners {
+		if o == id {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// pick returns the executor for map task i's next launch: a member not
+// tried yet, else any member still registered.
+func (b *batchRun) pick(i int, tried map[ExecutorID]bool) (Member, bool) {
+	var fresh, any []Member
+	for _, m := range b.lease.Members {
+		if !b.r.d.Members.IsMember(m.ID) {
+			continue
+		}
+		any = append(any, m)
+		if !tried[m.ID] {
+			fresh = append(fresh, m)
+		}
+	}
+	c := fresh
+	if len(c) == 0 {
+		c = any
+	}
+	if len(c) == 0 {
+		return Member{}, false
+	}
+	return c[(i+len(tried))%len(c)], true
+}
+
+func (b *batchRun) runMaps(ctx context.Context) ([]uint64, []*sluicepb.MapMetrics, error) {
+	n := len(b.plan.Splits)
+	accepted := make([]uint64, n)
+	metrics := make([]*sluicepb.MapMetrics, n)
+	g, gctx := errgroup.WithContext(ctx)
+	for i := range n {
+		g.Go(func() error {
+			a, m, err := b.runMap(gctx, i)
+			accepted[i], metrics[i] = a, m
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, nil, err
+	}
+	return accepted, metrics, nil
+}
+
+// runMap launches map task i until an attempt succeeds. A task whose push
+// to an owner failed, or whose executor owned partitions and was lost,
+// fails the batch: its partitions need a new owner.
+func (b *batchRun) runMap(ctx context.Context, i int) (uint64, *sluicepb.MapMetrics, error) {
+	sp := b.plan.Splits[i]
+	tried := map[ExecutorID]bool{}
+	var lastErr error
+	for launch := 0; launch < b.r.opts.MapAttempts; launch++ {
+		m, ok := b.pick(i, tried)
+		if !ok {
+			break
+		}
+		tried[m.ID] = true
+		attempt := b.r.attempts.Add(1)
+		req := &sluicepb.RunMapTaskRequest{
+			QueryId: b.r.opts.QueryID, RunId: b.r.runID, Batch: b.plan.Batch, MapIndex: int32(i), Attempt: attempt,
+			Split:           &sluicepb.Split{Id: sp.ID, Desc: sp.Desc},
+			LateWatermarkUs: int64(b.plan.Watermark.Late), Partitions: int32(b.plan.Partitions), Owners: b.protoOwners,
+		}
+		var resp *sluicepb.RunMapTaskResponse
+		err := b.call(ctx, m, func(ctx context.Context, c sluicepb.ExecutorServiceClient) error {
+			var err error
+			resp, err = c.RunMapTask(ctx, req)
+			return err
+		})
+		if err == nil {
+			if launch > 0 {
+				b.r.mu.Lock()
+				b.r.stats.MapRetries += int64(launch)
+				b.r.mu.Unlock()
+			}
+			return attempt, resp.GetMetrics(), nil
+		}
+		if ctx.Err() != nil {
+			return 0, nil, ctx.Err()
+		}
+		if f := shuffleFailure(err); f != nil {
+			b.r.d.Members.Remove(ExecutorID(f.ExecutorId), fmt.Sprintf("map task %d of batch %d could not push partials to it: %s", i, b.plan.Batch, status.Convert(err).Message()))
+			return 0, nil, fmt.Errorf("batch %d: map task %d on executor %s: owner %s (%s) unreachable; the batch needs a new assignment: %w",
+				b.plan.Batch, i, m.ID, f.ExecutorId, f.Address, err)
+		}
+		var lost *lostError
+		if errors.As(err, &lost) {
+			if ps := b.ownsPartitions(m.ID); len(ps) > 0 {
+				return 0, nil, fmt.Errorf("batch %d: executor %s, owner of partitions %v, lost during map task %d; the batch needs a new assignment: %w",
+					b.plan.Batch, m.ID, ps, i, err)
+			}
+		}
+		if status.Code(err) == codes.FailedPrecondition {
+			b.r.mu.Lock()
+			delete(b.r.prepared, m.ID)
+			b.r.mu.Unlock()
+			if perr := b.prepare(ctx, m); perr != nil {
+				err = perr
+			}
+		}
+		b.log.Warn("map task failed; retrying on another executor", "map", i, "split", sp.ID, "executor", m.ID, "attempt", attempt, "err", err)
+		lastErr = err
+	}
+	if lastErr == nil {
+		lastErr = errors.New("no executor left to run it")
+	}
+	return 0, nil, fmt.Errorf("batch %d: map task %d (split %s) failed %d times: %w", b.plan.Batch, i, sp.ID, len(tried), lastErr)
+}
+
+func (b *batchRun) runReduces(ctx context.Context, accepted []uint64) ([]*executor.ReduceResult, error) {
+	out := make([]*executor.ReduceResult, b.plan.Partitions)
+	g, gctx := errgroup.WithContext(ctx)
+	for p := 0; p < b.plan.Partitions; p++ {
+		m := b.byID[b.owners[p]]
+		g.Go(func() error {
+			req := &sluicepb.RunReduceTaskRequest{
+				QueryId: b.r.opts.QueryID, RunId: b.r.runID, Batch: b.plan.Batch, Partition: int32(p),
+				LateWatermarkUs: int64(b.plan.Watermark.Late), EvictWatermarkUs: int64(b.plan.Watermark.Evict),
+				SkipSink: b.plan.SkipSink, MapAttempts: accepted,
+			}
+			var resp *sluicepb.RunReduceTaskResponse
+			err := b.call(gctx, m, func(ctx context.Context, c sluicepb.ExecutorServiceClient) error {
+				var err error
+				resp, err = c.RunReduceTask(ctx, req)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("batch %d: reduce partition %d on executor %s: %w", b.plan.Batch, p, m.ID, err)
+			}
+			rr := &executor.ReduceResult{
+				Partition: p, Files: resp.Files, NumOutputRows: resp.NumOutputRows, StateRows: resp.StateRows,
+				Updated: resp.Updated, Removed: resp.Removed, MemoryBytes: resp.MemoryBytes, StateWrites: int(resp.StateWrites),
+			}
+			if len(resp.Rows) > 0 {
+				if rr.Rows, err = shuffle.DecodeRows(resp.Rows, make([]row.Row, 0, resp.NumOutputRows)); err != nil {
+					return fmt.Errorf("batch %d: reduce partition %d: %w", b.plan.Batch, p, err)
+				}
+			}
+			out[p] = rr
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// release drops the batch's shuffle data on every executor still there,
+// before RunBatch returns, so that a retry's data is never dropped by a
+// late release.
+func (b *batchRun) release() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	req := &sluicepb.ReleaseBatchRequest{QueryId: b.r.opts.QueryID, RunId: b.r.runID, Batch: b.plan.Batch}
+	for _, m := range b.lease.Members {
+		if !b.r.d.Members.IsMember(m.ID) {
+			continue
+		}
+		wg.Go(func() {
+			c, err := b.r.d.executorClient(m)
+			if err == nil {
+				_, err = c.ReleaseBatch(ctx, req)
+			}
+			if err != nil {
+				b.log.Debug("release batch on executor failed", "executor", m.ID, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+}

@@ -1,0 +1,78 @@
+// Command executor joins a Sluice driver's pool: it registers, heartbeats,
+// runs map and reduce tasks and serves shuffle data to other executors.
+// It keeps nothing that matters locally: --data-dir holds caches (state
+// partitions rebuilt from the checkpoint, shuffle spill files). SIGTERM
+// drains it: it hands its partitions back, finishes its tasks and exits.
+// It only wires flags to package cluster.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/fault"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := newRoot().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+func newRoot() *cobra.Command {
+	var opts cluster.NodeOptions
+	var tokenFile, logLevel string
+	cmd := &cobra.Command{
+		Use:           "executor --driver HOST:PORT --data-dir DIR",
+		Short:         "Sluice executor: runs tasks for a driver and serves shuffle data",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			lvl := slog.LevelInfo
+			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
+				return fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)
+			}
+			opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+			tok, err := cluster.LoadToken(tokenFile)
+			if err != nil {
+				return err
+			}
+			opts.Token = tok
+			hook, err := fault.FromEnv()
+			if err != nil {
+				return err
+			}
+			opts.Engine = engine.Options{Hook: hook}
+			node, err := cluster.NewNode(opts)
+			if err != nil {
+				return err
+			}
+			return node.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Driver, "driver", "", "the driver's address, HOST:PORT (required)")
+	f.StringVar(&opts.Listen, "listen", "127.0.0.1:0", "address to serve tasks and shuffle on")
+	f.StringVar(&opts.Advertise, "advertise", "", "address the driver and other executors dial (default: the bound --listen address)")
+	f.StringVar(&opts.DataDir, "data-dir", "", "directory for local caches: state partitions and shuffle spill files (required)")
+	f.StringVar(&tokenFile, "token-file", "", "file holding the cluster token (default: $"+cluster.TokenEnv+")")
+	f.IntVar(&opts.Slots, "slots", 0, "tasks run at once (default: number of CPUs)")
+	f.Int64Var(&opts.ShuffleMemory, "shuffle-memory", 0, "bytes of shuffle data held in memory before spilling to --data-dir (default 256 MiB)")
+	f.DurationVar(&opts.DrainTimeout, "drain-timeout", 60*time.Second, "how long SIGTERM waits for running batches and tasks")
+	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	return cmd
+}
