@@ -91,7 +91,9 @@ func TestPushToAnUnreachableOwnerNamesIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	ps := &Pusher{Self: "e1", Dial: func(string) (sluicepb.ShuffleServiceClient, error) { return sluicepb.NewShuffleServiceClient(conn), nil }}
+	ps := &Pusher{Self: "e1", Dial: func(string) (sluicepb.ShuffleServiceClient, error) {
+		return sluicepb.NewShuffleServiceClient(conn), nil
+	}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err = ps.Push(ctx, tag(0, 1), out, []Owner{{"e9", dead}})
