@@ -212,6 +212,12 @@ func equalDirs(a, b map[string][]byte) bool {
 // A larger input in many small batches: the Parquet output, read through
 // the log and read by listing the directory, equals the oracle.
 func TestTileOutputEqualsOracleOverManyBatches(t *testing.T) {
+	for _, provider := range []string{"memory", "pebble"} {
+		t.Run(provider, func(t *testing.T) { testTileOutputEqualsOracle(t, provider) })
+	}
+}
+
+func testTileOutputEqualsOracle(t *testing.T, provider string) {
 	dir := t.TempDir()
 	in, out, cp := filepath.Join(dir, "in"), filepath.Join(dir, "out"), filepath.Join(dir, "cp")
 	events := tiletest.Events(7, 20000, 150*time.Millisecond, 4*time.Minute, 13)
@@ -220,7 +226,8 @@ func TestTileOutputEqualsOracleOverManyBatches(t *testing.T) {
 	}
 	spec := tiletest.Spec(in, out, cp)
 	spec.Source.File.MaxFilesPerTrigger = 7
-	progress := run(t, spec, engine.Options{})
+	spec.StateStore = provider
+	progress := run(t, spec, engine.Options{StateDir: filepath.Join(dir, "state")})
 	want := tiletest.Oracle(events, 5*time.Minute, 10*time.Minute)
 	if len(want) < 50 {
 		t.Fatalf("oracle too small to mean anything: %d windows", len(want))

@@ -16,5 +16,7 @@
 // Files carry a magic number, a format version and a CRC-32C checksum.
 // Rewriting a version (a re-run batch) writes the same bytes.
 //
-// This package performs I/O only through objstore.Store.
+// This package performs I/O only through objstore.Store, except the pebble
+// provider's local cache under its DataDir, which can always be rebuilt
+// from the checkpoint.
 package statestore
