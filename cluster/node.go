@@ -87,6 +87,10 @@ type Node struct {
 	tasks    sync.WaitGroup
 	running  atomic.Int32
 	draining atomic.Bool
+
+	// aborted is closed by abort (tests): stop at once, without draining.
+	aborted   chan struct{}
+	abortOnce sync.Once
 }
 
 type queryEnv struct {
@@ -143,6 +147,7 @@ func NewNode(opts NodeOptions) (*Node, error) {
 		buffer:  shuffle.NewBuffer(shuffle.BufferOptions{MemoryLimit: opts.ShuffleMemory, SpillDir: spill, Logger: opts.Logger}),
 		slots:   make(chan struct{}, opts.Slots),
 		queries: map[string]*queryEnv{},
+		aborted: make(chan struct{}),
 	}
 	n.life, n.endLife = context.WithCancel(context.Background())
 	n.srv = grpc.NewServer(ServerOptions(opts.Token, opts.Logger)...)
@@ -186,6 +191,10 @@ func (n *Node) Run(ctx context.Context) error {
 	go func() { hbDone <- n.heartbeat(hbCtx, driver) }()
 	select {
 	case <-ctx.Done():
+	case <-n.aborted:
+		stopHB()
+		<-hbDone
+		return errAborted
 	case err := <-hbDone:
 		stopHB()
 		return err
@@ -198,6 +207,17 @@ func (n *Node) Run(ctx context.Context) error {
 	stopHB()
 	<-hbDone
 	return nil
+}
+
+var errAborted = errors.New("executor aborted")
+
+// abort stops the node at once, as a crash would: connections drop, no
+// drain, no deregistration (for tests).
+func (n *Node) abort() {
+	n.abortOnce.Do(func() {
+		n.srv.Stop()
+		close(n.aborted)
+	})
 }
 
 func (n *Node) close() {
