@@ -1,0 +1,175 @@
+package scheduler_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/agg"
+	"github.com/sluicehq/sluice/executor"
+	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/query"
+	"github.com/sluicehq/sluice/row"
+	"github.com/sluicehq/sluice/scheduler"
+	"github.com/sluicehq/sluice/source"
+	"github.com/sluicehq/sluice/statestore"
+)
+
+// listSource serves a fixed list of JSON lines; an offset is the index of
+// the next line, and each batch takes at most perBatch lines.
+type listSource struct {
+	lines    []string
+	perBatch int
+}
+
+func off(n int) source.Offset { return source.Offset(strconv.Itoa(n)) }
+func num(o source.Offset) int  { n, _ := strconv.Atoi(string(o)); return n }
+
+func (s *listSource) Initial(context.Context) (source.Offset, error) { return off(0), nil }
+func (s *listSource) Latest(context.Context, source.Offset, time.Time) (source.Offset, error) {
+	return off(len(s.lines)), nil
+}
+func (s *listSource) Next(_ context.Context, start, limit source.Offset) (source.Offset, error) {
+	return off(min(num(limit), num(start)+s.perBatch)), nil
+}
+func (s *listSource) Splits(_ context.Context, start, end source.Offset) ([]source.Split, error) {
+	if num(start) == num(end) {
+		return nil, nil
+	}
+	d, _ := json.Marshal([2]int{num(start), num(end)})
+	return []source.Split{{ID: string(start), Desc: d}}, nil
+}
+func (s *listSource) Read(_ context.Context, sp source.Split, fn func(*source.Record) error) error {
+	var r [2]int
+	json.Unmarshal(sp.Desc, &r)
+	for i := r[0]; i < r[1]; i++ {
+		if err := fn(&source.Record{Value: []byte(s.lines[i]), Part: "list", Offset: int64(i)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+func (s *listSource) Close() error { return nil }
+
+type collect struct{ batches map[int64][]row.Row }
+
+func (c *collect) WriteBatch(_ context.Context, id int64, rows []row.Row) error {
+	c.batches[id] = append([]row.Row(nil), rows...)
+	return nil
+}
+
+func line(course string, minute float64) string {
+	t := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(minute * float64(time.Minute)))
+	return fmt.Sprintf(`{"course_id":%q,"event_time":%q}`, course, t.Format(time.RFC3339))
+}
+
+// runQuery runs a tile-like query over lines with the given trigger and
+// returns its progress and output per batch.
+func runQuery(t *testing.T, lines []string, perBatch int, mutate func(*query.Spec)) ([]*scheduler.Progress, map[int64][]row.Row) {
+	t.Helper()
+	spec := query.Spec{
+		Name: "t",
+		Source: query.Source{Schema: []query.Field{
+			{Name: "course_id", Type: "string"}, {Name: "event_time", Type: "timestamp"},
+		}},
+		Watermark:          &query.Watermark{Column: "event_time", Delay: query.Duration(10 * time.Minute)},
+		Aggregate:          &query.Aggregate{Window: &query.Window{Column: "event_time", Size: query.Duration(5 * time.Minute)}, GroupBy: []string{"course_id"}, Measures: []query.Measure{{Name: "n", Fn: "count"}}},
+		OutputMode:         query.Append,
+		CheckpointLocation: "mem",
+		Trigger:            query.Trigger{AvailableNow: true},
+		ShufflePartitions:  2,
+	}
+	mutate(&spec)
+	spec = spec.WithDefaults()
+	store := objstore.NewMem()
+	src := &listSource{lines: lines, perBatch: perBatch}
+	out := &collect{batches: map[int64][]row.Row{}}
+	var progress []*scheduler.Progress
+	q, err := scheduler.Open(context.Background(), scheduler.Config{
+		Spec: spec, Checkpoint: store, Source: src, Writer: out,
+		Progress: func(p *scheduler.Progress) { progress = append(progress, p) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &executor.Env{QueryID: q.QueryID(), Spec: &spec, Source: src, BadRecords: store,
+		State: statestore.NewMemory(store, statestore.MemoryOptions{})}
+	if spec.Aggregate != nil {
+		if env.Layout, err = agg.Compile(&spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := q.Run(context.Background(), &executor.Local{Env: env}); err != nil {
+		t.Fatal(err)
+	}
+	return progress, out.batches
+}
+
+func kinds(ps []*scheduler.Progress) string {
+	s := ""
+	for _, p := range ps {
+		if p.NoData {
+			s += "n"
+		} else {
+			s += "d"
+		}
+	}
+	return s
+}
+
+var lines = []string{line("a", 1), line("a", 2), line("b", 3), line("a", 31), line("b", 32), line("a", 33)}
+
+func TestAvailableNowDrainsInCappedBatchesThenRunsTheTrailingNoDataBatch(t *testing.T) {
+	progress, out := runQuery(t, lines, 2, func(*query.Spec) {})
+	// Batches of 2 lines. Batch 1 raises the watermark to 00:21, so data
+	// batch 2 (not a no-data batch: data is waiting) closes the two 00:00
+	// windows; batch 2 raises it to 00:23 and the trailing no-data batch
+	// runs, closing nothing more.
+	if got := kinds(progress); got != "dddn" {
+		t.Fatalf("batches %s, want dddn (three capped data batches, then one no-data batch)", got)
+	}
+	if len(out[0]) != 0 || len(out[1]) != 0 || len(out[2]) != 2 || len(out[3]) != 0 {
+		t.Fatalf("rows per batch %d %d %d %d, want 0 0 2 0", len(out[0]), len(out[1]), len(out[2]), len(out[3]))
+	}
+	if progress[3].BatchWatermarkMs != time.Date(2026, 1, 1, 0, 23, 0, 0, time.UTC).UnixMilli() {
+		t.Fatalf("no-data batch watermark %d", progress[3].BatchWatermarkMs)
+	}
+}
+
+func TestOnceRunsExactlyOneBatchAndNoNoDataBatch(t *testing.T) {
+	progress, _ := runQuery(t, lines, 10, func(s *query.Spec) { s.Trigger = query.Trigger{Once: true} })
+	if got := kinds(progress); got != "d" {
+		t.Fatalf("once ran %s, want exactly one data batch", got)
+	}
+}
+
+func TestNoDataMicroBatchesFalseLeavesClosedWindowsForTheNextDataBatch(t *testing.T) {
+	f := false
+	progress, _ := runQuery(t, lines, 10, func(s *query.Spec) { s.NoDataMicroBatches = &f })
+	if got := kinds(progress); got != "d" {
+		t.Fatalf("with noDataMicroBatches false ran %s, want only the data batch", got)
+	}
+}
+
+func TestCompleteModeNeverRunsNoDataBatches(t *testing.T) {
+	progress, out := runQuery(t, lines, 3, func(s *query.Spec) { s.OutputMode = query.Complete })
+	if got := kinds(progress); got != "dd" {
+		t.Fatalf("complete mode ran %s, want dd", got)
+	}
+	if len(out[1]) != 4 {
+		t.Fatalf("complete mode's last batch emitted %d rows, want the whole table of 4", len(out[1]))
+	}
+}
+
+func TestUpdateModeNoDataBatchEvictsWithoutEmitting(t *testing.T) {
+	progress, out := runQuery(t, lines, 10, func(s *query.Spec) { s.OutputMode = query.Update })
+	if got := kinds(progress); got != "dn" {
+		t.Fatalf("update ran %s, want dn", got)
+	}
+	if len(out[1]) != 0 || progress[1].StateOperators[0].NumRowsRemoved != 2 {
+		t.Fatalf("update's no-data batch should emit nothing and evict 2 groups, emitted %d, removed %d", len(out[1]), progress[1].StateOperators[0].NumRowsRemoved)
+	}
+}
