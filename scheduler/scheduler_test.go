@@ -26,7 +26,7 @@ type listSource struct {
 }
 
 func off(n int) source.Offset { return source.Offset(strconv.Itoa(n)) }
-func num(o source.Offset) int  { n, _ := strconv.Atoi(string(o)); return n }
+func num(o source.Offset) int { n, _ := strconv.Atoi(string(o)); return n }
 
 func (s *listSource) Initial(context.Context) (source.Offset, error) { return off(0), nil }
 func (s *listSource) Latest(context.Context, source.Offset, time.Time) (source.Offset, error) {
