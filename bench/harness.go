@@ -267,6 +267,10 @@ type Batch struct {
 	Writes     WriteKinds
 	SinkWrites int // data files + the log entry; -1 when not known
 	FromWAL    time.Duration
+	// MapPhase runs from the offsets write to the last map task's end;
+	// MapTail is how long the last map task ran after the one before it
+	// ended (with equal splits, the time one task ran alone).
+	MapPhase, MapTail time.Duration
 }
 
 // EngineRun is one run of the engine.
@@ -290,6 +294,7 @@ type recorder struct {
 	last     Requests
 	traced   int // trace entries already attributed
 	walStart map[int64]time.Time
+	mapDone  map[int64][]time.Time
 	batches  []Batch
 	notify   chan<- scheduler.Progress
 }
@@ -317,6 +322,12 @@ func (r *recorder) progress(p *scheduler.Progress) {
 	r.traced = len(trace)
 	if t, ok := r.walStart[p.BatchID]; ok {
 		b.FromWAL = now.Sub(t)
+		if done := r.mapDone[p.BatchID]; len(done) > 0 {
+			b.MapPhase = done[len(done)-1].Sub(t)
+			if len(done) > 1 {
+				b.MapTail = done[len(done)-1].Sub(done[len(done)-2])
+			}
+		}
 	}
 	r.last = cur
 	r.batches = append(r.batches, b)
@@ -324,6 +335,20 @@ func (r *recorder) progress(p *scheduler.Progress) {
 	if r.notify != nil {
 		r.notify <- *p
 	}
+}
+
+// hook notes when map tasks end (the engine's fault-injection hook).
+func (r *recorder) hook(point string, batch int64) {
+	if point != "map-done" {
+		return
+	}
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mapDone == nil {
+		r.mapDone = map[int64][]time.Time{}
+	}
+	r.mapDone[batch] = append(r.mapDone[batch], now)
 }
 
 // walTimer notes when each batch's offsets entry starts being written.
@@ -353,6 +378,7 @@ func runEngine(ctx context.Context, spec query.Spec, parallelism int) (*EngineRu
 		Parallelism:    parallelism,
 		WrapCheckpoint: rec.wrap,
 		Progress:       rec.progress,
+		Hook:           rec.hook,
 	}
 	cpu := processCPU()
 	start := time.Now()

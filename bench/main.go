@@ -250,6 +250,7 @@ type batchStats struct {
 	trigger, fromWAL          []float64 // ms
 	writes, cpWrites, reads   []float64
 	fixed, deltas, snapshots  []float64
+	tailShare                 []float64 // MapTail / MapPhase
 	lists, stateWrites, sinkW []float64
 }
 
@@ -264,6 +265,9 @@ func collect(batches []Batch, noData bool) batchStats {
 		s.fromWAL = append(s.fromWAL, float64(b.FromWAL.Microseconds())/1000)
 		s.cpWrites = append(s.cpWrites, float64(b.Requests.Writes()))
 		s.fixed = append(s.fixed, float64(b.Writes.Fixed()))
+		if b.MapPhase > 0 {
+			s.tailShare = append(s.tailShare, b.MapTail.Seconds()/b.MapPhase.Seconds())
+		}
 		s.deltas = append(s.deltas, float64(b.Writes.Deltas))
 		s.snapshots = append(s.snapshots, float64(b.Writes.Snapshots))
 		s.reads = append(s.reads, float64(b.Requests.Get))
@@ -343,12 +347,15 @@ func tableLines(res *Results, c config) []line {
 		add("engine, CPU ns/event, generator / file", rangeOf(res.GenCPU, "%.0f")+" / "+rangeOf(res.FileCPU, "%.0f"), "")
 		add("engine, cores used (CPU/wall), generator / file", rangeOf(res.GenCores, "%.2f")+" / "+rangeOf(res.FileCores, "%.2f"), "")
 	}
-	writes := func(label string, s batchStats, target string) {
+	writes := func(label string, s batchStats, target string, split bool) {
 		if s.count == 0 {
 			return
 		}
 		add(fmt.Sprintf("%s: batches", label), fmt.Sprintf("%d", s.count), "")
 		add(fmt.Sprintf("%s: triggerExecution ms", label), rangeOf(s.trigger, "%.0f"), target)
+		if split {
+			add(fmt.Sprintf("%s: share of map phase the last task ran alone", label), rangeOf(s.tailShare, "%.2f"), "")
+		}
 		add(fmt.Sprintf("%s: checkpoint writes", label), rangeOf(s.cpWrites, "%.0f"), "")
 		add(fmt.Sprintf("%s:   offsets + commits + other", label), rangeOf(s.fixed, "%.0f"), "≤ 3")
 		add(fmt.Sprintf("%s:   state deltas (changed partitions)", label), rangeOf(s.deltas, "%.0f"), "")
@@ -357,11 +364,11 @@ func tableLines(res *Results, c config) []line {
 		add(fmt.Sprintf("%s: sink objects (files + log entry)", label), rangeOf(s.sinkW, "%.0f"), "")
 	}
 	if len(res.Gen) > 0 {
-		writes(fmt.Sprintf("generator, data batch of %d rows", c.maxRowsPerTrigger), collect(allBatches(res.Gen), false), "")
-		writes("generator, final no-data batch", collect(allBatches(res.Gen), true), "")
+		writes(fmt.Sprintf("generator, data batch of %d rows", c.maxRowsPerTrigger), collect(allBatches(res.Gen), false), "", true)
+		writes("generator, final no-data batch", collect(allBatches(res.Gen), true), "", false)
 	}
 	if len(res.File) > 0 {
-		writes(fmt.Sprintf("file, data batch of %d files", max(int(c.maxRowsPerTrigger)/c.rowsPerFile, 1)), collect(allBatches(res.File), false), "")
+		writes(fmt.Sprintf("file, data batch of %d files", max(int(c.maxRowsPerTrigger)/c.rowsPerFile, 1)), collect(allBatches(res.File), false), "", true)
 	}
 	if res.NoData != nil {
 		n := collect(res.NoData.Batches, true)
@@ -379,8 +386,8 @@ func tableLines(res *Results, c config) []line {
 		q, cl := collect(quiet, true), collect(closing, true)
 		add(fmt.Sprintf("  closing a window (%d rows out), triggerExecution ms", c.noDataCourses), rangeOf(cl.trigger, "%.0f")+fmt.Sprintf(" (%d batches)", cl.count), "")
 		add("  closing nothing, triggerExecution ms", rangeOf(q.trigger, "%.0f")+fmt.Sprintf(" (%d batches)", q.count), "")
-		writes("no-data batch closing a window", cl, "")
-		writes(fmt.Sprintf("data batch of %d rows (processingTime)", c.noDataCourses), d, "")
+		writes("no-data batch closing a window", cl, "", false)
+		writes(fmt.Sprintf("data batch of %d rows (processingTime)", c.noDataCourses), d, "", false)
 		add("local fsynced 1 KiB Put, ms", rangeOf(res.PutMs, "%.2f"), "")
 	}
 	return ls
