@@ -268,14 +268,14 @@ func (ms *Membership) Drain(ctx context.Context, id ExecutorID) error {
 	return nil
 }
 
-// WaitForLive waits until at least one member takes batches.
-func (ms *Membership) WaitForLive(ctx context.Context) ([]Member, error) {
+// WaitForLive waits until at least n members take batches.
+func (ms *Membership) WaitForLive(ctx context.Context, n int) ([]Member, error) {
 	for {
 		ms.mu.Lock()
 		live := ms.liveLocked()
 		ch := ms.changed
 		ms.mu.Unlock()
-		if len(live) > 0 {
+		if len(live) >= n && len(live) > 0 {
 			return live, nil
 		}
 		select {

@@ -76,7 +76,7 @@ func TestWaitForLiveReturnsWhenAnExecutorRegisters(t *testing.T) {
 	ms := NewMembership(time.Minute, nil, nil)
 	done := make(chan []Member, 1)
 	go func() {
-		m, _ := ms.WaitForLive(context.Background())
+		m, _ := ms.WaitForLive(context.Background(), 1)
 		done <- m
 	}()
 	ms.Register(t0, "127.0.0.1:1", "a", 1)

@@ -37,6 +37,9 @@ type RunnerOptions struct {
 	// MapAttempts bounds the launches of one map task within a batch
 	// (default 3), each on another executor while there is one.
 	MapAttempts int
+	// MinExecutors is how many executors must be registered before the
+	// first batch runs (default 1); later batches need one.
+	MinExecutors int
 }
 
 // Runner runs a query's batches on the driver's executors. It implements
@@ -49,6 +52,7 @@ type Runner struct {
 	attempts atomic.Uint64
 
 	mu       sync.Mutex
+	started  bool
 	owners   []ExecutorID
 	prepared map[ExecutorID]bool
 	stats    RunnerStats
@@ -116,12 +120,21 @@ type batchRun struct {
 // on its owner. Losing an owner fails the batch (the scheduler retries it
 // whole, and the next call assigns partitions anew).
 func (r *Runner) RunBatch(ctx context.Context, plan executor.BatchPlan) (*executor.BatchResult, error) {
-	if len(r.d.Members.Live()) == 0 {
-		r.opts.Logger.Info("waiting for an executor to register", "query", r.opts.Spec.Name, "batch", plan.Batch, "driver", r.d.Addr())
-		if _, err := r.d.Members.WaitForLive(ctx); err != nil {
+	r.mu.Lock()
+	need := 1
+	if !r.started {
+		need = max(1, r.opts.MinExecutors)
+	}
+	r.mu.Unlock()
+	if have := len(r.d.Members.Live()); have < need {
+		r.opts.Logger.Info("waiting for executors to register", "query", r.opts.Spec.Name, "batch", plan.Batch, "driver", r.d.Addr(), "registered", have, "need", need)
+		if _, err := r.d.Members.WaitForLive(ctx, need); err != nil {
 			return nil, err
 		}
 	}
+	r.mu.Lock()
+	r.started = true
+	r.mu.Unlock()
 	lease := r.d.Members.AcquireLive()
 	defer lease.Release()
 	if len(lease.Members) == 0 {

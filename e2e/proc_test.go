@@ -16,7 +16,8 @@ import (
 
 // bins holds the binaries TestMain built.
 var bins struct {
-	driver string
+	driver   string
+	executor string
 }
 
 func TestMain(m *testing.M) {
@@ -26,12 +27,15 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bins.driver = filepath.Join(dir, "driver")
-	cmd := exec.Command("go", "build", "-o", bins.driver, "./cmd/driver")
-	cmd.Dir = ".."
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build driver:", err)
-		os.Exit(1)
+	bins.executor = filepath.Join(dir, "executor")
+	for bin, pkg := range map[string]string{bins.driver: "./cmd/driver", bins.executor: "./cmd/executor"} {
+		cmd := exec.Command("go", "build", "-o", bin, pkg)
+		cmd.Dir = ".."
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build", pkg+":", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

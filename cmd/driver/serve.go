@@ -22,6 +22,7 @@ func newServeCmd() *cobra.Command {
 	var files []string
 	var tokenFile, progressJSON string
 	var exitWhenDone, allowFirst, allowReplay bool
+	var minExecutors int
 	cmd := &cobra.Command{
 		Use:   "serve --query QUERY.yaml [--query ...]",
 		Short: "Serve the driver service and run the given queries on the executors that register (SIGINT/SIGTERM stops)",
@@ -70,7 +71,7 @@ func newServeCmd() *cobra.Command {
 			errs := make([]error, len(specs))
 			for i, spec := range specs {
 				wg.Go(func() {
-					errs[i] = serveQuery(ctx, drv, spec, engine.Options{
+					errs[i] = serveQuery(ctx, drv, spec, minExecutors, engine.Options{
 						Logger: log, Hook: hook, Stdout: cmd.OutOrStdout(),
 						AllowFirstStart: allowFirst, AllowReplay: allowReplay,
 						Progress: func(p *scheduler.Progress) {
@@ -101,6 +102,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&opts.Listen, "listen", cluster.DefaultDriverListen, "address to serve executors and the CLI on")
 	f.StringVar(&tokenFile, "token-file", "", "file holding the cluster token (default: $"+cluster.TokenEnv+")")
 	f.DurationVar(&opts.HeartbeatTimeout, "heartbeat-timeout", 5*time.Second, "remove an executor silent for this long")
+	f.IntVar(&minExecutors, "min-executors", 1, "executors that must register before a query's first batch")
 	f.BoolVar(&exitWhenDone, "exit-when-done", false, "exit once every query has stopped (availableNow, once) instead of serving on")
 	f.StringVar(&progressJSON, "progress-json", "", "append one JSON progress object per batch to this file")
 	f.BoolVar(&allowFirst, "allow-first-start", false, "let a production query start on an empty checkpoint (a first start)")
@@ -109,13 +111,13 @@ func newServeCmd() *cobra.Command {
 }
 
 // serveQuery builds one query and runs it on the driver's executors.
-func serveQuery(ctx context.Context, drv *cluster.Driver, spec query.Spec, opts engine.Options) error {
+func serveQuery(ctx context.Context, drv *cluster.Driver, spec query.Spec, minExecutors int, opts engine.Options) error {
 	job, err := engine.Build(ctx, spec, opts)
 	if err != nil {
 		return err
 	}
 	defer job.Close()
-	runner, err := drv.NewRunner(cluster.RunnerOptions{QueryID: job.Query.QueryID(), Spec: job.Spec, Logger: opts.Logger, Hook: opts.Hook})
+	runner, err := drv.NewRunner(cluster.RunnerOptions{QueryID: job.Query.QueryID(), Spec: job.Spec, Logger: opts.Logger, Hook: opts.Hook, MinExecutors: minExecutors})
 	if err != nil {
 		return err
 	}
