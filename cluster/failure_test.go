@@ -201,3 +201,38 @@ func TestNonLoopbackListenNeedsAToken(t *testing.T) {
 	}
 	d.lis.Close()
 }
+
+// With the pebble provider, partitions that move to a new executor and
+// back (a join, then that executor draining) reopen the version each batch
+// needs, from the checkpoint when the local database is stale.
+func TestPartitionsMovingAwayAndBackKeepStateExactWithPebble(t *testing.T) {
+	for _, store := range []string{"pebble", "memory"} {
+		t.Run(store, func(t *testing.T) {
+			in, want := tileInput(t, 8000)
+			c := newTestCluster(t, 2, "")
+			dir := t.TempDir()
+			spec := tiletest.Spec(in, filepath.Join(dir, "out"), filepath.Join(dir, "cp"))
+			spec.Source.File.MaxFilesPerTrigger = 2
+			spec.StateStore = store
+			var joined int
+			r := c.runOn(spec, func(p *scheduler.Progress) {
+				switch p.BatchID {
+				case 2:
+					c.addNode()
+					joined = len(c.nodes) - 1
+					c.waitLive(3)
+				case 5:
+					if err := c.stop(joined); err != nil {
+						t.Errorf("drain: %v", err)
+					}
+				}
+			})
+			if d := tiletest.Diff(want, sinkWindows(t, spec.Sink.Parquet.Path)); d != "" {
+				t.Fatalf("output differs from the oracle:\n%s", d)
+			}
+			if slices.Contains(r.Owners(), c.nodes[joined].ID()) {
+				t.Fatalf("drained executor still owns partitions")
+			}
+		})
+	}
+}
