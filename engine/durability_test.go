@@ -160,7 +160,8 @@ func normalizeTrace(trace []string, queryID string) []string {
 	}
 	for _, l := range trace {
 		l = strings.ReplaceAll(l, queryID, "QUERYID")
-		if strings.HasPrefix(l, "checkpoint put-if-absent") || strings.HasPrefix(l, "sink put-if-absent") || strings.HasPrefix(l, "--") || strings.HasPrefix(l, "==") {
+		taskPoint := strings.HasPrefix(l, "-- map-done") || strings.HasPrefix(l, "-- state-commit")
+		if strings.HasPrefix(l, "checkpoint put-if-absent") || strings.HasPrefix(l, "sink put-if-absent") || strings.HasPrefix(l, "--") && !taskPoint {
 			flush()
 			out = append(out, l)
 			continue

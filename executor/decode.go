@@ -23,6 +23,7 @@ type metaCol struct {
 
 func newRecordDecoder(s *query.Spec) *recordDecoder {
 	d := &recordDecoder{}
+	used := usedColumns(s)
 	var fields []row.Field
 	for i, f := range s.Source.Schema {
 		if f.From != "" {
@@ -30,7 +31,7 @@ func newRecordDecoder(s *query.Spec) *recordDecoder {
 			continue
 		}
 		k, _ := row.ParseKind(f.Type)
-		fields = append(fields, row.Field{Name: f.Name, Kind: k, Nullable: f.IsNullable()})
+		fields = append(fields, row.Field{Name: f.Name, Kind: k, Nullable: f.IsNullable(), Unused: used != nil && !used[f.Name]})
 		d.valueIdx = append(d.valueIdx, i)
 	}
 	d.dec = row.NewDecoder(fields)
@@ -84,4 +85,29 @@ func Fields(s *query.Spec) []row.Field {
 		fields = append(fields, row.Field{Name: f.Name, Kind: k, Nullable: f.IsNullable()})
 	}
 	return fields
+}
+
+// usedColumns returns the columns an aggregation reads (nil: all, for a
+// query whose rows pass through).
+func usedColumns(s *query.Spec) map[string]bool {
+	a := s.Aggregate
+	if a == nil {
+		return nil
+	}
+	used := map[string]bool{}
+	if s.Watermark != nil {
+		used[s.Watermark.Column] = true
+	}
+	if a.Window != nil {
+		used[a.Window.Column] = true
+	}
+	for _, g := range a.GroupBy {
+		used[g] = true
+	}
+	for _, m := range a.Measures {
+		if m.Column != "" {
+			used[m.Column] = true
+		}
+	}
+	return used
 }

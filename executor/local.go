@@ -77,7 +77,9 @@ func (l *Local) RunBatch(ctx context.Context, plan BatchPlan) (*BatchResult, err
 	start = time.Now()
 	res.Reduces = make([]*ReduceResult, plan.Partitions)
 	g, gctx = errgroup.WithContext(ctx)
-	g.SetLimit(par)
+	// Reduce tasks of small batches mostly wait on writes (state deltas,
+	// sink files, each fsynced): let every partition's run at once.
+	g.SetLimit(max(par, plan.Partitions))
 	for p := 0; p < plan.Partitions; p++ {
 		g.Go(func() error {
 			var partials [][]agg.Entry

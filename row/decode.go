@@ -9,11 +9,15 @@ import (
 	"github.com/valyala/fastjson"
 )
 
-// Field is one column of a declared input schema.
+// Field is one column of a declared input schema. An Unused field is
+// checked exactly like the others (presence, nullability, type), so a
+// record is malformed or not whatever the query reads, but its value is
+// left null and a string is not copied: the query never reads it.
 type Field struct {
 	Name     string
 	Kind     Kind
 	Nullable bool
+	Unused   bool
 }
 
 // ErrMalformed matches every error Decode returns for a record that does
@@ -145,9 +149,19 @@ func (d *Decoder) Decode(data []byte, dst Row) (Row, error) {
 			dst[i] = Value{}
 			continue
 		}
+		if f.Unused && f.Kind == String {
+			if t := jv.Type(); t != fastjson.TypeString {
+				return dst[:0], &MalformedError{Field: f.Name, Reason: "want a string, got a JSON " + t.String()}
+			}
+			dst[i] = Value{}
+			continue
+		}
 		val, reason := d.convert(f.Kind, jv)
 		if reason != "" {
 			return dst[:0], &MalformedError{Field: f.Name, Reason: reason}
+		}
+		if f.Unused {
+			val = Value{}
 		}
 		dst[i] = val
 	}

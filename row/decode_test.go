@@ -450,3 +450,26 @@ func BenchmarkDecodeTileWindowed(b *testing.B) {
 	}
 	_ = sink
 }
+
+// An unused field is still checked, so a record is malformed whatever the
+// query reads, but its value is left null.
+func TestUnusedFieldIsCheckedButNotKept(t *testing.T) {
+	d := NewDecoder([]Field{
+		{Name: "id", Kind: String, Unused: true},
+		{Name: "n", Kind: Long, Unused: true},
+		{Name: "k", Kind: String},
+	})
+	r, err := d.Decode([]byte(`{"id":"x","n":3,"k":"y"}`), nil)
+	if err != nil || r[0].Kind != Null || r[1].Kind != Null || r[2].S != "y" {
+		t.Fatalf("got %v %v, want null, null, y", r, err)
+	}
+	for _, bad := range []string{`{"id":1,"n":3,"k":"y"}`, `{"id":"x","n":"3","k":"y"}`} {
+		if _, err := d.Decode([]byte(bad), nil); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: an unused field of the wrong type must still make the record malformed, got %v", bad, err)
+		}
+	}
+	d = NewDecoder([]Field{{Name: "id", Kind: String, Unused: true}})
+	if _, err := d.Decode([]byte(`{}`), nil); !errors.Is(err, ErrMalformed) {
+		t.Errorf("a missing non-nullable unused field must still be malformed, got %v", err)
+	}
+}

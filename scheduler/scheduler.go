@@ -234,7 +234,7 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 	}
 	if res.Rerun != nil {
 		cfg.Logger.Info("re-running uncommitted batch as logged", "query", cfg.Spec.Name, "batch", res.Rerun.BatchID)
-		if err := q.runBatch(ctx, lp, res.Rerun, true); err != nil {
+		if err := q.runBatch(ctx, lp, res.Rerun, true, cfg.Now()); err != nil {
 			return stopErr(ctx, err)
 		}
 		if cfg.Spec.Trigger.Once {
@@ -304,7 +304,7 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 			return stopErr(ctx, err)
 		}
 		q.hook("after-offsets", entry.BatchID)
-		if err := q.runBatch(ctx, lp, entry, false); err != nil {
+		if err := q.runBatch(ctx, lp, entry, false, triggerStart); err != nil {
 			return stopErr(ctx, err)
 		}
 		if cfg.Spec.Trigger.Once {
@@ -387,10 +387,11 @@ func (q *Query) plan(ctx context.Context, lp *loop, target source.Offset) (*chec
 	}, nil
 }
 
-// runBatch runs a logged batch to its commit, retrying it whole.
-func (q *Query) runBatch(ctx context.Context, lp *loop, e *checkpoint.OffsetEntry, rerun bool) error {
+// runBatch runs a logged batch to its commit, retrying it whole. started
+// is when the trigger began (planning and the offsets write included, as
+// Spark's triggerExecution does).
+func (q *Query) runBatch(ctx context.Context, lp *loop, e *checkpoint.OffsetEntry, rerun bool, started time.Time) error {
 	cfg := q.cfg
-	started := cfg.Now()
 	wm := eventtime.Batch{Late: eventtime.Watermark(e.LateWatermarkMs * 1000), Evict: eventtime.Watermark(e.BatchWatermarkMs * 1000)}
 	var res *executor.BatchResult
 	var skipSink bool

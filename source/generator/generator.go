@@ -25,7 +25,7 @@ const (
 	// delay, so the row is dropped once the watermark has moved past it.
 	LateDelay = 2 * time.Hour
 	// SplitRows is the most rows one split holds.
-	SplitRows = 100_000
+	SplitRows = 25_000
 )
 
 // Part is the Record.Part of every generated record; Record.Offset is the
