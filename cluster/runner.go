@@ -160,17 +160,27 @@ func (r *Runner) RunBatch(ctx context.Context, plan executor.BatchPlan) (*execut
 		b.protoOwners = append(b.protoOwners, &sluicepb.PartitionOwner{ExecutorId: string(m.ID), Address: m.Address})
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	parent := ctx
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	defer b.release()
+	b.watchOwners(ctx, cancel)
+	// fail prefers the reason the batch was aborted (an owner left) over
+	// the cancellation it caused in the tasks.
+	fail := func(err error) error {
+		if parent.Err() == nil && ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		return err
+	}
 	if err := b.prepareAll(ctx); err != nil {
-		return nil, err
+		return nil, fail(err)
 	}
 	res := &executor.BatchResult{}
 	start := time.Now()
 	accepted, metrics, err := b.runMaps(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fail(err)
 	}
 	var shuffled, records int64
 	for i, m := range metrics {
@@ -187,7 +197,7 @@ func (r *Runner) RunBatch(ctx context.Context, plan executor.BatchPlan) (*execut
 	}
 	start = time.Now()
 	if res.Reduces, err = b.runReduces(ctx, accepted); err != nil {
-		return nil, err
+		return nil, fail(err)
 	}
 	res.ReduceDuration = time.Since(start)
 	b.log.Debug("batch ran on executors", "maps", len(plan.Splits), "shuffleBytes", shuffled, "shuffleRecords", records)
@@ -218,6 +228,28 @@ func describeOwners(owners []ExecutorID) string {
 		fmt.Fprintf(&b, "%s:[%s]", id, strings.Join(parts[id], ","))
 	}
 	return b.String()
+}
+
+// watchOwners aborts the batch when an owner of its partitions leaves the
+// membership (a failed call, missed heartbeats): every map task pushes to
+// it and its reduces cannot run, so waiting for them is pointless (and a
+// push to a hung owner would wait forever).
+func (b *batchRun) watchOwners(ctx context.Context, abort context.CancelCauseFunc) {
+	seen := map[ExecutorID]bool{}
+	for _, id := range b.owners {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		gone := b.r.d.Members.Gone(id)
+		go func() {
+			select {
+			case <-gone:
+				abort(fmt.Errorf("batch %d: executor %s, owner of partitions %v, left the pool; the batch needs a new assignment", b.plan.Batch, id, b.ownsPartitions(id)))
+			case <-ctx.Done():
+			}
+		}()
+	}
 }
 
 // lostError says an executor was lost during a call.

@@ -123,6 +123,12 @@ func logMatch(t *testing.T, p *Proc, re *regexp.Regexp) string {
 // all sharing a token, and waits until every executor registered.
 func startCluster(t *testing.T, l locations, executors int, driverArgs []string, specs ...string) *cluster {
 	t.Helper()
+	return startClusterWith(t, l, executors, driverArgs, nil, specs...)
+}
+
+// startClusterWith is startCluster with extra environment for the driver.
+func startClusterWith(t *testing.T, l locations, executors int, driverArgs, driverEnv []string, specs ...string) *cluster {
+	t.Helper()
 	c := &cluster{t: t, tokenFile: filepath.Join(t.TempDir(), "token"), env: l.Env}
 	if err := os.WriteFile(c.tokenFile, []byte("e2e-cluster-token\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -132,7 +138,7 @@ func startCluster(t *testing.T, l locations, executors int, driverArgs []string,
 	for _, s := range specs {
 		args = append(args, "--query", s)
 	}
-	c.driver = NewProc(t, "driver", bins.driver, append(args, driverArgs...)...).Env(l.Env...)
+	c.driver = NewProc(t, "driver", bins.driver, append(args, driverArgs...)...).Env(l.Env...).Env(driverEnv...)
 	c.driver.Start()
 	c.driver.WaitForLog(`msg="driver listening"`, 30*time.Second)
 	c.addr = logMatch(t, c.driver, addrInLog)
