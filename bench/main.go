@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,6 +31,8 @@ type config struct {
 	only              string
 	cpuProfile        string
 	markdown          bool
+	kafka             KafkaConfig
+	kafkaRSS          string
 }
 
 func main() {
@@ -43,10 +46,31 @@ func main() {
 	flag.DurationVar(&c.noDataInterval, "nodata-interval", 20*time.Millisecond, "processingTime trigger of the no-data measurement")
 	flag.IntVar(&c.parallelism, "parallelism", 0, "engine task parallelism (0: GOMAXPROCS)")
 	flag.StringVar(&c.dir, "dir", "", "work directory (default: a new temporary directory, removed at the end)")
-	flag.StringVar(&c.only, "only", "", "comma-separated subset of raw,gen,file,nodata (default all)")
+	flag.StringVar(&c.only, "only", "", "comma-separated subset of raw,gen,file,nodata,kafka (default all but kafka, which runs only when named)")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.BoolVar(&c.markdown, "markdown", false, "also print the results as a Markdown table for bench/README.md")
+	flag.IntVar(&c.kafka.Rows, "kafka-n", 10_000_000, "kafka: catch-up backlog, records (0: no catch-up runs)")
+	flag.Int64Var(&c.kafka.MaxOffsets, "kafka-max-offsets", 500_000, "kafka: maxOffsetsPerTrigger of the catch-up runs")
+	flag.IntVar(&c.kafka.Runs, "kafka-runs", 3, "kafka: catch-up rounds (raw loop and engine once each)")
+	var partitions int
+	flag.IntVar(&partitions, "kafka-partitions", 8, "kafka: partitions per topic")
+	flag.StringVar(&c.kafkaRSS, "kafka-rss", "1000000,10000000", "kafka: backlogs of the `driver run` peak-RSS runs, comma-separated (empty: none)")
+	flag.Int64Var(&c.kafka.RSSMaxOffsets, "kafka-rss-max-offsets", 200_000, "kafka: maxOffsetsPerTrigger of the peak-RSS runs")
+	flag.StringVar(&c.kafka.Driver, "kafka-driver", "", "kafka: prebuilt driver binary for the RSS runs (default: go build ./cmd/driver into the work directory)")
+	flag.StringVar(&c.kafka.HeapProfile, "kafka-heap-profile", "", "kafka: run the engine in this process over the largest RSS backlog and write heap profiles into this directory")
+	flag.IntVar(&c.kafka.HeapEvery, "kafka-heap-every", 10, "kafka: batches between heap profiles")
 	flag.Parse()
+	c.kafka.Partitions = int32(partitions)
+	for _, s := range strings.Split(c.kafkaRSS, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n <= 0 {
+				fmt.Fprintf(os.Stderr, "sluicebench: -kafka-rss: %q is not a positive record count\n", s)
+				os.Exit(2)
+			}
+			c.kafka.RSSRows = append(c.kafka.RSSRows, n)
+		}
+	}
 	if err := run(context.Background(), c, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "sluicebench:", err)
 		os.Exit(1)
@@ -68,6 +92,7 @@ type Results struct {
 	Gen, File                []*EngineRun
 	NoData                   *NoDataRun
 	RawWindows, EngineGroups int
+	Kafka                    *KafkaResults
 }
 
 func run(ctx context.Context, c config, out io.Writer) error {
@@ -78,7 +103,8 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		}
 	}
 	all := len(want) == 0
-	do := func(s string) bool { return all || want[s] }
+	// kafka preloads a broker with millions of records: only when named.
+	do := func(s string) bool { return (all && s != "kafka") || want[s] }
 
 	dir := c.dir
 	if dir == "" {
@@ -212,6 +238,14 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		if res.PutMs, err = putLatency(ctx, filepath.Join(dir, "put-latency"), 50); err != nil {
 			return err
 		}
+	}
+	if do("kafka") {
+		c.kafka.Parallelism = c.parallelism
+		kr, err := runKafka(ctx, c.kafka, dir, out)
+		if err != nil {
+			return fmt.Errorf("kafka measurement: %w", err)
+		}
+		res.Kafka = kr
 	}
 	res.Load = append(res.Load, loadAvg())
 	fmt.Fprintln(out)
@@ -389,6 +423,9 @@ func tableLines(res *Results, c config) []line {
 		writes("no-data batch closing a window", cl, "", false)
 		writes(fmt.Sprintf("data batch of %d rows (processingTime)", c.noDataCourses), d, "", false)
 		add("local fsynced 1 KiB Put, ms", rangeOf(res.PutMs, "%.2f"), "")
+	}
+	if res.Kafka != nil {
+		ls = append(ls, kafkaLines(res.Kafka)...)
 	}
 	return ls
 }
