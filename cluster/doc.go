@@ -28,6 +28,36 @@
 // logged offsets, and the next attempt assigns the lost executor's
 // partitions to the others.
 //
+// Failures: a map task that fails is launched again (a new attempt
+// number) on another executor, up to RunnerOptions.MapAttempts; owners keep
+// only the highest attempt of each map task, so a retry's partials replace
+// the first attempt's. An executor is lost when a call to it fails at the
+// transport (UNAVAILABLE), when a map task reports it could not push to it
+// (a ShuffleFailure detail), or when it misses heartbeats for
+// DriverOptions.HeartbeatTimeout (a hung process); in-flight calls to it
+// are cancelled. Losing the owner of a partition aborts the batch at once.
+//
+// Draining: SIGTERM makes an executor call Deregister; the driver stops
+// giving it batches and answers once no running batch holds it (Lease), so
+// its partitions are handed back at a batch boundary; then it finishes its
+// tasks and exits. Joining: an executor that registers while a query runs
+// gets its share of partitions at the next batch.
+//
+// Limits (memory is bounded per batch, never by the stream's length):
+//   - a map task holds its split's partial table (executor.RunMap returns
+//     it whole) and one chunk (shuffle.DefaultChunkBytes) per owner stream;
+//     gRPC flow control holds the sender back when an owner is slow;
+//   - an owner holds pushed partials in memory up to --shuffle-memory
+//     (default 256 MiB) and spills the rest to --data-dir until the batch
+//     is released;
+//   - a reduce task decodes one partition's partials from every map task at
+//     once (agg.Layout.Reduce takes them together);
+//   - rows returned to the driver for a driver-side sink (jsonBatches,
+//     console, foreachBatch) travel in one message per partition, at most
+//     MaxMessageBytes (1 GiB); Parquet output is written by executors;
+//   - the in-memory state provider keeps partitions that moved away cached
+//     until the executor restarts (statestore has no call to evict them).
+//
 // Generated protobuf types stay in this package and in shuffle; the engine
 // packages it calls take domain types.
 package cluster

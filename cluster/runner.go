@@ -307,6 +307,13 @@ func shuffleFailure(err error) *sluicepb.ShuffleFailure {
 }
 
 func (b *batchRun) prepareAll(ctx context.Context) error {
+	b.r.mu.Lock()
+	for id := range b.r.prepared {
+		if _, ok := b.byID[id]; !ok && !b.r.d.Members.IsMember(id) {
+			delete(b.r.prepared, id)
+		}
+	}
+	b.r.mu.Unlock()
 	g, gctx := errgroup.WithContext(ctx)
 	for _, m := range b.lease.Members {
 		b.r.mu.Lock()
