@@ -24,7 +24,7 @@ import (
 // testCluster is a driver and executors in this process, over real gRPC
 // on loopback.
 type testCluster struct {
-	t      *testing.T
+	t      testing.TB
 	driver *Driver
 	token  string
 	mu     sync.Mutex
@@ -33,14 +33,14 @@ type testCluster struct {
 	dones  []chan error
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.DiscardHandler)
 }
 
-func newTestCluster(t *testing.T, executors int, token string) *testCluster {
+func newTestCluster(t testing.TB, executors int, token string) *testCluster {
 	t.Helper()
 	d, err := NewDriver(DriverOptions{Listen: "127.0.0.1:0", Token: token, HeartbeatTimeout: 2 * time.Second, Logger: testLogger(t).With("proc", "driver")})
 	if err != nil {
@@ -221,7 +221,7 @@ func compareFiles(t *testing.T, want, got map[string][]byte) {
 	}
 }
 
-func tileInput(t *testing.T, n int) (string, []tiletest.Window) {
+func tileInput(t testing.TB, n int) (string, []tiletest.Window) {
 	events := tiletest.Events(5, n, 150*time.Millisecond, 4*time.Minute, 9)
 	in := filepath.Join(t.TempDir(), "in")
 	if err := tiletest.WriteFiles(in, events, 250); err != nil {

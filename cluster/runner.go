@@ -501,6 +501,9 @@ func (b *batchRun) runReduces(ctx context.Context, accepted []uint64) ([]*execut
 // before RunBatch returns, so that a retry's data is never dropped by a
 // late release.
 func (b *batchRun) release() {
+	if len(b.plan.Splits) == 0 {
+		return // no map task, nothing pushed
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
