@@ -56,6 +56,7 @@ func main() {
 	flag.IntVar(&partitions, "kafka-partitions", 8, "kafka: partitions per topic")
 	flag.StringVar(&c.kafkaRSS, "kafka-rss", "1000000,10000000", "kafka: backlogs of the `driver run` peak-RSS runs, comma-separated (empty: none)")
 	flag.Int64Var(&c.kafka.RSSMaxOffsets, "kafka-rss-max-offsets", 200_000, "kafka: maxOffsetsPerTrigger of the peak-RSS runs")
+	flag.IntVar(&c.kafka.RSSRuns, "kafka-rss-runs", 3, "kafka: rounds of peak-RSS runs (each round runs every backlog once)")
 	flag.StringVar(&c.kafka.Driver, "kafka-driver", "", "kafka: prebuilt driver binary for the RSS runs (default: go build ./cmd/driver into the work directory)")
 	flag.StringVar(&c.kafka.HeapProfile, "kafka-heap-profile", "", "kafka: run the engine in this process over the largest RSS backlog and write heap profiles into this directory")
 	flag.IntVar(&c.kafka.HeapEvery, "kafka-heap-every", 10, "kafka: batches between heap profiles")
