@@ -246,7 +246,7 @@ func (n *Node) close() {
 func (n *Node) register(ctx context.Context, driver sluicepb.DriverServiceClient) error {
 	host, _ := os.Hostname()
 	req := &sluicepb.RegisterRequest{Address: n.Addr(), Name: fmt.Sprintf("%s/%d", host, os.Getpid()), Slots: int32(n.opts.Slots)}
-	wait := 100 * time.Millisecond
+	wait := 50 * time.Millisecond
 	warned := false
 	for {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -276,7 +276,7 @@ func (n *Node) register(ctx context.Context, driver sluicepb.DriverServiceClient
 			return ctx.Err()
 		case <-time.After(wait):
 		}
-		wait = min(2*wait, 2*time.Second)
+		wait = min(2*wait, time.Second)
 	}
 }
 
