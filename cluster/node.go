@@ -45,7 +45,7 @@ type NodeOptions struct {
 	DataDir string
 	// Token is the cluster token ("" disables the check).
 	Token string
-	// Slots bounds the tasks run at once (default GOMAXPROCS).
+	// Slots bounds the map tasks run at once (default GOMAXPROCS).
 	Slots int
 	// ShuffleMemory bounds shuffle data held in memory before spilling
 	// (default shuffle.DefaultMemoryLimit).
@@ -544,13 +544,11 @@ func (s *executorService) RunReduceTask(ctx context.Context, req *sluicepb.RunRe
 		}
 		return nil, status.Errorf(codes.Aborted, "reduce partition %d of batch %d: %v", p, req.Batch, err)
 	}
+	// Reduce tasks take no task slot: they mostly wait on writes (state
+	// deltas, sink files), and an executor runs one per partition it owns.
 	lock := n.partLock(q, p)
 	lock.Lock()
 	defer lock.Unlock()
-	if err := n.acquire(ctx); err != nil {
-		return nil, taskError(ctx, err)
-	}
-	defer n.releaseSlot()
 	env := q.env.Env
 	var partials [][]agg.Entry
 	var rows [][]row.Row

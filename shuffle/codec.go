@@ -162,7 +162,9 @@ func (c *Chunker) Flush() error {
 		return nil
 	}
 	err := c.flush(c.buf)
-	c.buf = make([]byte, 0, c.target+c.target/4)
+	// The next chunk grows by append: partials of one partition from one
+	// map task are often a few hundred bytes, far below the target.
+	c.buf = nil
 	return err
 }
 
