@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -266,14 +265,9 @@ func TestChaosKafkaBrokerAwayWhileIdleDriverWaitsAndResumesExactly(t *testing.T)
 // The broker goes away just after the driver logged offsets/N, before
 // batch N asked the broker for anything (the checkpoint is on S3 behind a
 // proxy that holds that write until the broker is down). The query should
-// wait for the broker as it does while planning; see the skip message.
+// wait for the broker as it does while planning: batch retries share the
+// --source-retry-for budget.
 func TestChaosKafkaBrokerAwayAtTheStartOfABatchDriverWaitsAndResumes(t *testing.T) {
-	if os.Getenv("SLUICE_CHAOS_BUGS") != "1" {
-		t.Skip("bug: scheduler.(*Query).runBatch retries a batch whose source is unreachable only MaxAttempts (3) times " +
-			"over ~0.6s; --source-retry-for covers planning only, so a broker outage that starts after offsets/N is written " +
-			"fails the query at once (\"batch N failed after 3 attempts: batch N: split offsets: list earliest kafka offsets ... connection refused\"). " +
-			"SLUICE_CHAOS_BUGS=1 runs it")
-	}
 	srv := s3test.Start(t)
 	proxy := newFaultProxy(t, srv.Endpoint, faultproxy.Config{})
 	p := s3Place(t, srv, "kafka-outage", proxy.URL())

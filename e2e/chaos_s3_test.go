@@ -110,7 +110,7 @@ func TestChaosS3PersistentWriteFailureFailsLoudlyAndRestartIsExact(t *testing.T)
 			p := s3Place(t, srv, fmt.Sprintf("persist-%d", i), proxy.URL())
 			specPath := writeSpec(t, chaosSpec(in, p, 4, query.Trigger{AvailableNow: true}))
 			dir := t.TempDir()
-			first := oneProcess.start(t, queryArgs{spec: specPath, progress: filepath.Join(dir, "first.jsonl"), env: p.Env, runArgs: []string{"--s3-max-retries", "2"}})
+			first := oneProcess.start(t, queryArgs{spec: specPath, progress: filepath.Join(dir, "first.jsonl"), env: p.Env, runArgs: []string{"--s3-max-retries", "2", "--source-retry-for", "0s"}})
 			err := first.wait(180 * time.Second)
 			if err == nil || killedBySignal(err) {
 				t.Fatalf("the query did not fail loudly on a persistent write failure (exit %v):\n%s", err, first.logs())

@@ -55,8 +55,9 @@ type Config struct {
 	// data (default 100ms).
 	IdlePoll time.Duration
 	// PlanRetryFor is how long a query keeps retrying (with backoff) when it
-	// cannot plan the next batch because the source is unreachable; zero
-	// fails at once. Data loss is never retried.
+	// cannot plan the next batch, or a planned batch keeps failing, because
+	// the source or a store is unreachable; zero fails at once (after
+	// MaxAttempts for a batch). Data loss and fencing are never retried.
 	PlanRetryFor time.Duration
 	Logger       *slog.Logger
 	// Now is the clock (default time.Now).
@@ -397,6 +398,7 @@ func (q *Query) runBatch(ctx context.Context, lp *loop, e *checkpoint.OffsetEntr
 	var skipSink bool
 	attempts := 0
 	backoff := cfg.RetryBackoff
+	var firstFailure time.Time
 	for {
 		attempts++
 		var err error
@@ -404,14 +406,21 @@ func (q *Query) runBatch(ctx context.Context, lp *loop, e *checkpoint.OffsetEntr
 		if err == nil {
 			break
 		}
-		if permanent(err) || attempts >= cfg.MaxAttempts {
+		if firstFailure.IsZero() {
+			firstFailure = cfg.Now()
+		}
+		// A batch gets at least MaxAttempts tries, and keeps trying with
+		// backoff while failures last less than PlanRetryFor (a broker or
+		// object store away for a while); permanent errors stop at once.
+		withinBudget := cfg.Now().Sub(firstFailure) < cfg.PlanRetryFor
+		if permanent(err) || (attempts >= cfg.MaxAttempts && !withinBudget) {
 			return fmt.Errorf("batch %d failed after %d attempts: %w", e.BatchID, attempts, err)
 		}
-		cfg.Logger.Warn("batch failed; retrying from its logged offsets", "query", cfg.Spec.Name, "batch", e.BatchID, "attempt", attempts, "err", err)
+		cfg.Logger.Warn("batch failed; retrying from its logged offsets", "query", cfg.Spec.Name, "batch", e.BatchID, "attempt", attempts, "retry_in", backoff, "err", err)
 		if !sleep(ctx, backoff) {
 			return ctx.Err()
 		}
-		backoff *= 2
+		backoff = min(backoff*2, 10*time.Second)
 	}
 	q.hook("after-sink-commit", e.BatchID)
 	delay := int64(0)
