@@ -7,12 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -52,6 +55,9 @@ type KafkaConfig struct {
 	RSSRows       []int
 	RSSMaxOffsets int64
 	RSSRuns       int // rounds of driver runs (each round runs every backlog once)
+	// ClientOptions are the spec's kafka.* options (prefix removed), for
+	// the engine's runs (catch-up, RSS, heap), e.g. max.partition.fetch.bytes.
+	ClientOptions map[string]string
 	// Driver is a prebuilt driver binary; empty builds one.
 	Driver      string
 	Parallelism int
@@ -64,14 +70,17 @@ type KafkaConfig struct {
 
 // KafkaResults are the Kafka measurement's figures.
 type KafkaResults struct {
-	Config                    KafkaConfig
-	Produce                   []ProduceRun
-	RawEPS, EngineEPS, Ratio  []float64 // events/s per round; engine / raw of the same round
-	RawCPU, EngineCPU         []float64 // process CPU ns per event (includes the broker)
-	EngineCores               []float64
-	RawWindows, EngineWindows int // windows the raw loop counted; emitted + open windows of the engine
-	EngineBatches             int
-	RSS                       []RSSRun
+	Config                   KafkaConfig
+	Produce                  []ProduceRun
+	RawEPS, EngineEPS, Ratio []float64 // events/s per round; engine / raw of the same round
+	RawCPU, EngineCPU        []float64 // process CPU ns per event (includes the broker)
+	// RawSentPerEvent, EngineSentPerEvent are the bytes the broker sent
+	// per event read: fetched-ahead data that is thrown away shows here.
+	RawSentPerEvent, EngineSentPerEvent []float64
+	EngineCores                         []float64
+	RawWindows, EngineWindows           int // windows the raw loop counted; emitted + open windows of the engine
+	EngineBatches                       int
+	RSS                                 []RSSRun
 }
 
 // ProduceRun is one topic's preload.
@@ -104,12 +113,48 @@ func kafkaTopic(rows int) string { return fmt.Sprintf("%s.%d", kafkaTopicPrefix,
 type kafkaBroker struct {
 	cluster *kfake.Cluster
 	addr    string
+	// sent counts the bytes the broker has written to its clients: what
+	// a consumer made it serve, fetched-ahead data included.
+	sent *atomic.Int64
+}
+
+// countingListener counts the bytes written to the connections it accepts.
+type countingListener struct {
+	net.Listener
+	sent *atomic.Int64
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return countingConn{c, l.sent}, nil
+}
+
+type countingConn struct {
+	net.Conn
+	sent *atomic.Int64
+}
+
+func (c countingConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.sent.Add(int64(n))
+	return n, err
 }
 
 // startKafka starts a one-broker kfake cluster on a free 127.0.0.1 port
 // with the given topics.
 func startKafka(partitions int32, topics ...string) (*kafkaBroker, error) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topics...))
+	sent := &atomic.Int64{}
+	listen := func(network, address string) (net.Listener, error) {
+		ln, err := net.Listen(network, address)
+		if err != nil {
+			return nil, err
+		}
+		return countingListener{ln, sent}, nil
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topics...), kfake.ListenFn(listen))
 	if err != nil {
 		return nil, fmt.Errorf("start kfake cluster: %w", err)
 	}
@@ -120,7 +165,7 @@ func startKafka(partitions int32, topics ...string) (*kafkaBroker, error) {
 			return nil, fmt.Errorf("start kfake cluster: listening on %s, want 127.0.0.1 only", a)
 		}
 	}
-	return &kafkaBroker{cluster: c, addr: strings.Join(addrs, ",")}, nil
+	return &kafkaBroker{cluster: c, addr: strings.Join(addrs, ","), sent: sent}, nil
 }
 
 func (b *kafkaBroker) close() { b.cluster.Close() }
@@ -292,13 +337,14 @@ func rawKafkaLoop(ctx context.Context, addr, topic string, ends map[int32]int64)
 }
 
 // kafkaSpec is the bench's tile over a Kafka topic.
-func kafkaSpec(addr, topic, dir string, maxOffsets int64) query.Spec {
+func kafkaSpec(addr, topic, dir string, maxOffsets int64, options map[string]string) query.Spec {
 	src := query.Source{
 		Kafka: &query.KafkaSource{
 			BootstrapServers:     addr,
 			Subscribe:            topic,
 			StartingOffsets:      "earliest",
 			MaxOffsetsPerTrigger: maxOffsets,
+			Options:              options,
 		},
 		Schema: query.GeneratorSchema(),
 	}
@@ -337,7 +383,7 @@ func runKafka(ctx context.Context, kc KafkaConfig, dir string, out io.Writer) (*
 	}
 
 	if kc.Rows > 0 && kc.Runs > 0 {
-		if err := kafkaCatchUp(ctx, kc, b.addr, dir, res, out); err != nil {
+		if err := kafkaCatchUp(ctx, kc, b, dir, res, out); err != nil {
 			return nil, err
 		}
 	}
@@ -355,7 +401,7 @@ func runKafka(ctx context.Context, kc KafkaConfig, dir string, out io.Writer) (*
 		}
 		for round := range max(kc.RSSRuns, 1) {
 			for _, n := range kc.RSSRows {
-				rr, err := rssRun(ctx, driver, b.addr, kafkaTopic(n), filepath.Join(dir, fmt.Sprintf("kafka-rss-%d-%d", n, round)), kc.RSSMaxOffsets)
+				rr, err := rssRun(ctx, driver, b.addr, kafkaTopic(n), filepath.Join(dir, fmt.Sprintf("kafka-rss-%d-%d", n, round)), kc.RSSMaxOffsets, kc.ClientOptions)
 				if err != nil {
 					return nil, fmt.Errorf("driver run over %d records: %w", n, err)
 				}
@@ -374,7 +420,8 @@ func runKafka(ctx context.Context, kc KafkaConfig, dir string, out io.Writer) (*
 
 // kafkaCatchUp runs the raw loop and the engine over the catch-up topic,
 // kc.Runs rounds, after one untimed warm-up of the raw loop.
-func kafkaCatchUp(ctx context.Context, kc KafkaConfig, addr, dir string, res *KafkaResults, out io.Writer) error {
+func kafkaCatchUp(ctx context.Context, kc KafkaConfig, b *kafkaBroker, dir string, res *KafkaResults, out io.Writer) error {
+	addr := b.addr
 	topic := kafkaTopic(kc.Rows)
 	ends, err := endOffsets(ctx, addr, topic)
 	if err != nil {
@@ -393,10 +440,19 @@ func kafkaCatchUp(ctx context.Context, kc KafkaConfig, addr, dir string, res *Ka
 	for r := range kc.Runs {
 		var raw *RawResult
 		var er *EngineRun
+		var rawSent, engineSent int64
 		rawRun := func() error {
 			var n int64
 			var err error
-			if raw, n, err = rawKafkaLoop(ctx, addr, topic, ends); err != nil {
+			sent := b.sent.Load()
+			defer func() { rawSent = b.sent.Load() - sent }()
+			// Labels let a -cpuprofile tell the two sides apart
+			// (go tool pprof -tagfocus phase=raw); the broker's
+			// goroutines carry none.
+			pprof.Do(ctx, pprof.Labels("phase", "raw"), func(ctx context.Context) {
+				raw, n, err = rawKafkaLoop(ctx, addr, topic, ends)
+			})
+			if err != nil {
 				return err
 			}
 			if n != int64(kc.Rows) {
@@ -407,7 +463,12 @@ func kafkaCatchUp(ctx context.Context, kc KafkaConfig, addr, dir string, res *Ka
 		runDir := filepath.Join(dir, fmt.Sprintf("kafka-%d", r))
 		engineRun := func() error {
 			var err error
-			if er, err = runEngine(ctx, kafkaSpec(addr, topic, runDir, kc.MaxOffsets), kc.Parallelism); err != nil {
+			sent := b.sent.Load()
+			defer func() { engineSent = b.sent.Load() - sent }()
+			pprof.Do(ctx, pprof.Labels("phase", "engine"), func(ctx context.Context) {
+				er, err = runEngine(ctx, kafkaSpec(addr, topic, runDir, kc.MaxOffsets, kc.ClientOptions), kc.Parallelism)
+			})
+			if err != nil {
 				return fmt.Errorf("engine with kafka source: %w", err)
 			}
 			os.RemoveAll(runDir)
@@ -435,8 +496,8 @@ func kafkaCatchUp(ctx context.Context, kc KafkaConfig, addr, dir string, res *Ka
 		res.RawEPS = append(res.RawEPS, rawEPS)
 		res.RawCPU = append(res.RawCPU, nsPer(kc.Rows, raw.CPU))
 		res.RawWindows = len(raw.Counts)
-		fmt.Fprintf(out, "round %d kafka raw loop  %7.3f s  %6.3f M events/s  %5.0f CPU ns/event  (%d windows)\n",
-			r+1, raw.Elapsed.Seconds(), rawEPS/1e6, nsPer(kc.Rows, raw.CPU), len(raw.Counts))
+		fmt.Fprintf(out, "round %d kafka raw loop  %7.3f s  %6.3f M events/s  %5.0f CPU ns/event  %4.0f broker bytes/event  (%d windows)\n",
+			r+1, raw.Elapsed.Seconds(), rawEPS/1e6, nsPer(kc.Rows, raw.CPU), float64(rawSent)/float64(kc.Rows), len(raw.Counts))
 		res.EngineWindows = int(er.OutputRows + er.StateRows)
 		res.EngineBatches = len(er.Batches)
 		v := eps(kc.Rows, er.Elapsed)
@@ -444,8 +505,10 @@ func kafkaCatchUp(ctx context.Context, kc KafkaConfig, addr, dir string, res *Ka
 		res.EngineCPU = append(res.EngineCPU, nsPer(kc.Rows, er.CPU))
 		res.EngineCores = append(res.EngineCores, er.CPU.Seconds()/er.Elapsed.Seconds())
 		res.Ratio = append(res.Ratio, v/rawEPS)
-		fmt.Fprintf(out, "round %d kafka engine    %7.3f s  %6.3f M events/s  %5.0f CPU ns/event  %.2f cores  %d batches  ratio %.2f\n",
-			r+1, er.Elapsed.Seconds(), v/1e6, nsPer(kc.Rows, er.CPU), er.CPU.Seconds()/er.Elapsed.Seconds(), len(er.Batches), v/rawEPS)
+		res.RawSentPerEvent = append(res.RawSentPerEvent, float64(rawSent)/float64(kc.Rows))
+		res.EngineSentPerEvent = append(res.EngineSentPerEvent, float64(engineSent)/float64(kc.Rows))
+		fmt.Fprintf(out, "round %d kafka engine    %7.3f s  %6.3f M events/s  %5.0f CPU ns/event  %4.0f broker bytes/event  %.2f cores  %d batches  ratio %.2f\n",
+			r+1, er.Elapsed.Seconds(), v/1e6, nsPer(kc.Rows, er.CPU), float64(engineSent)/float64(kc.Rows), er.CPU.Seconds()/er.Elapsed.Seconds(), len(er.Batches), v/rawEPS)
 	}
 	return nil
 }
@@ -509,12 +572,12 @@ func launch(args []string) int {
 // rssRun runs `driver run -f` over topic in a grandchild process (through
 // the launcher) and returns its peak RSS (getrusage of the driver), with
 // its VmRSS and VmHWM sampled while it runs.
-func rssRun(ctx context.Context, driver, addr, topic, dir string, maxOffsets int64) (*RSSRun, error) {
+func rssRun(ctx context.Context, driver, addr, topic, dir string, maxOffsets int64, options map[string]string) (*RSSRun, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create run directory: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	spec := kafkaSpec(addr, topic, dir, maxOffsets)
+	spec := kafkaSpec(addr, topic, dir, maxOffsets, options)
 	b, err := json.MarshalIndent(spec, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("encode spec: %w", err)
@@ -658,6 +721,10 @@ func kafkaLines(k *KafkaResults) []line {
 		add(pre+": ratio engine / raw loop", rangeOf(k.Ratio, "%.2f"), "≥ 0.8")
 		add("kafka: CPU ns/event (process, broker included), raw / engine", rangeOf(k.RawCPU, "%.0f")+" / "+rangeOf(k.EngineCPU, "%.0f"), "")
 		add("kafka: engine cores used (CPU/wall, broker included)", rangeOf(k.EngineCores, "%.2f"), "")
+		add("kafka: bytes the broker sent per event, raw / engine", rangeOf(k.RawSentPerEvent, "%.0f")+" / "+rangeOf(k.EngineSentPerEvent, "%.0f"), "")
+		if len(kc.ClientOptions) > 0 {
+			add("kafka: engine's kafka.* client options", fmt.Sprintf("%v", kc.ClientOptions), "")
+		}
 		add("kafka: engine batches (data + final no-data)", fmt.Sprintf("%d", k.EngineBatches), "")
 		add("kafka: windows, raw loop / engine (emitted + open)", fmt.Sprintf("%d / %d", k.RawWindows, k.EngineWindows), "equal")
 	}

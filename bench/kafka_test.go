@@ -57,7 +57,7 @@ func TestKafkaEngineOutputMatchesTheRawKafkaLoop(t *testing.T) {
 		t.Fatalf("raw loop counted %d events, want %d", total, n)
 	}
 
-	er, err := runEngine(ctx, kafkaSpec(b.addr, topic, filepath.Join(t.TempDir(), "kafka"), perBatch), 0)
+	er, err := runEngine(ctx, kafkaSpec(b.addr, topic, filepath.Join(t.TempDir(), "kafka"), perBatch, nil), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

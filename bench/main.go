@@ -33,6 +33,7 @@ type config struct {
 	markdown          bool
 	kafka             KafkaConfig
 	kafkaRSS          string
+	kafkaOptions      string
 }
 
 func main() {
@@ -60,6 +61,7 @@ func main() {
 	flag.StringVar(&c.kafka.Driver, "kafka-driver", "", "kafka: prebuilt driver binary for the RSS runs (default: go build ./cmd/driver into the work directory)")
 	flag.StringVar(&c.kafka.HeapProfile, "kafka-heap-profile", "", "kafka: run the engine in this process over the largest RSS backlog and write heap profiles into this directory")
 	flag.IntVar(&c.kafka.HeapEvery, "kafka-heap-every", 10, "kafka: batches between heap profiles")
+	flag.StringVar(&c.kafkaOptions, "kafka-options", "", "kafka: client options of the engine's source, k=v,k=v (the spec's kafka.* options without the prefix, e.g. max.partition.fetch.bytes=1048576)")
 	flag.Parse()
 	c.kafka.Partitions = int32(partitions)
 	for _, s := range strings.Split(c.kafkaRSS, ",") {
@@ -71,6 +73,20 @@ func main() {
 			}
 			c.kafka.RSSRows = append(c.kafka.RSSRows, n)
 		}
+	}
+	for _, kv := range strings.Split(c.kafkaOptions, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			fmt.Fprintf(os.Stderr, "sluicebench: -kafka-options: %q is not key=value\n", kv)
+			os.Exit(2)
+		}
+		if c.kafka.ClientOptions == nil {
+			c.kafka.ClientOptions = map[string]string{}
+		}
+		c.kafka.ClientOptions[strings.TrimPrefix(k, "kafka.")] = v
 	}
 	if err := run(context.Background(), c, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "sluicebench:", err)
