@@ -731,20 +731,23 @@ func kafkaLines(k *KafkaResults) []line {
 	var firstRows int
 	var first float64
 	for _, n := range kc.RSSRows {
-		var peaks, secs []float64
+		var peaks, secs, samples []float64
 		batches := 0
 		for _, r := range k.RSS {
 			if r.Rows == n {
 				peaks = append(peaks, float64(r.MaxRSSKiB)/1024)
 				secs = append(secs, r.Elapsed.Seconds())
 				batches = r.Batches
+				for _, x := range r.Samples {
+					samples = append(samples, float64(x)/1024)
+				}
 			}
 		}
 		if len(peaks) == 0 {
 			continue
 		}
 		name := fmt.Sprintf("kafka: driver run peak RSS, backlog %d, maxOffsetsPerTrigger %d (%d runs), MiB", n, kc.RSSMaxOffsets, len(peaks))
-		v := rangeOf(peaks, "%.0f") + fmt.Sprintf(" (%d batches, %.1f s)", batches, median(secs))
+		v := rangeOf(peaks, "%.0f") + fmt.Sprintf(" (%d batches, %.1f s; VmRSS every %v: median %.0f)", batches, median(secs), rssSampleEvery, median(samples))
 		if firstRows == 0 {
 			firstRows, first = n, median(peaks)
 			add(name, v, "")

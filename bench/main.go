@@ -52,10 +52,10 @@ func main() {
 	flag.BoolVar(&c.markdown, "markdown", false, "also print the results as a Markdown table for bench/README.md")
 	flag.IntVar(&c.kafka.Rows, "kafka-n", 10_000_000, "kafka: catch-up backlog, records (0: no catch-up runs)")
 	flag.Int64Var(&c.kafka.MaxOffsets, "kafka-max-offsets", 500_000, "kafka: maxOffsetsPerTrigger of the catch-up runs")
-	flag.IntVar(&c.kafka.Runs, "kafka-runs", 3, "kafka: catch-up rounds (raw loop and engine once each)")
+	flag.IntVar(&c.kafka.Runs, "kafka-runs", 5, "kafka: catch-up rounds (raw loop and engine once each)")
 	var partitions int
 	flag.IntVar(&partitions, "kafka-partitions", 8, "kafka: partitions per topic")
-	flag.StringVar(&c.kafkaRSS, "kafka-rss", "1000000,10000000", "kafka: backlogs of the `driver run` peak-RSS runs, comma-separated (empty: none)")
+	flag.StringVar(&c.kafkaRSS, "kafka-rss", "1000000,10000000", "kafka: backlogs of the driver-run peak-RSS runs, comma-separated (empty: none)")
 	flag.Int64Var(&c.kafka.RSSMaxOffsets, "kafka-rss-max-offsets", 200_000, "kafka: maxOffsetsPerTrigger of the peak-RSS runs")
 	flag.IntVar(&c.kafka.RSSRuns, "kafka-rss-runs", 3, "kafka: rounds of peak-RSS runs (each round runs every backlog once)")
 	flag.StringVar(&c.kafka.Driver, "kafka-driver", "", "kafka: prebuilt driver binary for the RSS runs (default: go build ./cmd/driver into the work directory)")
