@@ -148,7 +148,9 @@ type queryRun struct {
 	executors []*Proc
 	progress  string
 	addr      string // the driver's address, for executors
-	extra     func() // starts one more executor (nil for one process)
+	// extra starts one more executor with extra environment and flags
+	// (both override the defaults); nil for one process.
+	extra func(env []string, args ...string) *Proc
 }
 
 // exited reports whether the driver has exited.
@@ -227,13 +229,15 @@ func executorsTopology(n int) topology {
 			t.Fatalf("no driver address in:\n%s", d.Logs())
 		}
 		r.addr = m[1]
-		r.extra = func() {
-			e := NewProc(t, fmt.Sprintf("executor-%d", len(r.executors)+1), bins.executor, "--driver", r.addr, "--data-dir", "data").Env(a.env...)
+		r.extra = func(env []string, args ...string) *Proc {
+			e := NewProc(t, fmt.Sprintf("executor-%d", len(r.executors)+1), bins.executor,
+				append([]string{"--driver", r.addr, "--data-dir", "data", "--listen", "127.0.0.1:0"}, args...)...).Env(a.env...).Env(env...)
 			e.Start()
 			r.executors = append(r.executors, e)
+			return e
 		}
 		for range n {
-			r.extra()
+			r.extra(nil)
 		}
 		return r
 	}}

@@ -154,7 +154,7 @@ func TestHTTPDelayForwardsLate(t *testing.T) {
 func TestHTTPFailWritesFailsOnlyThatObjectsWritesAndKeepsTheHost(t *testing.T) {
 	b := newBackend(t)
 	p := newProxy(t, b.URL, faultproxy.Config{})
-	p.FailWrites("/cp/commits/3", faultproxy.InternalError)
+	p.FailWrites(faultproxy.Match{Suffix: "/cp/commits/3"}, faultproxy.InternalError)
 	c := client()
 	if code, _, _ := do(t, c, "PUT", p.URL()+"/bucket/cp/commits/3"); code != 500 {
 		t.Errorf("PUT commits/3 = %d, want 500", code)
@@ -167,6 +167,9 @@ func TestHTTPFailWritesFailsOnlyThatObjectsWritesAndKeepsTheHost(t *testing.T) {
 	}
 	if st := p.Stats(); st.RuleFaults != 1 {
 		t.Errorf("rule faults = %d, want 1", st.RuleFaults)
+	}
+	if got, want := fmt.Sprint(p.Requests()), "[PUT /bucket/cp/commits/3 PUT /bucket/cp/commits/13 GET /bucket/cp/commits/3]"; got != want {
+		t.Errorf("request log %s, want %s", got, want)
 	}
 	p.ClearRules()
 	if code, _, _ := do(t, c, "PUT", p.URL()+"/bucket/cp/commits/3"); code != 200 {
@@ -184,7 +187,7 @@ func TestHTTPFailWritesFailsOnlyThatObjectsWritesAndKeepsTheHost(t *testing.T) {
 func TestHTTPHoldParksARequestUntilReleased(t *testing.T) {
 	b := newBackend(t)
 	p := newProxy(t, b.URL, faultproxy.Config{})
-	h := p.Hold("PUT", "/commits/1")
+	h := p.Hold(faultproxy.Match{Method: "PUT", Suffix: "/commits/1"})
 	type result struct {
 		code int
 		err  error

@@ -108,17 +108,28 @@ func (s Stats) String() string {
 	return fmt.Sprintf("requests=%d faulted=%d [%s] ruleFaults=%d", s.Requests, s.TotalFaulted(), strings.Join(parts, " "), s.RuleFaults)
 }
 
+// Match selects requests: by method ("" for any), and by the URL path
+// ending with Suffix and containing Contains (each "" for any). With
+// path-style S3 the path is /bucket/key.
+type Match struct {
+	Method, Suffix, Contains string
+}
+
+func (m Match) matches(r *http.Request) bool {
+	return (m.Method == "" || m.Method == r.Method) && strings.HasSuffix(r.URL.Path, m.Suffix) && strings.Contains(r.URL.Path, m.Contains)
+}
+
 type rule struct {
-	suffix string
-	fault  Fault
+	match Match
+	fault Fault
 }
 
 // Hold is a request parked by HTTP.Hold.
 type Hold struct {
-	method, suffix string
-	arrived        chan struct{}
-	release        chan Fault
-	req            string
+	match   Match
+	arrived chan struct{}
+	release chan Fault
+	req     string
 }
 
 // Arrived is closed when the matching request arrives (and is parked).
@@ -147,7 +158,11 @@ type HTTP struct {
 	rules []rule
 	holds []*Hold
 	stats Stats
+	log   []string
 }
+
+// maxLog bounds the request log.
+const maxLog = 100_000
 
 // NewHTTP starts a proxy on 127.0.0.1 (a port chosen by the kernel) in
 // front of target (http://host:port). Close stops it.
@@ -200,12 +215,13 @@ func (p *HTTP) Set(cfg Config) error {
 	return nil
 }
 
-// FailWrites gives fault f to every write (PUT, POST, DELETE) whose path
-// ends with suffix, e.g. "/checkpoints/tile/commits/3", until ClearRules.
-func (p *HTTP) FailWrites(suffix string, f Fault) {
+// FailWrites gives fault f to every write (PUT, POST, DELETE) that m
+// matches, e.g. Match{Suffix: "/checkpoints/tile/commits/3"}, until
+// ClearRules.
+func (p *HTTP) FailWrites(m Match, f Fault) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.rules = append(p.rules, rule{suffix: suffix, fault: f})
+	p.rules = append(p.rules, rule{match: m, fault: f})
 }
 
 // ClearRules removes every FailWrites rule.
@@ -215,10 +231,10 @@ func (p *HTTP) ClearRules() {
 	p.rules = nil
 }
 
-// Hold parks the next request with method (any when "") whose path ends
-// with suffix until Release. Rules and random faults do not apply to it.
-func (p *HTTP) Hold(method, suffix string) *Hold {
-	h := &Hold{method: method, suffix: suffix, arrived: make(chan struct{}), release: make(chan Fault, 1)}
+// Hold parks the next request m matches until Release. Rules and random
+// faults do not apply to it.
+func (p *HTTP) Hold(m Match) *Hold {
+	h := &Hold{match: m, arrived: make(chan struct{}), release: make(chan Fault, 1)}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.holds = append(p.holds, h)
@@ -235,6 +251,14 @@ func (p *HTTP) Stats() Stats {
 		s.Faulted[k] = v
 	}
 	return s
+}
+
+// Requests returns "METHOD path" of every request so far (the first
+// 100,000), in arrival order.
+func (p *HTTP) Requests() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.log...)
 }
 
 // Close stops the proxy, resetting parked requests; idempotent.
@@ -258,8 +282,11 @@ func (p *HTTP) decide(r *http.Request) (*Hold, Fault, time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stats.Requests++
+	if len(p.log) < maxLog {
+		p.log = append(p.log, r.Method+" "+r.URL.Path)
+	}
 	for i, h := range p.holds {
-		if (h.method == "" || h.method == r.Method) && strings.HasSuffix(r.URL.Path, h.suffix) {
+		if h.match.matches(r) {
 			p.holds = append(p.holds[:i:i], p.holds[i+1:]...)
 			h.req = r.Method + " " + r.URL.Path
 			return h, "", 0
@@ -267,7 +294,7 @@ func (p *HTTP) decide(r *http.Request) (*Hold, Fault, time.Duration) {
 	}
 	if isWrite(r.Method) {
 		for _, ru := range p.rules {
-			if strings.HasSuffix(r.URL.Path, ru.suffix) {
+			if ru.match.matches(r) {
 				p.stats.RuleFaults++
 				return nil, ru.fault, p.delay()
 			}
