@@ -731,7 +731,7 @@ func kafkaLines(k *KafkaResults) []line {
 	var firstRows int
 	var first float64
 	for _, n := range kc.RSSRows {
-		var peaks, secs, samples []float64
+		var peaks, secs, samples, early, late []float64
 		batches := 0
 		for _, r := range k.RSS {
 			if r.Rows == n {
@@ -741,13 +741,18 @@ func kafkaLines(k *KafkaResults) []line {
 				for _, x := range r.Samples {
 					samples = append(samples, float64(x)/1024)
 				}
+				if h := len(r.Samples) / 2; h > 0 {
+					early = append(early, float64(slices.Max(r.Samples[:h]))/1024)
+					late = append(late, float64(slices.Max(r.Samples[h:]))/1024)
+				}
 			}
 		}
 		if len(peaks) == 0 {
 			continue
 		}
 		name := fmt.Sprintf("kafka: driver run peak RSS, backlog %d, maxOffsetsPerTrigger %d (%d runs), MiB", n, kc.RSSMaxOffsets, len(peaks))
-		v := rangeOf(peaks, "%.0f") + fmt.Sprintf(" (%d batches, %.1f s; VmRSS every %v: median %.0f)", batches, median(secs), rssSampleEvery, median(samples))
+		v := rangeOf(peaks, "%.0f") + fmt.Sprintf(" (%d batches, %.1f s; VmRSS every %v: median %.0f, highest in the first / second half of the run %.0f / %.0f)",
+			batches, median(secs), rssSampleEvery, median(samples), median(early), median(late))
 		if firstRows == 0 {
 			firstRows, first = n, median(peaks)
 			add(name, v, "")
