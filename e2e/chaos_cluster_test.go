@@ -47,7 +47,7 @@ func startClusterQuery(t *testing.T, seed uint64, p place, executors int) *clust
 	run := executorsTopology(executors).start(t, queryArgs{spec: writeSpec(t, spec), progress: filepath.Join(t.TempDir(), "progress.jsonl"), env: p.Env})
 	q := &clusterQuery{t: t, p: p, f: f, spec: spec, run: run}
 	q.waitFor("the first committed batch", 60*time.Second, func() bool { return len(q.progress()) > 0 })
-	f.run(50 * time.Millisecond)
+	f.run(t, 50*time.Millisecond)
 	return q
 }
 
@@ -146,7 +146,7 @@ func TestChaosRandomExecutorKillsLoseAndDoubleNothing(t *testing.T) {
 		}
 	}
 	removed := len(lost.FindAllString(q.run.driver.Logs(), -1))
-	finish(t, q.p, q.f.oracle(), summary{scenario: "random-executor-kills/serve+3-executors", seed: seed, kills: len(kills), retries: retries(prog),
+	finish(t, q.p, q.f.oracle(), summary{scenario: "random-executor-kills/serve+3-executors/local", seed: seed, kills: len(kills), retries: retries(prog),
 		extra: []string{fmt.Sprintf("files=%d", files), fmt.Sprintf("executors_removed=%d", removed),
 			"kill_to_next_commit_ms(median/max)=" + durations(killToCommit)}})
 }

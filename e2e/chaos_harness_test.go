@@ -86,6 +86,7 @@ func chaosSoak() bool { return os.Getenv("SLUICE_CHAOS_SOAK") == "1" }
 // place is where a query keeps its checkpoint and sink, and how processes
 // and the test reach them.
 type place struct {
+	Name             string // "local" or "s3", for summaries
 	Checkpoint, Sink string
 	// Env is added to every process of the query (S3 endpoint and keys).
 	Env []string
@@ -96,13 +97,14 @@ type place struct {
 
 func localPlace(t *testing.T) place {
 	dir := t.TempDir()
-	return place{Checkpoint: filepath.Join(dir, "cp"), Sink: filepath.Join(dir, "out")}
+	return place{Name: "local", Checkpoint: filepath.Join(dir, "cp"), Sink: filepath.Join(dir, "out")}
 }
 
 // s3Place puts the query on bucket of srv; processes reach the server at
 // endpoint (srv.Endpoint, or a fault proxy in front of it).
 func s3Place(t *testing.T, srv *s3test.Server, bucket, endpoint string) place {
 	return place{
+		Name:       "s3",
 		Checkpoint: srv.URI(bucket, "checkpoints/tile/"),
 		Sink:       srv.URI(bucket, "warehouse/tile/"),
 		Env:        append(srv.Env(), "AWS_ENDPOINT_URL_S3="+endpoint),
@@ -255,8 +257,9 @@ type feeder struct {
 	perFile  int
 	step     time.Duration
 
-	stop chan struct{}
-	done chan struct{}
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
 
 	mu     sync.Mutex
 	files  int
@@ -325,8 +328,12 @@ func (f *feeder) writeN(t *testing.T, n int) {
 	}
 }
 
-// run writes a file every interval until Stop.
-func (f *feeder) run(interval time.Duration) {
+// run writes a file every interval until Stop (or the test ends).
+func (f *feeder) run(t *testing.T, interval time.Duration) {
+	t.Cleanup(func() {
+		f.stopOnce.Do(func() { close(f.stop) })
+		<-f.done
+	})
 	go func() {
 		defer close(f.done)
 		tick := time.NewTicker(interval)
@@ -351,7 +358,7 @@ func (f *feeder) run(interval time.Duration) {
 // were written.
 func (f *feeder) Stop(t *testing.T) (files, events int) {
 	t.Helper()
-	close(f.stop)
+	f.stopOnce.Do(func() { close(f.stop) })
 	<-f.done
 	f.mu.Lock()
 	defer f.mu.Unlock()

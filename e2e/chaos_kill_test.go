@@ -46,7 +46,7 @@ func randomKills(t *testing.T, topo topology, p place) {
 	spec.MinBatchesToRetain = 10
 	spec.SnapshotInterval = 4
 	specPath := writeSpec(t, spec)
-	f.run(50 * time.Millisecond)
+	f.run(t, 50*time.Millisecond)
 
 	dir := t.TempDir()
 	var (
@@ -119,7 +119,7 @@ func randomKills(t *testing.T, topo topology, p place) {
 		}
 	}
 	finish(t, p, f.oracle(), summary{
-		scenario: "random-kills/" + topo.name, seed: seed, kills: len(kills), retries: retries(all),
+		scenario: "random-kills/" + topo.name + "/" + p.Name, seed: seed, kills: len(kills), retries: retries(all),
 		extra: []string{
 			fmt.Sprintf("files=%d", files), fmt.Sprintf("events=%d", events),
 			fmt.Sprintf("reruns_checked=%d", rerunChecks),
