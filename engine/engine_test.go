@@ -75,7 +75,7 @@ func runUntilCrash(t *testing.T, spec query.Spec, point string, batch int64) {
 	_ = job.Run(context.Background())
 }
 
-func writeLines(t *testing.T, path string, lines ...string) {
+func writeLines(t testing.TB, path string, lines ...string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,86 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/internal/s3test"
+	"github.com/sluicehq/sluice/internal/tiletest"
+	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/query"
+	"github.com/sluicehq/sluice/scheduler"
+)
+
+// BenchmarkNoDataBatch reports the median triggerExecution of no-data
+// batches, with the checkpoint and sink on the local disk and on the S3
+// test server: each iteration adds one file whose event is a minute later,
+// so every data batch raises the watermark and a no-data batch follows;
+// every fifth closes a window (8 state deltas, Parquet files, sink log).
+// Run: go test ./engine -run '^$' -bench NoDataBatch -benchtime 60x
+func BenchmarkNoDataBatch(b *testing.B) {
+	for _, where := range []string{"local", "s3"} {
+		b.Run(where, func(b *testing.B) {
+			dir := b.TempDir()
+			in := filepath.Join(dir, "in")
+			writeEvent := func(i int) {
+				ts := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Minute)
+				writeLines(b, filepath.Join(in, fmt.Sprintf("%06d.jsonl", i)), ev(fmt.Sprint(i), fmt.Sprintf("c%d", i%3), ts.Format(time.RFC3339)))
+			}
+			writeEvent(0)
+			spec := tiletest.Spec(in, filepath.Join(dir, "out"), filepath.Join(dir, "cp"))
+			var opts engine.Options
+			if where == "s3" {
+				srv := s3test.Start(b)
+				spec.Sink.Parquet.Path, spec.CheckpointLocation = srv.URI("bench", "out/"), srv.URI("bench", "cp/")
+				opts.Store = objstore.Options{S3: srv.Options("bench")}
+			}
+			spec.Trigger = query.Trigger{}
+			progress := make(chan *scheduler.Progress, 16)
+			opts.Progress = func(p *scheduler.Progress) { progress <- p }
+			job, err := engine.Build(context.Background(), spec, opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer job.Close()
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- job.Run(ctx) }()
+			var closing, quiet []float64
+			b.ResetTimer()
+			for i := 1; i <= b.N; i++ {
+				writeEvent(i)
+				for {
+					p := <-progress
+					if !p.NoData {
+						continue
+					}
+					ms := float64(p.DurationMs["triggerExecution"])
+					if p.Sink.NumOutputRows > 0 {
+						closing = append(closing, ms)
+					} else {
+						quiet = append(quiet, ms)
+					}
+					break
+				}
+			}
+			b.StopTimer()
+			cancel()
+			<-done
+			b.ReportMetric(median(quiet), "ms/no-data-batch")
+			b.ReportMetric(median(closing), "ms/no-data-batch-closing-a-window")
+		})
+	}
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	sort.Float64s(xs)
+	return xs[len(xs)/2]
+}
