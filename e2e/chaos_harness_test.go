@@ -4,7 +4,13 @@ package e2e
 // how "the query" runs (a topology: one `driver run` process, or `driver
 // serve` with executor processes), input that keeps arriving (a feeder),
 // and the end-of-scenario checks every chaos test shares. Each scenario
-// prints one summary line starting with "CHAOS".
+// prints one summary line starting with "CHAOS": the scenario
+// (what/topology/place), its seed, batches (the last committed batch id +
+// 1), kills (SIGKILLs the scenario sent), retries (re-runs of logged batches
+// plus extra attempts; for object-store faults also the faulted requests),
+// windows checked against the oracle, duplicates and missing (both must be
+// 0), then scenario-specific figures such as recovery times as
+// median/max milliseconds. Run them with scripts/chaos.sh.
 //
 // Knobs (environment):
 //
