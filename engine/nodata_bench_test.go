@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/internal/s3test"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/objstore"
@@ -23,7 +25,7 @@ import (
 // every fifth closes a window (8 state deltas, Parquet files, sink log).
 // Run: go test ./engine -run '^$' -bench NoDataBatch -benchtime 60x
 func BenchmarkNoDataBatch(b *testing.B) {
-	for _, where := range []string{"local", "s3"} {
+	for _, where := range []string{"local", "s3", "s3-2-executors"} {
 		b.Run(where, func(b *testing.B) {
 			dir := b.TempDir()
 			in := filepath.Join(dir, "in")
@@ -34,7 +36,7 @@ func BenchmarkNoDataBatch(b *testing.B) {
 			writeEvent(0)
 			spec := tiletest.Spec(in, filepath.Join(dir, "out"), filepath.Join(dir, "cp"))
 			var opts engine.Options
-			if where == "s3" {
+			if where != "local" {
 				srv := s3test.Start(b)
 				spec.Sink.Parquet.Path, spec.CheckpointLocation = srv.URI("bench", "out/"), srv.URI("bench", "cp/")
 				opts.Store = objstore.Options{S3: srv.Options("bench")}
@@ -49,7 +51,12 @@ func BenchmarkNoDataBatch(b *testing.B) {
 			defer job.Close()
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
-			go func() { done <- job.Run(ctx) }()
+			if where == "s3-2-executors" {
+				runner := startCluster(b, ctx, job, opts)
+				go func() { done <- job.RunWith(ctx, runner) }()
+			} else {
+				go func() { done <- job.Run(ctx) }()
+			}
 			var closing, quiet []float64
 			b.ResetTimer()
 			for i := 1; i <= b.N; i++ {
@@ -83,4 +90,26 @@ func median(xs []float64) float64 {
 	}
 	sort.Float64s(xs)
 	return xs[len(xs)/2]
+}
+
+// startCluster starts a driver service and two executor nodes over gRPC on
+// loopback, in this process, and returns a runner for job.
+func startCluster(b *testing.B, ctx context.Context, job *engine.Job, opts engine.Options) executor.Runner {
+	drv, err := cluster.NewDriver(cluster.DriverOptions{Listen: "127.0.0.1:0"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	go drv.Serve(ctx)
+	for i := 0; i < 2; i++ {
+		node, err := cluster.NewNode(cluster.NodeOptions{Driver: drv.Addr(), Listen: "127.0.0.1:0", DataDir: b.TempDir(), Engine: engine.Options{Store: opts.Store}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		go node.Run(ctx)
+	}
+	runner, err := drv.NewRunner(cluster.RunnerOptions{QueryID: job.Query.QueryID(), Spec: job.Spec, MinExecutors: 2})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return runner
 }
