@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/fault"
+	"github.com/sluicehq/sluice/internal/cliflags"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
@@ -67,7 +68,7 @@ func newRunCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&allowFirst, "allow-first-start", false, "let a production query start on an empty checkpoint (a first start)")
 	cmd.Flags().BoolVar(&allowReplay, "allow-replay", false, "let a production query start on an empty checkpoint (an intended replay)")
 	cmd.Flags().DurationVar(&sourceRetry, "source-retry-for", 5*time.Minute, "keep retrying this long when the source is unreachable (a broker down) before failing")
-	addS3Flags(cmd, &s3)
+	cliflags.S3(cmd.Flags(), &s3)
 	return cmd
 }
 
@@ -113,16 +114,6 @@ func progressWriter(path string) (func(*scheduler.Progress), func(), error) {
 		_ = enc.Encode(p)
 		_ = f.Sync()
 	}, func() { f.Close() }, nil
-}
-
-// addS3Flags adds the object-store settings; anything unset comes from the
-// standard AWS settings (AWS_REGION, AWS_ENDPOINT_URL_S3, keys, profiles,
-// web identity).
-func addS3Flags(cmd *cobra.Command, o *objstore.S3Options) {
-	cmd.Flags().StringVar(&o.Endpoint, "s3-endpoint", "", "S3 endpoint URL (MinIO and similar; path-style addressing is then the default)")
-	cmd.Flags().StringVar(&o.Region, "s3-region", "", "S3 region (default from AWS settings, else us-east-1)")
-	cmd.Flags().Float64Var(&o.RequestsPerSecond, "s3-requests-per-second", 0, "limit object-store requests per second (0: no limit)")
-	cmd.Flags().IntVar(&o.MaxRetries, "s3-max-retries", 0, "retries of a throttled or failed S3 request (0: default)")
 }
 
 // chain calls both progress callbacks (either may be nil).

@@ -13,6 +13,8 @@ import (
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/fault"
+	"github.com/sluicehq/sluice/internal/cliflags"
+	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/scheduler"
 )
@@ -23,6 +25,9 @@ func newServeCmd() *cobra.Command {
 	var tokenFile, progressJSON string
 	var exitWhenDone, allowFirst, allowReplay bool
 	var minExecutors int
+	var s3 objstore.S3Options
+	var sourceRetry time.Duration
+	var metricsAddr string
 	cmd := &cobra.Command{
 		Use:   "serve --query QUERY.yaml [--query ...]",
 		Short: "Serve the driver service and run the given queries on the executors that register (SIGINT/SIGTERM stops)",
@@ -58,6 +63,14 @@ func newServeCmd() *cobra.Command {
 				return err
 			}
 			defer closeProgress()
+			if metricsAddr != "" {
+				observe, stop, err := serveMetrics(metricsAddr)
+				if err != nil {
+					return err
+				}
+				defer stop()
+				progress = chain(progress, observe)
+			}
 			drv, err := cluster.NewDriver(opts)
 			if err != nil {
 				return err
@@ -73,6 +86,7 @@ func newServeCmd() *cobra.Command {
 				wg.Go(func() {
 					errs[i] = serveQuery(ctx, drv, spec, minExecutors, engine.Options{
 						Logger: log, Hook: hook, Stdout: cmd.OutOrStdout(),
+						Store: objstore.Options{S3: s3}, SourceRetryFor: sourceRetry,
 						AllowFirstStart: allowFirst, AllowReplay: allowReplay,
 						Progress: func(p *scheduler.Progress) {
 							fmt.Fprintln(os.Stderr, p.Line())
@@ -107,6 +121,9 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&progressJSON, "progress-json", "", "append one JSON progress object per batch to this file")
 	f.BoolVar(&allowFirst, "allow-first-start", false, "let a production query start on an empty checkpoint (a first start)")
 	f.BoolVar(&allowReplay, "allow-replay", false, "let a production query start on an empty checkpoint (an intended replay)")
+	f.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9464)")
+	f.DurationVar(&sourceRetry, "source-retry-for", 5*time.Minute, "keep retrying this long when the source or a store is unreachable before failing")
+	cliflags.S3(f, &s3)
 	return cmd
 }
 

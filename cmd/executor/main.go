@@ -20,6 +20,8 @@ import (
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/fault"
+	"github.com/sluicehq/sluice/internal/cliflags"
+	"github.com/sluicehq/sluice/objstore"
 )
 
 func main() {
@@ -35,6 +37,7 @@ func main() {
 func newRoot() *cobra.Command {
 	var opts cluster.NodeOptions
 	var tokenFile, logLevel string
+	var s3 objstore.S3Options
 	cmd := &cobra.Command{
 		Use:           "executor --driver HOST:PORT --data-dir DIR",
 		Short:         "Sluice executor: runs tasks for a driver and serves shuffle data",
@@ -56,7 +59,7 @@ func newRoot() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts.Engine = engine.Options{Hook: hook}
+			opts.Engine = engine.Options{Hook: hook, Store: objstore.Options{S3: s3}}
 			node, err := cluster.NewNode(opts)
 			if err != nil {
 				return err
@@ -74,5 +77,6 @@ func newRoot() *cobra.Command {
 	f.Int64Var(&opts.ShuffleMemory, "shuffle-memory", 0, "bytes of shuffle data held in memory before spilling to --data-dir (default 256 MiB)")
 	f.DurationVar(&opts.DrainTimeout, "drain-timeout", 60*time.Second, "how long SIGTERM waits for running batches and tasks")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	cliflags.S3(f, &s3)
 	return cmd
 }
