@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/executor"
+	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/proto/sluicepb"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
@@ -87,6 +88,14 @@ type Node struct {
 	tasks    sync.WaitGroup
 	running  atomic.Int32
 	draining atomic.Bool
+	// lease gates this executor's writes (see lease.go).
+	lease *lease
+	// regCtx is cancelled when this executor's registration ends (the
+	// driver forgot it): tasks of that registration stop, so they cannot
+	// write after the executor registers again with a fresh lease.
+	regMu     sync.Mutex
+	regCtx    context.Context
+	regCancel context.CancelFunc
 
 	// aborted is closed by abort (tests): stop at once, without draining.
 	aborted   chan struct{}
@@ -148,6 +157,7 @@ func NewNode(opts NodeOptions) (*Node, error) {
 		slots:   make(chan struct{}, opts.Slots),
 		queries: map[string]*queryEnv{},
 		aborted: make(chan struct{}),
+		lease:   newLease(),
 	}
 	n.life, n.endLife = context.WithCancel(context.Background())
 	n.srv = grpc.NewServer(ServerOptions(opts.Token, opts.Logger)...)
@@ -250,6 +260,7 @@ func (n *Node) register(ctx context.Context, driver sluicepb.DriverServiceClient
 	warned := false
 	for {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		sentAt := time.Now()
 		resp, err := driver.Register(rctx, req)
 		cancel()
 		if err == nil {
@@ -257,6 +268,8 @@ func (n *Node) register(ctx context.Context, driver sluicepb.DriverServiceClient
 			n.id = ExecutorID(resp.ExecutorId)
 			n.interval = time.Duration(resp.HeartbeatIntervalMs) * time.Millisecond
 			n.mu.Unlock()
+			n.newRegistration()
+			n.lease.renew(sentAt, n.leaseDuration())
 			n.log.Info("executor registered", "executor", resp.ExecutorId, "driver", n.opts.Driver, "address", n.Addr())
 			return nil
 		}
@@ -280,6 +293,53 @@ func (n *Node) register(ctx context.Context, driver sluicepb.DriverServiceClient
 	}
 }
 
+// newRegistration starts the context of a new registration, ending the
+// previous one.
+func (n *Node) newRegistration() {
+	n.regMu.Lock()
+	defer n.regMu.Unlock()
+	if n.regCancel != nil {
+		n.regCancel()
+	}
+	n.regCtx, n.regCancel = context.WithCancel(n.life)
+}
+
+// endRegistration cancels the tasks of the current registration.
+func (n *Node) endRegistration() {
+	n.regMu.Lock()
+	defer n.regMu.Unlock()
+	if n.regCancel != nil {
+		n.regCancel()
+	}
+}
+
+// taskContext returns ctx, also cancelled when the current registration
+// ends.
+func (n *Node) taskContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	n.regMu.Lock()
+	reg := n.regCtx
+	n.regMu.Unlock()
+	tctx, cancel := context.WithCancel(ctx)
+	if reg == nil {
+		return tctx, cancel
+	}
+	stop := context.AfterFunc(reg, cancel)
+	return tctx, func() { stop(); cancel() }
+}
+
+// leaseDuration is how long a heartbeat the driver acknowledged lets this
+// executor write: leaseFraction of the driver's timeout (heartbeats come
+// every fifth of it).
+func (n *Node) leaseDuration() time.Duration {
+	n.mu.Lock()
+	interval := n.interval
+	n.mu.Unlock()
+	if interval <= 0 {
+		interval = time.Second
+	}
+	return time.Duration(float64(5*interval) * leaseFraction)
+}
+
 // heartbeat keeps the registration alive, registering again when the
 // driver forgot this executor (it expired, or the driver restarted).
 func (n *Node) heartbeat(ctx context.Context, driver sluicepb.DriverServiceClient) error {
@@ -297,8 +357,12 @@ func (n *Node) heartbeat(ctx context.Context, driver sluicepb.DriverServiceClien
 		case <-time.After(interval):
 		}
 		hctx, cancel := context.WithTimeout(ctx, interval*4)
+		sentAt := time.Now()
 		resp, err := driver.Heartbeat(hctx, &sluicepb.HeartbeatRequest{ExecutorId: string(id), RunningTasks: n.running.Load()})
 		cancel()
+		if err == nil && resp.Known {
+			n.lease.renew(sentAt, n.leaseDuration())
+		}
 		switch {
 		case ctx.Err() != nil:
 			return nil
@@ -311,7 +375,8 @@ func (n *Node) heartbeat(ctx context.Context, driver sluicepb.DriverServiceClien
 			}
 		case !resp.Known && !n.draining.Load():
 			failing = false
-			n.log.Warn("the driver does not know this executor (it expired or the driver restarted); registering again", "executor", id)
+			n.log.Warn("the driver does not know this executor (it expired or the driver restarted); stopping its tasks and registering again", "executor", id)
+			n.endRegistration()
 			if err := n.register(ctx, driver); err != nil {
 				if ctx.Err() != nil {
 					return nil
@@ -443,6 +508,15 @@ func (s *executorService) PrepareQuery(ctx context.Context, req *sluicepb.Prepar
 	opts := n.opts.Engine
 	opts.Logger = n.log
 	opts.StateDir = filepath.Join(n.opts.DataDir, "state", req.QueryId)
+	// Every write this executor makes for the query (state, sink files,
+	// bad records) is refused once its lease has lapsed.
+	inner := opts.WrapStore
+	opts.WrapStore = func(role string, st objstore.Store) objstore.Store {
+		if inner != nil {
+			st = inner(role, st)
+		}
+		return &leasedStore{Store: st, lease: n.lease}
+	}
 	env, err := engine.NewEnv(n.life, &spec, req.QueryId, opts)
 	if err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "prepare query %s: %v", req.QueryId, err)
@@ -463,6 +537,8 @@ func (s *executorService) PrepareQuery(ctx context.Context, req *sluicepb.Prepar
 
 func (s *executorService) RunMapTask(ctx context.Context, req *sluicepb.RunMapTaskRequest) (*sluicepb.RunMapTaskResponse, error) {
 	n := s.n
+	ctx, cancel := n.taskContext(ctx)
+	defer cancel()
 	q, err := n.query(req.QueryId, req.RunId)
 	if err != nil {
 		return nil, err
@@ -526,6 +602,8 @@ func pushError(ctx context.Context, err error, self string) error {
 
 func (s *executorService) RunReduceTask(ctx context.Context, req *sluicepb.RunReduceTaskRequest) (*sluicepb.RunReduceTaskResponse, error) {
 	n := s.n
+	ctx, cancel := n.taskContext(ctx)
+	defer cancel()
 	q, err := n.query(req.QueryId, req.RunId)
 	if err != nil {
 		return nil, err

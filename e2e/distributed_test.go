@@ -239,7 +239,9 @@ func TestDistributedExecutorKilledMidBatchOutputStaysExact(t *testing.T) {
 	in, want := tileFiles(t, 32, 8000, 250)
 	l := localLocations(t, "dist")
 	progress := filepath.Join(t.TempDir(), "progress.jsonl")
-	c := startCluster(t, l, 2, []string{"--exit-when-done", "--progress-json", progress}, writeSpec(t, tileSpec(in, l, 4)))
+	// The victim is one of the three executors the first batch waits for,
+	// so it takes map tasks of batch 2 however slowly it starts.
+	c := startCluster(t, l, 2, []string{"--exit-when-done", "--progress-json", progress, "--min-executors", "3"}, writeSpec(t, tileSpec(in, l, 4)))
 	victim := c.addExecutor("SLUICE_FAULT=map-done:2")
 	if err := victim.Wait(120 * time.Second); !killedBySignal(err) {
 		t.Fatalf("the executor was not killed at map-done of batch 2 (exit %v)\n%s", err, c.logs())

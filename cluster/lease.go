@@ -1,0 +1,81 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/objstore"
+)
+
+// ErrLeaseExpired is returned for a write an executor attempts after its
+// lease lapsed: it has not reached the driver for most of the heartbeat
+// timeout, so the driver may already have given its partitions to another
+// executor. The write is refused instead of racing the new owner's.
+var ErrLeaseExpired = errors.New("executor lease expired: cut off from the driver, not writing")
+
+// leaseFraction is the share of the driver's heartbeat timeout a lease
+// lasts. The lease counts from when a heartbeat was sent, which the driver
+// saw no earlier, so an executor stops writing before the driver removes
+// it (at its last heartbeat plus the whole timeout).
+const leaseFraction = 0.8
+
+// lease tracks until when this executor may write, on a monotonic clock.
+type lease struct {
+	start time.Time
+	until atomic.Int64 // nanoseconds since start
+}
+
+func newLease() *lease { return &lease{start: time.Now()} }
+
+// renew extends the lease to sentAt + d, if that is later.
+func (l *lease) renew(sentAt time.Time, d time.Duration) {
+	until := int64(sentAt.Sub(l.start) + d)
+	for {
+		cur := l.until.Load()
+		if until <= cur || l.until.CompareAndSwap(cur, until) {
+			return
+		}
+	}
+}
+
+// valid reports whether the lease holds at now.
+func (l *lease) valid(now time.Time) bool { return int64(now.Sub(l.start)) < l.until.Load() }
+
+// leasedStore refuses writes while the lease is lapsed; reads pass.
+// A write that started before the lease lapsed may still land: task output
+// is deterministic, so it carries the same bytes the new owner writes.
+type leasedStore struct {
+	objstore.Store
+	lease *lease
+}
+
+func (s *leasedStore) check(op, key string) error {
+	if s.lease.valid(time.Now()) {
+		return nil
+	}
+	return fmt.Errorf("%s %s: %w", op, key, ErrLeaseExpired)
+}
+
+func (s *leasedStore) Put(ctx context.Context, key string, data []byte) error {
+	if err := s.check("put", key); err != nil {
+		return err
+	}
+	return s.Store.Put(ctx, key, data)
+}
+
+func (s *leasedStore) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+	if err := s.check("put-if-absent", key); err != nil {
+		return err
+	}
+	return s.Store.PutIfAbsent(ctx, key, data)
+}
+
+func (s *leasedStore) Delete(ctx context.Context, key string) error {
+	if err := s.check("delete", key); err != nil {
+		return err
+	}
+	return s.Store.Delete(ctx, key)
+}
