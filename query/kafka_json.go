@@ -43,7 +43,10 @@ func (k *KafkaSource) UnmarshalJSON(b []byte) error {
 			return nil
 		}
 		if old, ok := opts[name]; ok && old != value {
-			return fmt.Errorf("source.kafka: option %q given twice, as %q and %q", name, old, value)
+			if secretOption(name) {
+				return fmt.Errorf("source.kafka: option %q given twice, with different values (not shown: it is a secret)", "kafka."+name)
+			}
+			return fmt.Errorf("source.kafka: option %q given twice, as %q and %q", "kafka."+name, old, value)
 		}
 		opts[name] = value
 		return nil
@@ -173,4 +176,16 @@ func decodeAny(b []byte) (any, error) {
 		return nil, errors.New("unexpected data after the value")
 	}
 	return x, nil
+}
+
+// secretOption reports client options whose values must never appear in a
+// message: passwords, JAAS configurations, keys.
+func secretOption(name string) bool {
+	n := strings.ToLower(name)
+	for _, w := range []string{"password", "jaas", "secret", "key", "token", "credential"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
 }

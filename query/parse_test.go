@@ -387,3 +387,14 @@ func TestDurationReadsBothStylesAndWritesGoStyle(t *testing.T) {
 		t.Fatalf("a bare number: got %v, want a no-unit error", err)
 	}
 }
+
+// A secret client option given twice is refused without printing it.
+func TestDuplicateSecretKafkaOptionIsNotEchoed(t *testing.T) {
+	_, err := Parse([]byte(`{"source":{"kafka":{"kafka.sasl.password":"hunter2","options":{"sasl.password":"other"}}}}`))
+	if err == nil || !strings.Contains(err.Error(), "kafka.sasl.password") {
+		t.Fatalf("want an error naming the option, got %v", err)
+	}
+	if strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "other") {
+		t.Fatalf("the error shows the secret: %v", err)
+	}
+}
