@@ -375,10 +375,10 @@ func (w *walTimer) PutIfAbsent(ctx context.Context, key string, data []byte) err
 func runEngine(ctx context.Context, spec query.Spec, parallelism int) (*EngineRun, error) {
 	rec := &recorder{}
 	opts := engine.Options{
-		Parallelism:    parallelism,
-		WrapCheckpoint: rec.wrap,
-		Progress:       rec.progress,
-		Hook:           rec.hook,
+		Parallelism: parallelism,
+		WrapStore:   checkpointOnly(rec.wrap),
+		Progress:    rec.progress,
+		Hook:        rec.hook,
 	}
 	cpu := processCPU()
 	start := time.Now()
@@ -467,7 +467,7 @@ func runNoData(ctx context.Context, dir string, want, courses int, interval time
 		query.Trigger{ProcessingTime: query.Duration(interval)})
 	events := make(chan scheduler.Progress, 16)
 	rec := &recorder{notify: events}
-	job, err := engine.Build(ctx, spec, engine.Options{Parallelism: parallelism, WrapCheckpoint: rec.wrap, Progress: rec.progress})
+	job, err := engine.Build(ctx, spec, engine.Options{Parallelism: parallelism, WrapStore: checkpointOnly(rec.wrap), Progress: rec.progress})
 	if err != nil {
 		return nil, fmt.Errorf("build engine: %w", err)
 	}
@@ -555,4 +555,14 @@ func putLatency(ctx context.Context, dir string, n int) ([]float64, error) {
 		out = append(out, float64(time.Since(t).Microseconds())/1000)
 	}
 	return out, nil
+}
+
+// checkpointOnly applies wrap to the checkpoint store only.
+func checkpointOnly(wrap func(objstore.Store) objstore.Store) func(string, objstore.Store) objstore.Store {
+	return func(role string, s objstore.Store) objstore.Store {
+		if role != engine.RoleCheckpoint {
+			return s
+		}
+		return wrap(s)
+	}
 }

@@ -63,8 +63,6 @@ type Options struct {
 	// WrapStore, if set, wraps every store the query opens (role is one of
 	// the Role constants): counting, tracing, fault injection.
 	WrapStore func(role string, s objstore.Store) objstore.Store
-	// WrapCheckpoint wraps only the checkpoint store (after WrapStore).
-	WrapCheckpoint func(objstore.Store) objstore.Store
 	// SourceRetryFor is how long the query keeps retrying when it cannot
 	// plan a batch because the source is unreachable (zero: fail at once).
 	SourceRetryFor time.Duration
@@ -90,9 +88,6 @@ func (o *Options) open(ctx context.Context, role, uri string) (objstore.Store, e
 	}
 	if o.WrapStore != nil {
 		st = o.WrapStore(role, st)
-	}
-	if role == RoleCheckpoint && o.WrapCheckpoint != nil {
-		st = o.WrapCheckpoint(st)
 	}
 	return st, nil
 }
