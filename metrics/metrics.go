@@ -4,6 +4,7 @@
 package metrics
 
 import (
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -83,8 +84,8 @@ func (m *Metrics) Observe(p *scheduler.Progress) {
 			switch {
 			case k == "skippedOffsets":
 				m.skippedOffsets.WithLabelValues(q).Add(float64(v))
-			case len(k) > 4 && k[:4] == "lag.":
-				m.lag.WithLabelValues(q, k[4:]).Set(float64(v))
+			case strings.HasPrefix(k, "lag."):
+				m.lag.WithLabelValues(q, strings.TrimPrefix(k, "lag.")).Set(float64(v))
 			case k == "totalLag":
 				m.lag.WithLabelValues(q, "total").Set(float64(v))
 			}

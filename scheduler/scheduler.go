@@ -207,6 +207,9 @@ type loop struct {
 	nextWM  int64           // watermark (ms) the next batch evicts with
 	batches int             // batches run by this Run
 	lastRun time.Time
+	// latest is the source's latest offset when the next batch was
+	// planned (Spark's latestOffset); nil for a re-run.
+	latest source.Offset
 }
 
 // Run runs the query with runner until the trigger says stop (availableNow,
@@ -371,6 +374,7 @@ func (q *Query) plan(ctx context.Context, lp *loop, target source.Offset) (*chec
 	if err != nil {
 		return nil, fmt.Errorf("plan batch %d: %w", lp.next, err)
 	}
+	lp.latest = limit
 	hasData := !bytes.Equal(start, end)
 	evicts := q.layout != nil && q.layout.Bound != agg.NoBound
 	noData := !hasData && eventtime.NeedsNoDataBatch(evicts, cfg.Spec.NoDataBatches(), eventtime.Watermark(lp.usedWM*1000), eventtime.Watermark(lp.nextWM*1000))
@@ -448,7 +452,11 @@ func (q *Query) runBatch(ctx context.Context, lp *loop, e *checkpoint.OffsetEntr
 	}
 	lp.usedWM, lp.nextWM, lp.next = e.BatchWatermarkMs, next/1000, e.BatchID+1
 	lp.batches++
-	q.report(ctx, e, res, rerun, skipSink, attempts, started, commitStart, done)
+	latest := lp.latest
+	if rerun {
+		latest = nil
+	}
+	q.report(ctx, e, res, latest, rerun, skipSink, attempts, started, commitStart, done)
 	q.cleanup(ctx, e.BatchID)
 	return nil
 }
@@ -511,7 +519,7 @@ func (q *Query) attempt(ctx context.Context, e *checkpoint.OffsetEntry, wm event
 	return res, skipSink, nil
 }
 
-func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *executor.BatchResult, rerun, skipped bool, attempts int, started, commitStart, done time.Time) {
+func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *executor.BatchResult, latest source.Offset, rerun, skipped bool, attempts int, started, commitStart, done time.Time) {
 	cfg := q.cfg
 	total := done.Sub(started)
 	p := &Progress{
@@ -556,10 +564,7 @@ func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *exec
 	}
 	sp := SourceProgress{Description: sourceDescription(&cfg.Spec), NumInputRows: res.InputRows, ProcessedRowsPerSecond: p.ProcessedRowsPerSecond}
 	if len(e.Sources) > 0 {
-		sp.StartOffset, sp.EndOffset = e.Sources[0].Start, e.Sources[0].End
-		if lat, err := cfg.Source.Latest(ctx, e.Sources[0].End, done); err == nil {
-			sp.LatestOffset = lat
-		}
+		sp.StartOffset, sp.EndOffset, sp.LatestOffset = e.Sources[0].Start, e.Sources[0].End, latest
 		if lg, ok := cfg.Source.(source.Lag); ok {
 			if per, tot, err := lg.Lag(ctx, e.Sources[0].End); err == nil {
 				sp.Metrics = map[string]int64{"totalLag": tot}

@@ -134,6 +134,11 @@ func TestAvailableNowDrainsInCappedBatchesThenRunsTheTrailingNoDataBatch(t *test
 	if len(out[0]) != 0 || len(out[1]) != 0 || len(out[2]) != 2 || len(out[3]) != 0 {
 		t.Fatalf("rows per batch %d %d %d %d, want 0 0 2 0", len(out[0]), len(out[1]), len(out[2]), len(out[3]))
 	}
+	for _, p := range progress {
+		if got := string(p.Sources[0].LatestOffset); got != "6" {
+			t.Fatalf("batch %d reports latestOffset %q, want the 6 lines available when it was planned", p.BatchID, got)
+		}
+	}
 	if progress[3].BatchWatermarkMs != time.Date(2026, 1, 1, 0, 23, 0, 0, time.UTC).UnixMilli() {
 		t.Fatalf("no-data batch watermark %d", progress[3].BatchWatermarkMs)
 	}
