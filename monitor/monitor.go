@@ -1,0 +1,230 @@
+package monitor
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/scheduler"
+)
+
+// State is a query's observed state.
+type State string
+
+// Observed states. A query moves PENDING → STARTING → RUNNING ⇄ RECOVERING
+// → STOPPING → STOPPED | FINISHED | FAILED. RECOVERING is a batch failing
+// for a retryable reason (it is retried); FAILED is final until the query
+// is submitted again.
+const (
+	Pending    State = "PENDING"
+	Starting   State = "STARTING"
+	Running    State = "RUNNING"
+	Recovering State = "RECOVERING"
+	Stopping   State = "STOPPING"
+	Stopped    State = "STOPPED"
+	Finished   State = "FINISHED"
+	Failed     State = "FAILED"
+)
+
+// States lists every observed state, in lifecycle order (for one 0/1 gauge
+// per state).
+var States = []State{Pending, Starting, Running, Recovering, Stopping, Stopped, Finished, Failed}
+
+// Terminal reports whether s is an end state.
+func (s State) Terminal() bool { return s == Stopped || s == Finished || s == Failed }
+
+// Desired is the state an operator asked for, kept in the registry.
+type Desired string
+
+// Desired states.
+const (
+	DesiredRunning Desired = "running"
+	DesiredStopped Desired = "stopped"
+)
+
+// Ref names a query: its name and its stable id (Spark's query id).
+type Ref struct {
+	Name string `json:"name"`
+	ID   string `json:"id"`
+}
+
+// View is a snapshot of one query.
+type View struct {
+	Ref
+	Desired     Desired   `json:"desired"`
+	Generation  int64     `json:"generation"`
+	State       State     `json:"state"`
+	StateSince  time.Time `json:"stateSince"`
+	LastError   string    `json:"lastError,omitempty"`
+	LastErrorAt time.Time `json:"lastErrorAt,omitzero"`
+	// Restarts counts the times the query went from RECOVERING or a
+	// terminal state back to STARTING within this driver process.
+	Restarts int `json:"restarts"`
+	// Latest is the last committed batch's progress (nil before the first).
+	Latest *scheduler.Progress `json:"latest,omitempty"`
+}
+
+// Options configure a Tracker.
+type Options struct {
+	// Keep is how many progress objects are kept per query (default 200).
+	Keep int
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Tracker holds every query's view and recent progress. It is safe for
+// concurrent use.
+type Tracker struct {
+	mu      sync.Mutex
+	keep    int
+	now     func() time.Time
+	queries map[string]*entry
+}
+
+type entry struct {
+	view   View
+	recent []*scheduler.Progress // ring, oldest first after ordering
+	subs   map[chan *scheduler.Progress]struct{}
+}
+
+// New returns an empty tracker.
+func New(opts Options) *Tracker {
+	if opts.Keep <= 0 {
+		opts.Keep = 200
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Tracker{keep: opts.Keep, now: opts.Now, queries: map[string]*entry{}}
+}
+
+func (t *Tracker) get(r Ref) *entry {
+	e, ok := t.queries[r.Name]
+	if !ok {
+		e = &entry{view: View{Ref: r, State: Pending, StateSince: t.now()}, subs: map[chan *scheduler.Progress]struct{}{}}
+		t.queries[r.Name] = e
+	}
+	if r.ID != "" {
+		e.view.ID = r.ID
+	}
+	return e
+}
+
+// SetDesired records the registry's desired state and generation.
+func (t *Tracker) SetDesired(r Ref, d Desired, generation int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.get(r)
+	e.view.Desired, e.view.Generation = d, generation
+}
+
+// SetState records an observed state; a non-nil err becomes the last error
+// (it is kept when a later call passes nil).
+func (t *Tracker) SetState(r Ref, s State, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.get(r)
+	now := t.now()
+	if s == Starting && (e.view.State == Recovering || e.view.State.Terminal()) && e.view.Latest != nil {
+		e.view.Restarts++
+	}
+	if e.view.State != s {
+		e.view.State, e.view.StateSince = s, now
+	}
+	if err != nil {
+		e.view.LastError, e.view.LastErrorAt = err.Error(), now
+	}
+}
+
+// Observe records a committed batch's progress and passes it to followers.
+func (t *Tracker) Observe(p *scheduler.Progress) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.get(Ref{Name: p.Name, ID: p.ID})
+	e.view.Latest = p
+	e.recent = append(e.recent, p)
+	if len(e.recent) > t.keep {
+		e.recent = append(e.recent[:0:0], e.recent[len(e.recent)-t.keep:]...)
+	}
+	for ch := range e.subs {
+		select {
+		case ch <- p:
+		default: // a slow follower misses objects rather than blocking the query
+		}
+	}
+}
+
+// Remove forgets a query (its followers' channels are closed).
+func (t *Tracker) Remove(name string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e, ok := t.queries[name]; ok {
+		for ch := range e.subs {
+			close(ch)
+		}
+		delete(t.queries, name)
+	}
+}
+
+// Get returns one query's view.
+func (t *Tracker) Get(name string) (View, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.queries[name]
+	if !ok {
+		return View{}, false
+	}
+	return e.view, true
+}
+
+// List returns every query's view, sorted by name.
+func (t *Tracker) List() []View {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]View, 0, len(t.queries))
+	for _, e := range t.queries {
+		out = append(out, e.view)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Progress returns up to n of a query's most recent progress objects,
+// oldest first (n <= 0: all that are kept).
+func (t *Tracker) Progress(name string, n int) []*scheduler.Progress {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.queries[name]
+	if !ok {
+		return nil
+	}
+	r := e.recent
+	if n > 0 && len(r) > n {
+		r = r[len(r)-n:]
+	}
+	return append([]*scheduler.Progress(nil), r...)
+}
+
+// Follow returns a channel that receives the query's progress objects as
+// batches commit, and a function that stops following. The channel is
+// buffered; a follower that falls behind misses objects.
+func (t *Tracker) Follow(r Ref) (<-chan *scheduler.Progress, func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.get(r)
+	ch := make(chan *scheduler.Progress, 64)
+	e.subs[ch] = struct{}{}
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			if cur, ok := t.queries[r.Name]; ok {
+				if _, ok := cur.subs[ch]; ok {
+					delete(cur.subs, ch)
+					close(ch)
+				}
+			}
+		})
+	}
+}

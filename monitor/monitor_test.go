@@ -1,0 +1,50 @@
+package monitor
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/scheduler"
+)
+
+func TestTrackerKeepsStateErrorAndBoundedProgress(t *testing.T) {
+	now := time.Unix(1000, 0)
+	tr := New(Options{Keep: 3, Now: func() time.Time { return now }})
+	r := Ref{Name: "tile", ID: "id-1"}
+	tr.SetDesired(r, DesiredRunning, 1)
+	tr.SetState(r, Starting, nil)
+	tr.SetState(r, Running, nil)
+	for i := int64(0); i < 5; i++ {
+		tr.Observe(&scheduler.Progress{Name: "tile", ID: "id-1", BatchID: i})
+	}
+	now = now.Add(time.Second)
+	tr.SetState(r, Recovering, errors.New("broker away"))
+	tr.SetState(r, Starting, nil)
+	v, ok := tr.Get("tile")
+	if !ok || v.State != Starting || v.LastError != "broker away" || v.Restarts != 1 || v.Desired != DesiredRunning || v.Latest.BatchID != 4 {
+		t.Fatalf("view = %+v", v)
+	}
+	p := tr.Progress("tile", 0)
+	if len(p) != 3 || p[0].BatchID != 2 || p[2].BatchID != 4 {
+		t.Fatalf("progress kept: %d, first %d", len(p), p[0].BatchID)
+	}
+	if got := tr.Progress("tile", 2); len(got) != 2 || got[0].BatchID != 3 {
+		t.Fatalf("last 2: %+v", got)
+	}
+}
+
+func TestFollowReceivesNewBatchesAndStops(t *testing.T) {
+	tr := New(Options{})
+	ch, stop := tr.Follow(Ref{Name: "q"})
+	tr.Observe(&scheduler.Progress{Name: "q", BatchID: 7})
+	if p := <-ch; p.BatchID != 7 {
+		t.Fatalf("got batch %d", p.BatchID)
+	}
+	stop()
+	stop()
+	if _, open := <-ch; open {
+		t.Fatal("channel still open after stop")
+	}
+	tr.Observe(&scheduler.Progress{Name: "q", BatchID: 8}) // no panic on a stopped follower
+}
