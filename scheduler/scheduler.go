@@ -3,14 +3,14 @@ package scheduler
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
 	"strconv"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/sluicehq/sluice/agg"
 	"github.com/sluicehq/sluice/checkpoint"
@@ -180,12 +180,9 @@ func compatible(have, want *checkpoint.Metadata) error {
 	return fmt.Errorf("%s: %w (start the changed query on a new checkpointLocation and plan the cutover)", msg, checkpoint.ErrIncompatibleCheckpoint)
 }
 
-func newID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
-}
+// newID returns a random (version 4) UUID, as Spark's query and run ids
+// are.
+func newID() string { return uuid.NewString() }
 
 // QueryID returns the checkpoint's query id.
 func (q *Query) QueryID() string { return q.meta.QueryID }

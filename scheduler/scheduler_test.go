@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/sluicehq/sluice/agg"
 	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/objstore"
@@ -176,5 +178,18 @@ func TestUpdateModeNoDataBatchEvictsWithoutEmitting(t *testing.T) {
 	}
 	if len(out[1]) != 0 || progress[1].StateOperators[0].NumRowsRemoved != 2 {
 		t.Fatalf("update's no-data batch should emit nothing and evict 2 groups, emitted %d, removed %d", len(out[1]), progress[1].StateOperators[0].NumRowsRemoved)
+	}
+}
+
+func TestQueryAndRunIDsAreVersion4UUIDs(t *testing.T) {
+	progress, _ := runQuery(t, lines, 10, func(*query.Spec) {})
+	for _, id := range []string{progress[0].ID, progress[0].RunID} {
+		u, err := uuid.Parse(id)
+		if err != nil || u.Version() != 4 || u.Variant() != uuid.RFC4122 || u.String() != id {
+			t.Fatalf("id %q: parse %v, version %d, variant %v: want a canonical version-4 RFC 4122 UUID", id, err, u.Version(), u.Variant())
+		}
+	}
+	if progress[0].ID == progress[0].RunID {
+		t.Fatalf("query id and run id are the same: %s", progress[0].ID)
 	}
 }
