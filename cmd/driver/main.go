@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/internal/cliflags"
 )
 
 func main() {
@@ -30,14 +32,19 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentFlags().String("log-level", "info", "log level: debug, info, warn, error")
+	cliflags.LogLevel(root.PersistentFlags(), new(string))
+	// Every subcommand refuses an unknown --log-level before doing anything.
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		s, _ := cmd.Flags().GetString("log-level")
+		_, err := cliflags.ParseLogLevel(s)
+		return err
+	}
 	root.AddCommand(newRunCmd(), newServeCmd(), newDemoCmd(), newCheckpointCmd(), newSinkCmd())
 	return root
 }
 
 func logger(cmd *cobra.Command) *slog.Logger {
-	lvl := slog.LevelInfo
 	s, _ := cmd.Flags().GetString("log-level")
-	_ = lvl.UnmarshalText([]byte(s))
+	lvl, _ := cliflags.ParseLogLevel(s) // refused before any command runs
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 }

@@ -65,8 +65,7 @@ func newRunCmd() *cobra.Command {
 	cmd.Flags().StringVarP(&file, "file", "f", "", "query spec (YAML or JSON)")
 	cmd.Flags().StringVar(&progressJSON, "progress-json", "", "append one JSON progress object per batch to this file")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9464)")
-	cmd.Flags().BoolVar(&allowFirst, "allow-first-start", false, "let a production query start on an empty checkpoint (a first start)")
-	cmd.Flags().BoolVar(&allowReplay, "allow-replay", false, "let a production query start on an empty checkpoint (an intended replay)")
+	cliflags.ProductionGuards(cmd.Flags(), &allowFirst, &allowReplay)
 	cmd.Flags().DurationVar(&sourceRetry, "source-retry-for", 5*time.Minute, "keep retrying this long when the source is unreachable (a broker down) before failing")
 	cliflags.S3(cmd.Flags(), &s3)
 	return cmd

@@ -45,9 +45,9 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			lvl := slog.LevelInfo
-			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
-				return fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)
+			lvl, err := cliflags.ParseLogLevel(logLevel)
+			if err != nil {
+				return err
 			}
 			opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 			tok, err := cluster.LoadToken(tokenFile)
@@ -76,7 +76,7 @@ func newRoot() *cobra.Command {
 	f.IntVar(&opts.Slots, "slots", 0, "tasks run at once (default: number of CPUs)")
 	f.Int64Var(&opts.ShuffleMemory, "shuffle-memory", 0, "bytes of shuffle data held in memory before spilling to --data-dir (default 256 MiB)")
 	f.DurationVar(&opts.DrainTimeout, "drain-timeout", 60*time.Second, "how long SIGTERM waits for running batches and tasks")
-	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	cliflags.LogLevel(f, &logLevel)
 	cliflags.S3(f, &s3)
 	return cmd
 }

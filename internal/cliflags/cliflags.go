@@ -3,6 +3,10 @@
 package cliflags
 
 import (
+	"fmt"
+	"log/slog"
+	"strings"
+
 	"github.com/spf13/pflag"
 
 	"github.com/sluicehq/sluice/objstore"
@@ -16,4 +20,46 @@ func S3(fs *pflag.FlagSet, o *objstore.S3Options) {
 	fs.StringVar(&o.Region, "s3-region", "", "S3 region (default from AWS settings, else us-east-1)")
 	fs.Float64Var(&o.RequestsPerSecond, "s3-requests-per-second", 0, "limit object-store requests per second (0: no limit)")
 	fs.IntVar(&o.MaxRetries, "s3-max-retries", 0, "retries of a throttled or failed S3 request (0: default)")
+}
+
+// LogLevels are the values --log-level takes.
+var LogLevels = []string{"debug", "info", "warn", "error"}
+
+// ParseLogLevel reads a --log-level value: exactly one of LogLevels (any
+// case). Anything else is refused rather than read as info, so a typo
+// (verbose, trace, warning) is not silently ignored.
+func ParseLogLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("--log-level %q is not a level: use %s", s, strings.Join(LogLevels, ", "))
+}
+
+// LogLevel adds --log-level to fs.
+func LogLevel(fs *pflag.FlagSet, p *string) {
+	fs.StringVar(p, "log-level", "info", "log level: "+strings.Join(LogLevels, ", ")+" (anything else is refused)")
+}
+
+// Help text of the production guards, shared by every command that starts
+// queries.
+const (
+	AllowFirstStartHelp = "a production query (environment: production in its spec) refuses to start on an empty checkpoint, " +
+		"because a lost checkpoint would silently start it over; this flag says the empty checkpoint is expected: " +
+		"it is the query's first start (startingOffsets apply). Lab queries never need it"
+	AllowReplayHelp = "like --allow-first-start, but says the empty checkpoint is an intended replay of a query that ran before: " +
+		"it reprocesses from startingOffsets and writes its windows again next to the earlier output (a production " +
+		"Parquet sink that holds another query's log still refuses). Lab queries never need it"
+)
+
+// ProductionGuards adds --allow-first-start and --allow-replay to fs.
+func ProductionGuards(fs *pflag.FlagSet, allowFirst, allowReplay *bool) {
+	fs.BoolVar(allowFirst, "allow-first-start", false, AllowFirstStartHelp)
+	fs.BoolVar(allowReplay, "allow-replay", false, AllowReplayHelp)
 }
