@@ -199,10 +199,10 @@ type Job struct {
 	opts  Options
 }
 
-// Build validates spec, binds it to its checkpoint (creating the metadata
+// Build checks spec (Check: nothing is created for a refused spec), binds it to its checkpoint (creating the metadata
 // of a new one) and opens its parts in this process.
 func Build(ctx context.Context, spec query.Spec, opts Options) (_ *Job, err error) {
-	if err := spec.Validate(); err != nil {
+	if err := Check(spec); err != nil {
 		return nil, err
 	}
 	spec = spec.WithDefaults()

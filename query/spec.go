@@ -233,6 +233,16 @@ type Trigger struct {
 	Continuous     Duration `json:"continuous,omitempty"`
 }
 
+// BadRecordsDir is where batch's malformed records go: badRecordsPath, or
+// <checkpointLocation>/bad_records when it is empty, then batch_id=N/.
+func (s *Spec) BadRecordsDir(batch int64) string {
+	base := s.BadRecordsPath
+	if base == "" {
+		base = strings.TrimSuffix(s.CheckpointLocation, "/") + "/bad_records"
+	}
+	return fmt.Sprintf("%s/batch_id=%d/", strings.TrimSuffix(base, "/"), batch)
+}
+
 // NoDataBatches reports noDataMicroBatches (default true).
 func (s *Spec) NoDataBatches() bool { return s.NoDataMicroBatches == nil || *s.NoDataMicroBatches }
 

@@ -28,6 +28,9 @@ type Progress struct {
 	Sources                []SourceProgress        `json:"sources"`
 	Sink                   SinkProgress            `json:"sink"`
 	NumRowsMalformed       int64                   `json:"numRowsMalformed"`
+	// BadRecords is where this batch's malformed records went (empty when
+	// there were none).
+	BadRecords string `json:"badRecords,omitempty"`
 	// BatchWatermarkMs is the watermark the batch evicted with and
 	// LateWatermarkMs the one it dropped late rows against.
 	BatchWatermarkMs int64 `json:"batchWatermarkMs"`
@@ -76,10 +79,12 @@ func (p *Progress) Line() string {
 	case p.NoData:
 		b.WriteString(" (no data)")
 	}
-	fmt.Fprintf(&b, ": %d rows in %d ms (%.0f rows/s)", p.NumInputRows, p.DurationMs["triggerExecution"], p.ProcessedRowsPerSecond)
 	if p.NumRowsMalformed > 0 {
-		fmt.Fprintf(&b, ", %d malformed", p.NumRowsMalformed)
+		fmt.Fprintf(&b, ": %d rows read (%d good, %d malformed)", p.NumInputRows, p.NumInputRows-p.NumRowsMalformed, p.NumRowsMalformed)
+	} else {
+		fmt.Fprintf(&b, ": %d rows", p.NumInputRows)
 	}
+	fmt.Fprintf(&b, " in %d ms (%.0f rows/s)", p.DurationMs["triggerExecution"], p.ProcessedRowsPerSecond)
 	for _, s := range p.StateOperators {
 		fmt.Fprintf(&b, ", state %d rows, %d late dropped", s.NumRowsTotal, s.NumRowsDroppedByWatermark)
 	}
@@ -88,6 +93,9 @@ func (p *Progress) Line() string {
 		b.WriteString(" (sink already had it)")
 	}
 	fmt.Fprintf(&b, ", watermark %s", p.EventTime["watermark"])
+	if p.NumRowsMalformed > 0 && p.BadRecords != "" {
+		fmt.Fprintf(&b, "; malformed records set aside in %s", p.BadRecords)
+	}
 	return b.String()
 }
 

@@ -107,9 +107,8 @@ func Open(ctx context.Context, cfg Config) (*Query, error) {
 		}
 		q.layout = l
 	}
-	if s.Environment == query.Production && !cfg.CheckpointOnObjectStore {
-		return nil, fmt.Errorf("query %s: environment production needs checkpointLocation on an object store (s3://...), not %q: a local checkpoint is lost with its node: %w",
-			s.Name, s.CheckpointLocation, ErrProductionGuard)
+	if err := CheckProductionCheckpoint(s, cfg.CheckpointOnObjectStore); err != nil {
+		return nil, err
 	}
 	want := checkpoint.Metadata{
 		Name:              s.Name,
@@ -183,6 +182,23 @@ func compatible(have, want *checkpoint.Metadata) error {
 // newID returns a random (version 4) UUID, as Spark's query and run ids
 // are.
 func newID() string { return uuid.NewString() }
+
+func badRecordsDir(s *query.Spec, batch, malformed int64) string {
+	if malformed == 0 {
+		return ""
+	}
+	return s.BadRecordsDir(batch)
+}
+
+// CheckProductionCheckpoint refuses a production query whose checkpoint is
+// not on an object store: a local checkpoint is lost with its node.
+func CheckProductionCheckpoint(s *query.Spec, onObjectStore bool) error {
+	if s.Environment == query.Production && !onObjectStore {
+		return fmt.Errorf("query %s: environment production needs checkpointLocation on an object store (s3://...), not %q: a local checkpoint is lost with its node: %w",
+			s.Name, s.CheckpointLocation, ErrProductionGuard)
+	}
+	return nil
+}
 
 // QueryID returns the checkpoint's query id.
 func (q *Query) QueryID() string { return q.meta.QueryID }
@@ -527,6 +543,7 @@ func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *exec
 		NoData:           e.NoData,
 		NumInputRows:     res.InputRows,
 		NumRowsMalformed: res.Malformed,
+		BadRecords:       badRecordsDir(&cfg.Spec, e.BatchID, res.Malformed),
 		BatchWatermarkMs: e.BatchWatermarkMs,
 		LateWatermarkMs:  e.LateWatermarkMs,
 		Attempts:         attempts,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -15,12 +16,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/fault"
 	"github.com/sluicehq/sluice/internal/cliflags"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
+	"github.com/sluicehq/sluice/row"
 	"github.com/sluicehq/sluice/scheduler"
 )
 
@@ -38,6 +41,11 @@ func newRunCmd() *cobra.Command {
 			}
 			spec, err := query.Load(file)
 			if err != nil {
+				return err
+			}
+			// Everything that can be checked is checked before any file
+			// (progress, checkpoint, sink) is created.
+			if err := engine.Check(spec); err != nil {
 				return err
 			}
 			progress, closeProgress, err := progressWriter(progressJSON)
@@ -82,8 +90,10 @@ func runSpec(cmd *cobra.Command, spec query.Spec, opts engine.Options) error {
 	opts.Logger = logger(cmd)
 	opts.Stdout = cmd.OutOrStdout()
 	next := opts.Progress
+	batches := 0
 	opts.Progress = func(p *scheduler.Progress) {
-		fmt.Fprintln(os.Stderr, p.Line())
+		batches++
+		fmt.Fprintln(cmd.ErrOrStderr(), p.Line())
 		if next != nil {
 			next(p)
 		}
@@ -93,7 +103,36 @@ func runSpec(cmd *cobra.Command, spec query.Spec, opts engine.Options) error {
 		return err
 	}
 	defer job.Close()
-	return job.Run(ctx)
+	if err := job.Run(ctx); err != nil {
+		return err
+	}
+	if batches == 0 && (spec.Trigger.AvailableNow || spec.Trigger.Once) && ctx.Err() == nil {
+		line, err := nothingNew(ctx, job)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(cmd.ErrOrStderr(), line)
+	}
+	return nil
+}
+
+// nothingNew is the line a run that found no batch to run prints: where
+// the checkpoint stands and the watermark it holds.
+func nothingNew(ctx context.Context, job *engine.Job) (string, error) {
+	last, commit, err := checkpoint.New(job.Env.Checkpoint).Latest(ctx)
+	if err != nil {
+		return "", err
+	}
+	res, err := checkpoint.Decide(last, commit)
+	if err != nil {
+		return "", err
+	}
+	at := "no batch has run yet"
+	if commit != nil {
+		at = fmt.Sprintf("batch %d is the last committed", commit.BatchID)
+	}
+	return fmt.Sprintf("nothing new: no new data and no window for the watermark to close; %s, watermark %s",
+		at, row.FormatTimestamp(res.WatermarkMs*1000)), nil
 }
 
 // progressWriter appends progress objects as JSON lines to path.
