@@ -40,6 +40,7 @@ func newRoot() *cobra.Command {
 		return err
 	}
 	root.AddCommand(newRunCmd(), newServeCmd(), newDemoCmd(), newCheckpointCmd(), newSinkCmd())
+	root.AddCommand(newExplainCmd())
 	return root
 }
 
