@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/query"
 )
 
 // TestMain lets the tests run this test binary as the driver binary
@@ -183,6 +185,19 @@ func TestProductionFlagsHelpSaysWhatTheyAllow(t *testing.T) {
 	for _, s := range []string{"environment: production", "--allow-first-start", "first start", "--allow-replay", "intended replay"} {
 		if !strings.Contains(r.stdout, s) {
 			t.Fatalf("run --help does not say %q:\n%s", s, r.stdout)
+		}
+	}
+}
+
+func TestDemoBannerExplainsTheOldFirstWindows(t *testing.T) {
+	gen := demoEvents()
+	for _, src := range []query.Source{{Generator: &gen}, {Kafka: &query.KafkaSource{BootstrapServers: "x:1", Subscribe: demoTopic}}} {
+		var b bytes.Buffer
+		announce(&b, demoSpec(t.TempDir(), src), "test")
+		for _, want := range []string{"first windows printed are about 2h0m0s older than the ones after them", "0.2% of events", "batch 0 has no watermark yet"} {
+			if !strings.Contains(b.String(), want) {
+				t.Fatalf("banner does not say %q:\n%s", want, b.String())
+			}
 		}
 	}
 }
