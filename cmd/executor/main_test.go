@@ -1,8 +1,12 @@
 package main
 
 import (
+	"flag"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/clidoc"
 )
 
 func TestExecutorRefusesUnknownLogLevel(t *testing.T) {
@@ -12,4 +16,13 @@ func TestExecutorRefusesUnknownLogLevel(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `--log-level "verbose" is not a level: use debug, info, warn, error`) {
 		t.Fatalf("got %v, want the unknown level refused", err)
 	}
+}
+
+var update = flag.Bool("update", false, "rewrite docs/cli-executor.md from the command tree")
+
+// TestCLIReference keeps docs/cli-executor.md equal to the command tree;
+// regenerate with go test ./cmd/driver ./cmd/executor -run TestCLIReference -update
+func TestCLIReference(t *testing.T) {
+	clidoc.CleanEnv(t)
+	clidoc.Check(t, newRoot(), filepath.Join("..", "..", "docs", "cli-executor.md"), *update)
 }
