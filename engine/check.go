@@ -4,24 +4,27 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"sort"
 	"strings"
 
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/scheduler"
+	"github.com/sluicehq/sluice/source/kafka"
 )
 
 // Check is everything that can be known about spec before anything is
-// opened or created: Validate, then every location the spec names (each
+// opened or created: CheckSpec, then every location the spec names (each
 // must parse; the file source's local directory must exist and be readable;
 // a local checkpoint, sink or bad-records path that exists must be a
-// directory), then the production guard on the checkpoint's store. It
+// directory; a Kafka *.location option must be a readable file), then the
+// production guard on the checkpoint's store. It
 // reads the filesystem and writes nothing, so a refused query leaves no
 // trace. Build calls it first; the CLI calls it before it opens its own
 // files. It returns a *query.ValidationError for spec and path problems,
 // or an error matching scheduler.ErrProductionGuard.
 func Check(spec query.Spec) error {
-	if err := spec.Validate(); err != nil {
+	if err := CheckSpec(spec); err != nil {
 		return err
 	}
 	s := spec.WithDefaults()
@@ -73,10 +76,49 @@ func Check(spec query.Spec) error {
 			}
 		}
 	}
+	if k := s.Source.Kafka; k != nil {
+		for _, name := range sortedKeys(k.Options) {
+			if !strings.HasSuffix(name, ".location") {
+				continue
+			}
+			field := "source.kafka.kafka." + name
+			fi, err := os.Stat(k.Options[name])
+			switch {
+			case err != nil:
+				add(field, k.Options[name], "is not a readable file: "+strings.TrimPrefix(err.Error(), "stat "+k.Options[name]+": "))
+			case fi.IsDir():
+				add(field, k.Options[name], "is a directory: give the PEM file")
+			}
+		}
+	}
 	if len(problems) > 0 {
 		return &query.ValidationError{Problems: problems}
 	}
 	return scheduler.CheckProductionCheckpoint(&s, objstore.IsObjectStore(s.CheckpointLocation))
+}
+
+// CheckSpec is the part of Check that reads nothing: Validate, then the
+// Kafka client options (kafka.Validate), which Validate leaves to the
+// source. driver explain refuses a spec on exactly these errors.
+func CheckSpec(spec query.Spec) error {
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	if k := spec.Source.Kafka; k != nil {
+		if err := kafka.Validate(*k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // unwrapURIError drops ParseURI's `parse store uri "x": ` prefix, which

@@ -54,6 +54,15 @@ func TestRefusedSpecCreatesNothing(t *testing.T) {
 		}, `checkpointLocation: "DIR/afile" is not a directory: it is a file`, nil},
 		{"unknown scheme", func(s *query.Spec, _ string) { s.BadRecordsPath = "gs://bucket/bad" },
 			`badRecordsPath: "gs://bucket/bad" is not a location: scheme "gs" is not supported`, nil},
+		{"unsupported Kafka option", func(s *query.Spec, _ string) {
+			s.Source.File = nil
+			s.Source.Kafka = &query.KafkaSource{BootstrapServers: "127.0.0.1:1", Subscribe: "t", Options: map[string]string{"foo.bar": "x"}}
+		}, "unsupported Kafka client option(s) kafka.foo.bar", nil},
+		{"Kafka truststore missing", func(s *query.Spec, dir string) {
+			s.Source.File = nil
+			s.Source.Kafka = &query.KafkaSource{BootstrapServers: "127.0.0.1:1", Subscribe: "t",
+				Options: map[string]string{"security.protocol": "SSL", "ssl.truststore.type": "PEM", "ssl.truststore.location": filepath.Join(dir, "ca.pem")}}
+		}, `source.kafka.kafka.ssl.truststore.location: "DIR/ca.pem" is not a readable file: no such file or directory`, nil},
 		{"production on a local checkpoint", func(s *query.Spec, _ string) { s.Environment = query.Production },
 			"environment production needs checkpointLocation on an object store", scheduler.ErrProductionGuard},
 	} {

@@ -28,6 +28,11 @@ func newExplainCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// The spec checks run applies, in run's order, so a wrong spec
+			// gets run's message; paths are only noted (below).
+			if err := engine.CheckSpec(spec); err != nil {
+				return err
+			}
 			plan, err := explain.Plan(spec)
 			if err != nil {
 				return err

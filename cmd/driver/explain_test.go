@@ -81,3 +81,21 @@ func TestExplainPrintsThePlanAndNotesWhatRunWouldRefuse(t *testing.T) {
 	}
 	driver(t, dir, "explain").expect(t, 1, "explain: -f QUERY.yaml is required")
 }
+
+// Refusals that come from the source's own option checks, not Validate:
+// explain gives run's message for them too.
+func TestExplainRefusesBadKafkaOptionsAsRunDoes(t *testing.T) {
+	dir := t.TempDir()
+	b, err := os.ReadFile("../../examples/tile-kafka.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := strings.Replace(string(b), "    minPartitions: 8\n", "    minPartitions: 8\n    kafka.group.id: mine\n", 1)
+	f := filepath.Join(dir, "q.yaml")
+	os.WriteFile(f, []byte(spec), 0o644)
+	_, _, runErr := execute("run", "-f", f)
+	_, _, explainErr := execute("explain", "-f", f)
+	if runErr == nil || explainErr == nil || runErr.Error() != explainErr.Error() || !strings.Contains(runErr.Error(), "group.id") {
+		t.Fatalf("run: %v\nexplain: %v\nwant the same refusal of kafka.group.id", runErr, explainErr)
+	}
+}
