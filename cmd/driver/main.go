@@ -32,13 +32,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	cliflags.LogLevel(root.PersistentFlags(), new(string))
-	// Every subcommand refuses an unknown --log-level before doing anything.
-	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
-		s, _ := cmd.Flags().GetString("log-level")
-		_, err := cliflags.ParseLogLevel(s)
-		return err
-	}
+	cliflags.LogLevel(root.PersistentFlags(), new(string)) // refuses unknown levels
 	root.AddCommand(newRunCmd(), newServeCmd(), newDemoCmd(), newCheckpointCmd(), newSinkCmd())
 	root.AddCommand(newExplainCmd())
 	return root
@@ -46,6 +40,6 @@ func newRoot() *cobra.Command {
 
 func logger(cmd *cobra.Command) *slog.Logger {
 	s, _ := cmd.Flags().GetString("log-level")
-	lvl, _ := cliflags.ParseLogLevel(s) // refused before any command runs
+	lvl, _ := cliflags.ParseLogLevel(s) // the flag refused anything else
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 }

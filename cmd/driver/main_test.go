@@ -164,7 +164,7 @@ func TestCLIRefusesUnknownLogLevel(t *testing.T) {
 		{"run", "-f", "q.yaml", "--log-level", "trace"},
 		{"checkpoint", "inspect", "x", "--log-level=warning"},
 	} {
-		driver(t, dir, args...).expect(t, 1, "--log-level", "is not a level: use debug, info, warn, error")
+		driver(t, dir, args...).expect(t, 1, `for "--log-level" flag: not a level: use debug, info, warn, error`)
 	}
 	driver(t, dir, "--log-level", "WARN", "sink", "cat", "nowhere").expect(t, 1, "no such directory")
 }

@@ -42,9 +42,24 @@ func ParseLogLevel(s string) (slog.Level, error) {
 	return 0, fmt.Errorf("--log-level %q is not a level: use %s", s, strings.Join(LogLevels, ", "))
 }
 
-// LogLevel adds --log-level to fs.
+// LogLevel adds --log-level to fs. The flag refuses an unknown level when
+// the command line is parsed, before any command runs.
 func LogLevel(fs *pflag.FlagSet, p *string) {
-	fs.StringVar(p, "log-level", "info", "log level: "+strings.Join(LogLevels, ", ")+" (anything else is refused)")
+	*p = "info"
+	fs.Var((*levelValue)(p), "log-level", "log level: "+strings.Join(LogLevels, ", ")+" (anything else is refused)")
+}
+
+// levelValue is a --log-level value: a string that only takes LogLevels.
+type levelValue string
+
+func (l *levelValue) String() string { return string(*l) }
+func (l *levelValue) Type() string   { return "string" }
+func (l *levelValue) Set(s string) error {
+	if _, err := ParseLogLevel(s); err != nil {
+		return fmt.Errorf("not a level: use %s", strings.Join(LogLevels, ", "))
+	}
+	*l = levelValue(s)
+	return nil
 }
 
 // Help text of the production guards, shared by every command that starts
