@@ -55,6 +55,9 @@ type Options struct {
 	// Hook is the fault-injection hook (see package fault).
 	Hook     func(point string, batch int64)
 	Progress func(*scheduler.Progress)
+	// Idle is called when the query finds nothing to run (see
+	// scheduler.Config.Idle).
+	Idle func(scheduler.Idle)
 	// AllowFirstStart and AllowReplay let a production query start on an
 	// empty checkpoint.
 	AllowFirstStart, AllowReplay bool
@@ -230,6 +233,7 @@ func Build(ctx context.Context, spec query.Spec, opts Options) (_ *Job, err erro
 		AllowReplay:             opts.AllowReplay,
 		Logger:                  opts.Logger,
 		Progress:                opts.Progress,
+		Idle:                    opts.Idle,
 		Hook:                    opts.Hook,
 		PlanRetryFor:            opts.SourceRetryFor,
 	}

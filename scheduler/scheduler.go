@@ -64,9 +64,23 @@ type Config struct {
 	Now func() time.Time
 	// Progress receives each batch's report.
 	Progress func(*Progress)
+	// Idle, if set, is called when the loop finds nothing to run (no new
+	// data and no no-data batch due): once when a run starts idle, and
+	// again each time it becomes idle after running batches. With
+	// availableNow or once it is called only when the run stops without
+	// having run a batch.
+	Idle func(Idle)
 	// Hook, if set, is called at named points (fault injection):
 	// after-offsets, before-sink-commit, after-sink-commit, after-commit.
 	Hook func(point string, batch int64)
+}
+
+// Idle says where an idle query stands.
+type Idle struct {
+	// LastCommitted is the last committed batch id (-1 for none).
+	LastCommitted int64
+	// WatermarkMs is the watermark the next batch will use.
+	WatermarkMs int64
 }
 
 // Query is one query's loop, bound to its checkpoint.
@@ -272,6 +286,7 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 	interval := cfg.Spec.Trigger.ProcessingTime.D()
 	var planFailingSince time.Time
 	planBackoff := cfg.RetryBackoff
+	idleAt := -1 // lp.batches when Idle was last reported
 	for {
 		if ctx.Err() != nil {
 			return nil
@@ -307,7 +322,12 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 		}
 		planFailingSince, planBackoff = time.Time{}, cfg.RetryBackoff
 		if entry == nil {
-			if cfg.Spec.Trigger.AvailableNow || cfg.Spec.Trigger.Once {
+			stops := cfg.Spec.Trigger.AvailableNow || cfg.Spec.Trigger.Once
+			if cfg.Idle != nil && lp.batches != idleAt && (!stops || lp.batches == 0) {
+				idleAt = lp.batches
+				cfg.Idle(Idle{LastCommitted: lp.next - 1, WatermarkMs: lp.nextWM})
+			}
+			if stops {
 				return nil
 			}
 			lp.lastRun = triggerStart

@@ -193,3 +193,111 @@ func TestQueryAndRunIDsAreVersion4UUIDs(t *testing.T) {
 		t.Fatalf("query id and run id are the same: %s", progress[0].ID)
 	}
 }
+
+// runIdle runs the tile over src on store with trigger and returns the
+// Idle reports and the number of batches; runIdleOn runs the default
+// trigger and calls onIdle with the number of reports so far.
+func runIdle(t *testing.T, ctx context.Context, store objstore.Store, src *listSource, trigger query.Trigger) ([]scheduler.Idle, int) {
+	t.Helper()
+	return runIdleTrigger(t, ctx, store, src, trigger, func(int) {})
+}
+
+func runIdleOn(t *testing.T, ctx context.Context, store objstore.Store, src source.Source, onIdle func(n int)) ([]scheduler.Idle, int) {
+	t.Helper()
+	return runIdleTrigger(t, ctx, store, src, query.Trigger{}, onIdle)
+}
+
+func runIdleTrigger(t *testing.T, ctx context.Context, store objstore.Store, src source.Source, trigger query.Trigger, onIdle func(n int)) ([]scheduler.Idle, int) {
+	t.Helper()
+	var spec query.Spec
+	runQueryConfig(&spec, trigger)
+	var idles []scheduler.Idle
+	batches := 0
+	q, err := scheduler.Open(ctx, scheduler.Config{
+		Spec: spec, Checkpoint: store, Source: src, Writer: &collect{batches: map[int64][]row.Row{}},
+		Progress: func(*scheduler.Progress) { batches++ },
+		Idle: func(i scheduler.Idle) {
+			idles = append(idles, i)
+			onIdle(len(idles))
+		},
+		IdlePoll: time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &executor.Env{QueryID: q.QueryID(), Spec: &spec, Source: src, BadRecords: store,
+		State: statestore.NewMemory(store, statestore.MemoryOptions{})}
+	if env.Layout, err = agg.Compile(&spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Run(ctx, &executor.Local{Env: env}); err != nil {
+		t.Fatal(err)
+	}
+	return idles, batches
+}
+
+func runQueryConfig(s *query.Spec, trigger query.Trigger) {
+	*s = query.Spec{
+		Name: "t",
+		Source: query.Source{Schema: []query.Field{
+			{Name: "course_id", Type: "string"}, {Name: "event_time", Type: "timestamp"},
+		}},
+		Watermark:          &query.Watermark{Column: "event_time", Delay: query.Duration(10 * time.Minute)},
+		Aggregate:          &query.Aggregate{Window: &query.Window{Column: "event_time", Size: query.Duration(5 * time.Minute)}, GroupBy: []string{"course_id"}, Measures: []query.Measure{{Name: "n", Fn: "count"}}},
+		OutputMode:         query.Append,
+		CheckpointLocation: "mem",
+		Trigger:            trigger,
+		ShufflePartitions:  2,
+	}
+	*s = s.WithDefaults()
+}
+
+// Idle is reported when a run finds nothing to do, with the last commit and
+// the watermark held; never by an availableNow run that ran batches.
+func TestIdleIsReportedWhenThereIsNothingToRun(t *testing.T) {
+	ctx := context.Background()
+	store := objstore.NewMem()
+	src := &listSource{lines: lines, perBatch: 10}
+	idles, batches := runIdle(t, ctx, store, src, query.Trigger{AvailableNow: true})
+	if batches != 2 || len(idles) != 0 {
+		t.Fatalf("availableNow with data: %d batches, idle reports %v; want 2 batches and no idle report", batches, idles)
+	}
+	idles, batches = runIdle(t, ctx, store, src, query.Trigger{AvailableNow: true})
+	wm := time.Date(2026, 1, 1, 0, 23, 0, 0, time.UTC).UnixMilli()
+	if batches != 0 || len(idles) != 1 || idles[0].LastCommitted != 1 || idles[0].WatermarkMs != wm {
+		t.Fatalf("availableNow with nothing new: %d batches, idle reports %+v; want one report of batch 1, watermark %d", batches, idles, wm)
+	}
+	// The default trigger polls while idle: one report per idle spell, a
+	// new one after new data ran.
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	polling := &pollCounter{listSource: src}
+	idles, _ = runIdleOn(t, runCtx, store, polling, func(n int) {
+		if n == 1 {
+			src.lines = append(src.lines, line("a", 61))
+			return
+		}
+		polling.after(5, cancel) // five more idle polls, then stop
+	})
+	if len(idles) != 2 || idles[1].LastCommitted <= idles[0].LastCommitted {
+		t.Fatalf("default trigger: idle reports %+v; want two, the second after more commits", idles)
+	}
+}
+
+// pollCounter counts Latest calls (one per poll) and can cancel after n
+// more.
+type pollCounter struct {
+	*listSource
+	calls, stopAt int
+	stop          func()
+}
+
+func (p *pollCounter) Latest(ctx context.Context, start source.Offset, now time.Time) (source.Offset, error) {
+	p.calls++
+	if p.stop != nil && p.calls >= p.stopAt {
+		p.stop()
+	}
+	return p.listSource.Latest(ctx, start, now)
+}
+
+func (p *pollCounter) after(n int, stop func()) { p.stopAt, p.stop = p.calls+n, stop }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/fault"
 	"github.com/sluicehq/sluice/internal/cliflags"
@@ -90,49 +88,36 @@ func runSpec(cmd *cobra.Command, spec query.Spec, opts engine.Options) error {
 	opts.Logger = logger(cmd)
 	opts.Stdout = cmd.OutOrStdout()
 	next := opts.Progress
-	batches := 0
 	opts.Progress = func(p *scheduler.Progress) {
-		batches++
 		fmt.Fprintln(cmd.ErrOrStderr(), p.Line())
 		if next != nil {
 			next(p)
 		}
+	}
+	if opts.Idle == nil {
+		opts.Idle = func(i scheduler.Idle) { fmt.Fprintln(cmd.ErrOrStderr(), idleLine(spec, i)) }
 	}
 	job, err := engine.Build(ctx, spec, opts)
 	if err != nil {
 		return err
 	}
 	defer job.Close()
-	if err := job.Run(ctx); err != nil {
-		return err
-	}
-	if batches == 0 && (spec.Trigger.AvailableNow || spec.Trigger.Once) && ctx.Err() == nil {
-		line, err := nothingNew(ctx, job)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(cmd.ErrOrStderr(), line)
-	}
-	return nil
+	return job.Run(ctx)
 }
 
-// nothingNew is the line a run that found no batch to run prints: where
-// the checkpoint stands and the watermark it holds.
-func nothingNew(ctx context.Context, job *engine.Job) (string, error) {
-	last, commit, err := checkpoint.New(job.Env.Checkpoint).Latest(ctx)
-	if err != nil {
-		return "", err
-	}
-	res, err := checkpoint.Decide(last, commit)
-	if err != nil {
-		return "", err
-	}
+// idleLine is the one line a run prints when it finds nothing to run:
+// where the checkpoint stands and the watermark it holds.
+func idleLine(spec query.Spec, i scheduler.Idle) string {
 	at := "no batch has run yet"
-	if commit != nil {
-		at = fmt.Sprintf("batch %d is the last committed", commit.BatchID)
+	if i.LastCommitted >= 0 {
+		at = fmt.Sprintf("batch %d is the last committed", i.LastCommitted)
 	}
-	return fmt.Sprintf("nothing new: no new data and no window for the watermark to close; %s, watermark %s",
-		at, row.FormatTimestamp(res.WatermarkMs*1000)), nil
+	what := "nothing new"
+	if !spec.Trigger.AvailableNow && !spec.Trigger.Once {
+		what = "waiting for new data"
+	}
+	return fmt.Sprintf("%s: no new data and no window for the watermark to close; %s, watermark %s",
+		what, at, row.FormatTimestamp(i.WatermarkMs*1000))
 }
 
 // progressWriter appends progress objects as JSON lines to path.
