@@ -46,17 +46,20 @@ func newRunCmd() *cobra.Command {
 			if err := engine.Check(spec); err != nil {
 				return err
 			}
+			var observe func(*scheduler.Progress)
+			if metricsAddr != "" { // before the progress file: a busy port creates nothing
+				var stop func()
+				if observe, stop, err = serveMetrics(metricsAddr); err != nil {
+					return err
+				}
+				defer stop()
+			}
 			progress, closeProgress, err := progressWriter(progressJSON)
 			if err != nil {
 				return err
 			}
 			defer closeProgress()
-			if metricsAddr != "" {
-				observe, stop, err := serveMetrics(metricsAddr)
-				if err != nil {
-					return err
-				}
-				defer stop()
+			if observe != nil {
 				progress = chain(progress, observe)
 			}
 			return runSpec(cmd, spec, engine.Options{
