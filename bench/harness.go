@@ -64,10 +64,11 @@ func tileSpec(src query.Source, dir string, trigger query.Trigger) query.Spec {
 	}
 }
 
-// decoderFields are the fields the engine's map tasks decode with.
+// decoderFields are the fields the engine's map tasks decode with: the
+// same list, with the same unused columns marked.
 func decoderFields() []row.Field {
 	spec := tileSpec(query.Source{Generator: &query.GeneratorSource{}}, "", query.Trigger{}).WithDefaults()
-	return executor.Fields(&spec)
+	return executor.ValueFields(&spec)
 }
 
 // Lines holds JSON lines back to back; line i is Data[Ends[i-1]:Ends[i]].

@@ -71,7 +71,7 @@ func checkAgainstRawLoop(t *testing.T, er *EngineRun, raw *RawResult, n int) {
 	}
 }
 
-func TestEngineOutputMatchesTheRawLoopOnBothSources(t *testing.T) {
+func TestEngineOutputMatchesTheFairReferenceOnBothSources(t *testing.T) {
 	const n, perBatch, perFile = 30_000, 8_000, 2_000
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -92,11 +92,19 @@ func TestEngineOutputMatchesTheRawLoopOnBothSources(t *testing.T) {
 		t.Fatalf("raw loop counted %d events, want %d", total, n)
 	}
 
+	// The fair references count what the single-goroutine loop counts,
+	// window by window, whatever their goroutine count.
+	refGen, err := refGenerator(gopts, n, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameCounts(t, "generator reference", refGen, raw)
+
 	gen, err := runEngine(ctx, tileSpec(query.Source{Generator: &gopts}, filepath.Join(dir, "gen"), query.Trigger{AvailableNow: true}), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkAgainstRawLoop(t, gen, raw, n)
+	checkAgainstRawLoop(t, gen, refGen, n)
 
 	src := filepath.Join(dir, "lines")
 	if _, err := writeFiles(src, lines, perFile); err != nil {
@@ -104,11 +112,19 @@ func TestEngineOutputMatchesTheRawLoopOnBothSources(t *testing.T) {
 	}
 	fileSpec := tileSpec(query.Source{File: &query.FileSource{Path: src, MaxFilesPerTrigger: perBatch / perFile}, Schema: query.GeneratorSchema()},
 		filepath.Join(dir, "file"), query.Trigger{AvailableNow: true})
+	refFile, read, err := refFiles(src, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if read != n {
+		t.Fatalf("file reference read %d lines, want %d", read, n)
+	}
+	sameCounts(t, "file reference", refFile, raw)
 	file, err := runEngine(ctx, fileSpec, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkAgainstRawLoop(t, file, raw, n)
+	checkAgainstRawLoop(t, file, refFile, n)
 
 	for name, er := range map[string]*EngineRun{"generator": gen, "file": file} {
 		data := collect(er.Batches, false)
@@ -122,6 +138,39 @@ func TestEngineOutputMatchesTheRawLoopOnBothSources(t *testing.T) {
 			if b.SinkWrites < 1 {
 				t.Errorf("%s: batch %d: sink objects %d, want its log entry at least", name, b.Progress.BatchID, b.SinkWrites)
 			}
+		}
+	}
+}
+
+// sameCounts checks that got counted exactly what want did, window by
+// window.
+func sameCounts(t *testing.T, name string, got, want *RawResult) {
+	t.Helper()
+	if len(got.Counts) != len(want.Counts) || got.MaxTime != want.MaxTime {
+		t.Errorf("%s: %d windows, max time %d; want %d, %d", name, len(got.Counts), got.MaxTime, len(want.Counts), want.MaxTime)
+	}
+	for k, c := range want.Counts {
+		if got.Counts[k] != c {
+			t.Errorf("%s: window %v counted %d, want %d", name, k, got.Counts[k], c)
+		}
+	}
+}
+
+func TestReferenceDecodesWithTheEnginesFieldsAndUnusedColumns(t *testing.T) {
+	unused := map[string]bool{}
+	for _, f := range decoderFields() {
+		if f.Unused {
+			unused[f.Name] = true
+		}
+	}
+	// The tile reads course_id and event_time only.
+	want := map[string]bool{query.GeneratorEventID: true, query.GeneratorLessonID: true}
+	if len(unused) != len(want) {
+		t.Errorf("unused columns %v, want %v", unused, want)
+	}
+	for k := range want {
+		if !unused[k] {
+			t.Errorf("column %s is decoded, but the engine leaves it unused", k)
 		}
 	}
 }

@@ -13,8 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/sluicehq/sluice/query"
 )
 
 // config is the command line.
@@ -99,10 +97,10 @@ type Results struct {
 	Rows                     int
 	Runs                     int
 	RawEPS, GenEPS, FileEPS  []float64 // events/s per round
-	GenRatio, FileRatio      []float64 // engine / raw loop per round
+	GenPair, FilePair        *Pair     // engine against the fair reference, per round
+	ProcessPair              *Pair     // `driver run` against the reference, each as a whole process
 	RawCPU, GenCPU, FileCPU  []float64 // CPU ns per event per round
 	ParEPS, ParSpeedup       []float64 // raw loop on GOMAXPROCS goroutines; its speedup over one
-	GenVsPar, FileVsPar      []float64 // engine / parallel raw loop per round
 	Load                     []string  // /proc/loadavg at start and end
 	GenCores, FileCores      []float64 // CPU time / wall time of the engine runs
 	PutMs                    []float64 // fsynced 1 KiB Put on local disk
@@ -163,88 +161,8 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "wrote %d files of %d lines to %s\n", n, c.rowsPerFile, srcDir)
 	}
-	filesPerTrigger := max(int(c.maxRowsPerTrigger)/c.rowsPerFile, 1)
-	if do("raw") {
-		if _, err := rawLoop(lines); err != nil { // warm-up, not counted
-			return err
-		}
-	}
-
-	for r := range c.runs {
-		var raw, par float64
-		if do("raw") {
-			rr, err := rawLoop(lines)
-			if err != nil {
-				return err
-			}
-			raw = eps(c.rows, rr.Elapsed)
-			res.RawEPS = append(res.RawEPS, raw)
-			res.RawCPU = append(res.RawCPU, nsPer(c.rows, rr.CPU))
-			res.RawWindows = len(rr.Counts)
-			fmt.Fprintf(out, "round %d raw loop      %7.3f s  %6.3f M events/s  %5.0f CPU ns/event  (%d windows)\n",
-				r+1, rr.Elapsed.Seconds(), raw/1e6, nsPer(c.rows, rr.CPU), len(rr.Counts))
-			p := runtime.GOMAXPROCS(0)
-			pr, err := rawLoopParallel(lines, p)
-			if err != nil {
-				return err
-			}
-			par = eps(c.rows, pr.Elapsed)
-			res.ParEPS = append(res.ParEPS, par)
-			res.ParSpeedup = append(res.ParSpeedup, par/raw)
-			fmt.Fprintf(out, "round %d raw loop ×%d   %7.3f s  %6.3f M events/s  %5.0f CPU ns/event  %.2f cores  speedup %.2f\n",
-				r+1, p, pr.Elapsed.Seconds(), par/1e6, nsPer(c.rows, pr.CPU), pr.CPU.Seconds()/pr.Elapsed.Seconds(), par/raw)
-		}
-		if do("gen") {
-			g := gopts
-			spec := tileSpec(query.Source{Generator: &g}, filepath.Join(dir, fmt.Sprintf("gen-%d", r)), query.Trigger{AvailableNow: true})
-			er, err := runEngine(ctx, spec, c.parallelism)
-			if err != nil {
-				return fmt.Errorf("engine with generator source: %w", err)
-			}
-			if err := checkRun(er, c.rows); err != nil {
-				return fmt.Errorf("engine with generator source: %w", err)
-			}
-			v := eps(c.rows, er.Elapsed)
-			res.GenEPS = append(res.GenEPS, v)
-			res.GenCPU = append(res.GenCPU, nsPer(c.rows, er.CPU))
-			res.GenCores = append(res.GenCores, er.CPU.Seconds()/er.Elapsed.Seconds())
-			res.Gen = append(res.Gen, er)
-			res.EngineGroups = int(er.OutputRows + er.StateRows)
-			line := fmt.Sprintf("round %d engine (gen)  %7.3f s  %6.3f M events/s  %5.0f CPU ns/event  %.2f cores  %d batches",
-				r+1, er.Elapsed.Seconds(), v/1e6, nsPer(c.rows, er.CPU), er.CPU.Seconds()/er.Elapsed.Seconds(), len(er.Batches))
-			if raw > 0 {
-				res.GenRatio = append(res.GenRatio, v/raw)
-				res.GenVsPar = append(res.GenVsPar, v/par)
-				line += fmt.Sprintf("  ratio %.2f (%.2f of raw ×P)", v/raw, v/par)
-			}
-			fmt.Fprintln(out, line)
-			os.RemoveAll(filepath.Join(dir, fmt.Sprintf("gen-%d", r)))
-		}
-		if do("file") {
-			spec := tileSpec(query.Source{File: &query.FileSource{Path: srcDir, MaxFilesPerTrigger: filesPerTrigger}, Schema: query.GeneratorSchema()},
-				filepath.Join(dir, fmt.Sprintf("file-%d", r)), query.Trigger{AvailableNow: true})
-			er, err := runEngine(ctx, spec, c.parallelism)
-			if err != nil {
-				return fmt.Errorf("engine with file source: %w", err)
-			}
-			if err := checkRun(er, c.rows); err != nil {
-				return fmt.Errorf("engine with file source: %w", err)
-			}
-			v := eps(c.rows, er.Elapsed)
-			res.FileEPS = append(res.FileEPS, v)
-			res.FileCPU = append(res.FileCPU, nsPer(c.rows, er.CPU))
-			res.FileCores = append(res.FileCores, er.CPU.Seconds()/er.Elapsed.Seconds())
-			res.File = append(res.File, er)
-			line := fmt.Sprintf("round %d engine (file) %7.3f s  %6.3f M events/s  %5.0f CPU ns/event  %.2f cores  %d batches",
-				r+1, er.Elapsed.Seconds(), v/1e6, nsPer(c.rows, er.CPU), er.CPU.Seconds()/er.Elapsed.Seconds(), len(er.Batches))
-			if raw > 0 {
-				res.FileRatio = append(res.FileRatio, v/raw)
-				res.FileVsPar = append(res.FileVsPar, v/par)
-				line += fmt.Sprintf("  ratio %.2f (%.2f of raw ×P)", v/raw, v/par)
-			}
-			fmt.Fprintln(out, line)
-			os.RemoveAll(filepath.Join(dir, fmt.Sprintf("file-%d", r)))
-		}
+	if err := runRounds(ctx, c, res, lines, srcDir, dir, do, out); err != nil {
+		return err
 	}
 	if do("nodata") {
 		nd, err := runNoData(ctx, filepath.Join(dir, "nodata"), c.noDataBatches, c.noDataCourses, c.noDataInterval, c.parallelism)
@@ -372,31 +290,15 @@ func tableLines(res *Results, c config) []line {
 	add := func(name, value, target string) { ls = append(ls, line{name, value, target}) }
 	p := runtime.GOMAXPROCS(0)
 	if len(res.RawEPS) > 0 {
-		add("raw loop, 1 goroutine, M events/s", rangeOf(millions(res.RawEPS), "%.2f"), "≥ 1.5")
-		add(fmt.Sprintf("raw loop, %d goroutines, M events/s", p), rangeOf(millions(res.ParEPS), "%.2f"), "")
+		add("decode only, lines in memory, 1 goroutine, M events/s", rangeOf(millions(res.RawEPS), "%.2f"), "")
+		add(fmt.Sprintf("decode only, lines in memory, %d goroutines, M events/s", p), rangeOf(millions(res.ParEPS), "%.2f"), "")
 		add(fmt.Sprintf("  speedup of %d goroutines over 1 (cores the machine gave)", p), rangeOf(res.ParSpeedup, "%.2f"), "")
 	}
-	if len(res.GenEPS) > 0 {
-		add("engine, generator source, M events/s", rangeOf(millions(res.GenEPS), "%.2f"), "")
+	for _, pr := range res.pairs() {
+		ls = append(ls, pairLines(pr)...)
 	}
-	if len(res.FileEPS) > 0 {
-		add("engine, file source, M events/s", rangeOf(millions(res.FileEPS), "%.2f"), "")
-	}
-	if len(res.GenRatio) > 0 {
-		add("ratio engine / raw loop, generator source", rangeOf(res.GenRatio, "%.2f"), "≥ 1.0")
-	}
-	if len(res.FileRatio) > 0 {
-		add("ratio engine / raw loop, file source", rangeOf(res.FileRatio, "%.2f"), "≥ 1.0")
-	}
-	if len(res.GenVsPar) > 0 || len(res.FileVsPar) > 0 {
-		add(fmt.Sprintf("ratio engine / raw loop on %d goroutines, generator / file", p), rangeOf(res.GenVsPar, "%.2f")+" / "+rangeOf(res.FileVsPar, "%.2f"), "")
-	}
-	if len(res.RawCPU) > 0 {
-		add("raw loop, CPU ns/event", rangeOf(res.RawCPU, "%.0f"), "")
-	}
-	if len(res.GenCPU) > 0 || len(res.FileCPU) > 0 {
-		add("engine, CPU ns/event, generator / file", rangeOf(res.GenCPU, "%.0f")+" / "+rangeOf(res.FileCPU, "%.0f"), "")
-		add("engine, cores used (CPU/wall), generator / file", rangeOf(res.GenCores, "%.2f")+" / "+rangeOf(res.FileCores, "%.2f"), "")
+	if len(res.GenCores) > 0 || len(res.FileCores) > 0 {
+		add("engine in process, cores used (CPU/wall), generator / file", rangeOf(res.GenCores, "%.2f")+" / "+rangeOf(res.FileCores, "%.2f"), "")
 	}
 	writes := func(label string, s batchStats, target string, split bool) {
 		if s.count == 0 {

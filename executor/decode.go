@@ -23,19 +23,33 @@ type metaCol struct {
 
 func newRecordDecoder(s *query.Spec) *recordDecoder {
 	d := &recordDecoder{}
-	used := usedColumns(s)
-	var fields []row.Field
 	for i, f := range s.Source.Schema {
 		if f.From != "" {
 			d.meta = append(d.meta, metaCol{idx: i, from: f.From})
 			continue
 		}
-		k, _ := row.ParseKind(f.Type)
-		fields = append(fields, row.Field{Name: f.Name, Kind: k, Nullable: f.IsNullable(), Unused: used != nil && !used[f.Name]})
 		d.valueIdx = append(d.valueIdx, i)
 	}
-	d.dec = row.NewDecoder(fields)
+	d.dec = row.NewDecoder(ValueFields(s))
 	return d
+}
+
+// ValueFields returns the decoder fields the map tasks decode a record's
+// JSON value with: the schema's columns without From, in order, a column
+// the query never reads marked Unused (checked, not converted). A
+// reference program that wants the engine's decoding cost uses exactly
+// this list.
+func ValueFields(s *query.Spec) []row.Field {
+	used := usedColumns(s)
+	var fields []row.Field
+	for _, f := range s.Source.Schema {
+		if f.From != "" {
+			continue
+		}
+		k, _ := row.ParseKind(f.Type)
+		fields = append(fields, row.Field{Name: f.Name, Kind: k, Nullable: f.IsNullable(), Unused: used != nil && !used[f.Name]})
+	}
+	return fields
 }
 
 // decode fills dst (reused) from rec.
