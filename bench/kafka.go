@@ -496,6 +496,7 @@ func launch(args []string) int {
 	fmt.Printf("pid %d\n", cmd.Process.Pid)
 	err := cmd.Wait()
 	fmt.Printf("maxrss %d\n", childMaxRSS(cmd.ProcessState))
+	fmt.Printf("cpu %d\n", (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Nanoseconds())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "launcher:", err)
 		if code := cmd.ProcessState.ExitCode(); code > 0 {

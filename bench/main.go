@@ -45,7 +45,7 @@ func main() {
 	flag.DurationVar(&c.noDataInterval, "nodata-interval", 20*time.Millisecond, "processingTime trigger of the no-data measurement")
 	flag.IntVar(&c.parallelism, "parallelism", 0, "engine task parallelism (0: GOMAXPROCS)")
 	flag.StringVar(&c.dir, "dir", "", "work directory (default: a new temporary directory, removed at the end)")
-	flag.StringVar(&c.only, "only", "", "comma-separated subset of raw,gen,file,nodata,kafka (default all but kafka, which runs only when named)")
+	flag.StringVar(&c.only, "only", "", "comma-separated subset of raw,gen,file,process,nodata,kafka (default all but kafka, which runs only when named)")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.BoolVar(&c.markdown, "markdown", false, "also print the results as a Markdown table for bench/README.md")
 	flag.IntVar(&c.kafka.Rows, "kafka-n", 10_000_000, "kafka: catch-up backlog, records (0: no catch-up runs)")
@@ -173,6 +173,21 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		if res.PutMs, err = putLatency(ctx, filepath.Join(dir, "put-latency"), 50); err != nil {
 			return err
 		}
+	}
+	if do("process") {
+		driver := c.kafka.Driver
+		if driver == "" {
+			var err error
+			if driver, err = buildDriver(ctx, dir); err != nil {
+				return err
+			}
+			c.kafka.Driver = driver // built once
+		}
+		pr, err := runProcessPair(ctx, c, driver, dir, out)
+		if err != nil {
+			return fmt.Errorf("whole-process measurement: %w", err)
+		}
+		res.ProcessPair = pr
 	}
 	if do("kafka") {
 		c.kafka.Parallelism = c.parallelism

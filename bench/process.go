@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/query"
+	"github.com/sluicehq/sluice/scheduler"
+)
+
+// The whole-process measurement: `driver run -f` as the user runs it, a
+// process from start to exit (start-up, every batch, the final commit,
+// shut-down), against the fair reference over the same files as a
+// process too (this program re-executed with refProcessEnv). Both are
+// started through the launcher (see launch), which reports each one's own
+// peak RSS and CPU time.
+
+// refProcessEnv, set to a directory, makes this program the reference as a
+// process: it counts the directory's files with refFiles, prints "rows N
+// windows W" and exits.
+const refProcessEnv = "SLUICEBENCH_REFERENCE_FILES"
+
+// processCourses is the whole-process run's distinct courses (issue 14).
+const processCourses = 1000
+
+func init() {
+	dir := os.Getenv(refProcessEnv)
+	if dir == "" || os.Getenv(rssLaunchEnv) == "1" {
+		return
+	}
+	res, n, err := refFiles(dir, refParallelism())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "reference:", err)
+		os.Exit(1)
+	}
+	fmt.Printf("rows %d windows %d\n", n, len(res.Counts))
+	os.Exit(0)
+}
+
+// ProcRun is one child process started through the launcher.
+type ProcRun struct {
+	Elapsed   time.Duration // launcher start to exit
+	CPU       time.Duration // the child's user + system time
+	MaxRSSKiB int64
+	Stdout    string // the child's stdout and stderr (the launcher merges them)
+}
+
+// launchProcess runs args through the launcher with extra environment.
+func launchProcess(ctx context.Context, env []string, args ...string) (*ProcRun, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find this program to use as the launcher: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, self, args...)
+	cmd.Env = append(append(os.Environ(), env...), rssLaunchEnv+"=1")
+	var child strings.Builder
+	cmd.Stderr = &child
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start launcher: %w", err)
+	}
+	pr := &ProcRun{}
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "maxrss "); ok {
+			pr.MaxRSSKiB, _ = strconv.ParseInt(v, 10, 64)
+		}
+		if v, ok := strings.CutPrefix(sc.Text(), "cpu "); ok {
+			ns, _ := strconv.ParseInt(v, 10, 64)
+			pr.CPU = time.Duration(ns)
+		}
+	}
+	err = cmd.Wait()
+	pr.Elapsed = time.Since(start)
+	pr.Stdout = child.String()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v; output tail:\n%s", strings.Join(args, " "), err, tail(pr.Stdout, 2000))
+	}
+	return pr, nil
+}
+
+// runProcessPair writes n events over processCourses courses as files
+// (untimed) and runs, c.runs rounds alternating the order, `driver run`
+// over them and the reference process.
+func runProcessPair(ctx context.Context, c config, driver, dir string, out io.Writer) (*Pair, error) {
+	opts := generatorOptions(int64(c.rows), 0)
+	opts.Courses = processCourses
+	src := filepath.Join(dir, "process-lines")
+	if _, err := writeFiles(src, generateLines(opts, c.rows), c.rowsPerFile); err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(src)
+	filesPerTrigger := max(int(c.maxRowsPerTrigger)/c.rowsPerFile, 1)
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find this program to run as the reference: %w", err)
+	}
+	pair := &Pair{Name: fmt.Sprintf("file source, whole process (%d courses)", processCourses)}
+	for r := range c.runs {
+		runDir := filepath.Join(dir, fmt.Sprintf("process-%d", r))
+		var ref, eng *ProcRun
+		var refWindows int
+		var engRows, engWindows int64
+		err := alternate(r, func() error {
+			var err error
+			if ref, err = launchProcess(ctx, []string{refProcessEnv + "=" + src}, self); err != nil {
+				return fmt.Errorf("reference process: %w", err)
+			}
+			var rows int
+			if _, err := fmt.Sscanf(lastLine(ref.Stdout, "rows "), "rows %d windows %d", &rows, &refWindows); err != nil || rows != c.rows {
+				return fmt.Errorf("reference process: counted %d rows (%v), want %d; output: %s", rows, err, c.rows, tail(ref.Stdout, 500))
+			}
+			return nil
+		}, func() error {
+			defer os.RemoveAll(runDir)
+			spec := tileSpec(query.Source{File: &query.FileSource{Path: src, MaxFilesPerTrigger: filesPerTrigger}, Schema: query.GeneratorSchema()},
+				runDir, query.Trigger{AvailableNow: true})
+			if err := os.MkdirAll(runDir, 0o755); err != nil {
+				return err
+			}
+			b, err := json.MarshalIndent(spec, "", "  ")
+			if err != nil {
+				return fmt.Errorf("encode spec: %w", err)
+			}
+			specFile, progress := filepath.Join(runDir, "query.json"), filepath.Join(runDir, "progress.jsonl")
+			if err := os.WriteFile(specFile, b, 0o644); err != nil {
+				return fmt.Errorf("write spec: %w", err)
+			}
+			if eng, err = launchProcess(ctx, nil, driver, "run", "-f", specFile, "--progress-json", progress); err != nil {
+				return fmt.Errorf("driver run: %w", err)
+			}
+			engRows, engWindows, err = progressTotals(progress)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if engRows != int64(c.rows) || engWindows != int64(refWindows) {
+			return nil, fmt.Errorf("driver run read %d rows and has %d windows (emitted + open); the reference %d rows, %d windows", engRows, engWindows, c.rows, refWindows)
+		}
+		pair.add(eps(c.rows, ref.Elapsed), eps(c.rows, eng.Elapsed), nsPer(c.rows, ref.CPU), nsPer(c.rows, eng.CPU))
+		pair.RefRSS = append(pair.RefRSS, float64(ref.MaxRSSKiB)/1024)
+		pair.EngRSS = append(pair.EngRSS, float64(eng.MaxRSSKiB)/1024)
+		fmt.Fprintf(out, "round %d whole process: reference %.3f s %.0f MiB | driver run %.3f s %.0f MiB\n", r+1, ref.Elapsed.Seconds(), float64(ref.MaxRSSKiB)/1024, eng.Elapsed.Seconds(), float64(eng.MaxRSSKiB)/1024)
+		printPairRound(out, r, pair, nil)
+	}
+	return pair, nil
+}
+
+// progressTotals sums a --progress-json file's input rows and returns the
+// emitted rows plus the last batch's open state rows (the windows).
+func progressTotals(file string) (rows, windows int64, err error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return 0, 0, fmt.Errorf("read progress: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	var open int64
+	for sc.Scan() {
+		var p scheduler.Progress
+		if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
+			return 0, 0, fmt.Errorf("decode progress: %w", err)
+		}
+		rows += p.NumInputRows
+		windows += p.Sink.NumOutputRows
+		for _, op := range p.StateOperators {
+			open = op.NumRowsTotal
+		}
+	}
+	return rows, windows + open, sc.Err()
+}
+
+// lastLine returns the last line of s that starts with prefix.
+func lastLine(s, prefix string) string {
+	ls := strings.Split(s, "\n")
+	for i := len(ls) - 1; i >= 0; i-- {
+		if strings.HasPrefix(ls[i], prefix) {
+			return ls[i]
+		}
+	}
+	return ""
+}
