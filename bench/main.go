@@ -29,6 +29,7 @@ type config struct {
 	only              string
 	cpuProfile        string
 	markdown          bool
+	report            string
 	kafka             KafkaConfig
 	kafkaRSS          string
 	kafkaOptions      string
@@ -48,6 +49,7 @@ func main() {
 	flag.StringVar(&c.only, "only", "", "comma-separated subset of raw,gen,file,process,nodata,kafka (default all but kafka, which runs only when named)")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.BoolVar(&c.markdown, "markdown", false, "also print the results as a Markdown table for bench/README.md")
+	flag.StringVar(&c.report, "report", "", "write DIR/report.md, DIR/report.json, PNG plots and CPU profiles of the run into this directory")
 	flag.IntVar(&c.kafka.Rows, "kafka-n", 10_000_000, "kafka: catch-up backlog, records (0: no catch-up runs)")
 	flag.Int64Var(&c.kafka.MaxOffsets, "kafka-max-offsets", 500_000, "kafka: maxOffsetsPerTrigger of the catch-up runs")
 	flag.IntVar(&c.kafka.Runs, "kafka-runs", 5, "kafka: catch-up rounds (raw loop and engine once each)")
@@ -119,7 +121,8 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	}
 	all := len(want) == 0
 	// kafka preloads a broker with millions of records: only when named.
-	do := func(s string) bool { return (all && s != "kafka") || want[s] }
+	// A -report runs it too: the report is the whole suite.
+	do := func(s string) bool { return (all && (s != "kafka" || c.report != "")) || want[s] }
 
 	dir := c.dir
 	if dir == "" {
@@ -142,6 +145,15 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		defer pprof.StopCPUProfile()
 	}
 
+	var load *loadSampler
+	machine := describeMachine()
+	if c.report != "" {
+		if err := os.MkdirAll(c.report, 0o755); err != nil {
+			return fmt.Errorf("create report directory: %w", err)
+		}
+		load = startLoadSampler()
+		machine.Start = time.Now()
+	}
 	fmt.Fprintf(out, "sluicebench: %d events, %d rounds, maxRowsPerTrigger %d, GOMAXPROCS %d, %s, %s\n",
 		c.rows, c.runs, c.maxRowsPerTrigger, runtime.GOMAXPROCS(0), runtime.Version(), time.Now().UTC().Format(time.RFC3339))
 	res := &Results{Rows: c.rows, Runs: c.runs, Load: []string{loadAvg()}}
@@ -197,7 +209,26 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		}
 		res.Kafka = kr
 	}
+	var engineTop, refTop string
+	if c.report != "" && do("file") {
+		var err error
+		if engineTop, refTop, err = profiles(ctx, c, srcDir, dir, c.report); err != nil {
+			return fmt.Errorf("profile for the report: %w", err)
+		}
+	}
 	res.Load = append(res.Load, loadAvg())
+	if c.report != "" {
+		machine.End = time.Now()
+		machine.Load = load.finish()
+		rep := &Report{Machine: machine, Results: res, Targets: targets(res), Table: tableLines(res, c), Config: map[string]string{
+			"n": strconv.Itoa(c.rows), "runs": strconv.Itoa(c.runs), "max-rows-per-trigger": strconv.FormatInt(c.maxRowsPerTrigger, 10),
+			"rows-per-file": strconv.Itoa(c.rowsPerFile), "parallelism": strconv.Itoa(c.parallelism), "only": c.only,
+		}}
+		if err := writeReport(c.report, rep, engineTop, refTop); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "report written to %s\n", filepath.Join(c.report, "report.md"))
+	}
 	fmt.Fprintln(out)
 	printTable(out, res, c)
 	if c.markdown {

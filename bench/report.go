@@ -1,0 +1,420 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+
+	"github.com/sluicehq/sluice/query"
+)
+
+// The report (-report DIR): the whole suite's figures as DIR/report.md
+// and DIR/report.json, PNG plots, the machine and its load during the
+// run, a table of the issue's targets with where each stands, and for a
+// missed throughput target the top of a CPU profile of both sides.
+
+// Machine describes where the figures come from.
+type Machine struct {
+	NumCPU     int
+	GOMAXPROCS int
+	CPUModel   string
+	MemTotal   string
+	GOOS       string
+	GOARCH     string
+	GoVersion  string
+	Start, End time.Time
+	// Load is the 1-minute load average sampled every loadEvery.
+	Load []float64
+}
+
+const loadEvery = 2 * time.Second
+
+// loadSampler samples /proc/loadavg until stopped.
+type loadSampler struct {
+	mu   sync.Mutex
+	xs   []float64
+	stop chan struct{}
+	done chan struct{}
+}
+
+func startLoadSampler() *loadSampler {
+	s := &loadSampler{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(loadEvery)
+		defer t.Stop()
+		for {
+			if v, err := strconv.ParseFloat(loadAvg(), 64); err == nil {
+				s.mu.Lock()
+				s.xs = append(s.xs, v)
+				s.mu.Unlock()
+			}
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return s
+}
+
+func (s *loadSampler) finish() []float64 {
+	close(s.stop)
+	<-s.done
+	return s.xs
+}
+
+func describeMachine() Machine {
+	m := Machine{NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, GoVersion: runtime.Version(), CPUModel: "?", MemTotal: "?"}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "MemTotal:"); ok {
+				m.MemTotal = strings.TrimSpace(v)
+			}
+		}
+	}
+	return m
+}
+
+// Target is one of issue 14's targets and where the run stands.
+type Target struct {
+	Name     string
+	Want     string
+	Measured string // median [min–max], or empty: not measured
+	Status   string // "met", "missed", "not measured"
+	Gap      string
+	Why      string // for a missed target: what the profile shows, what would close it
+}
+
+// Report is report.json.
+type Report struct {
+	Machine Machine
+	Config  map[string]string
+	Targets []Target
+	Results *Results
+	Table   []line `json:"-"`
+}
+
+func ratioTarget(name string, p *Pair, want float64) Target {
+	t := Target{Name: name, Want: fmt.Sprintf("≥ %.2f", want)}
+	if p == nil || len(p.Ratio) == 0 {
+		t.Status = "not measured"
+		return t
+	}
+	m := median(p.Ratio)
+	t.Measured = rangeOf(p.Ratio, "%.2f")
+	if m >= want {
+		t.Status, t.Gap = "met", fmt.Sprintf("+%.2f", m-want)
+	} else {
+		t.Status, t.Gap = "missed", fmt.Sprintf("%.2f (engine %.0f %% slower than wanted)", m-want, 100*(want-m)/want)
+	}
+	return t
+}
+
+func overheadTarget(p *Pair) Target {
+	t := Target{Name: "exactly-once overhead, CPU per event, " + p.Name, Want: "≤ 20 %"}
+	m := 100 * median(p.Overhead)
+	t.Measured = rangeOf(percent(p.Overhead), "%.0f") + " % (" + rangeOf(p.CPUDiff, "%.0f") + " ns/event)"
+	if m <= 20 {
+		t.Status, t.Gap = "met", fmt.Sprintf("%.0f points under", 20-m)
+	} else {
+		t.Status, t.Gap = "missed", fmt.Sprintf("%.0f points over (%.0f ns/event too many)", m-20, median(p.CPUDiff)-0.2*median(p.RefCPU))
+	}
+	return t
+}
+
+// targets is the targets table of the run.
+func targets(res *Results) []Target {
+	kp := (*Pair)(nil)
+	if res.Kafka != nil && len(res.Kafka.Ratio) > 0 {
+		kp = res.Kafka.pair()
+	}
+	ts := []Target{
+		ratioTarget("engine / fair reference, file source, in process", res.FilePair, 0.85),
+		ratioTarget("engine / fair reference, generator, in process", res.GenPair, 0.85),
+		ratioTarget("engine / fair reference, file source, whole `driver run` process", res.ProcessPair, 0.85),
+		{Name: "engine / fair reference, generator, whole `driver run` process", Want: "≥ 0.85", Status: "not measured"},
+		ratioTarget("engine / fair reference, Kafka (kfake), in process", kp, 0.8),
+	}
+	for _, p := range res.pairs() {
+		ts = append(ts, overheadTarget(p))
+	}
+	nd := Target{Name: "no-data batch, local disk, triggerExecution ms (median; max in brackets)", Want: "≤ 10 ms", Status: "not measured"}
+	if res.NoData != nil {
+		s := collect(res.NoData.Batches, true)
+		if s.count > 0 {
+			m := median(s.trigger)
+			nd.Measured = rangeOf(s.trigger, "%.0f")
+			if m <= 10 {
+				nd.Status, nd.Gap = "met", fmt.Sprintf("%.0f ms under", 10-m)
+			} else {
+				nd.Status, nd.Gap = "missed", fmt.Sprintf("%.0f ms over", m-10)
+				nd.Why = "see the no-data rows of the results: a batch that closes a window writes one state delta and one Parquet file per changed partition plus the sink log and the commit, each an fsynced Put; fewer partitions written per batch, or writes in parallel, would close it"
+			}
+		}
+	}
+	ts = append(ts, nd)
+	for _, n := range []struct{ name, want string }{
+		{"no-data batch on the S3-compatible server", "≤ 20 ms (go test ./engine -bench NoDataBatch measures it)"},
+		{"2 executor processes / one process", "≥ 0.9"},
+		{"throughput from 100 to 1 M distinct courses", "flat within 15 %"},
+		{"end-to-end latency beyond the semantic delay, p99", "≤ trigger + 250 ms"},
+		{"new driver → first commit, max", "≤ 2 s"},
+		{"bytes per open group in memory", "≤ 200"},
+	} {
+		ts = append(ts, Target{Name: n.name, Want: n.want, Status: "not measured"})
+	}
+	return ts
+}
+
+// profileTop runs fn under a CPU profile written to file and returns the
+// top of `go tool pprof -top` (empty when the go tool is not there).
+func profileTop(file string, fn func() error) (string, error) {
+	f, err := os.Create(file)
+	if err != nil {
+		return "", err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return "", fmt.Errorf("start cpu profile: %w", err)
+	}
+	runErr := fn()
+	pprof.StopCPUProfile()
+	f.Close()
+	if runErr != nil {
+		return "", runErr
+	}
+	out, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=15", file).Output()
+	if err != nil {
+		return "", nil
+	}
+	return string(out), nil
+}
+
+// profiles profiles one engine file-source run and one reference run of
+// the same files (only when no -cpuprofile is running already).
+func profiles(ctx context.Context, c config, srcDir, dir, outDir string) (engineTop, refTop string, err error) {
+	if c.cpuProfile != "" {
+		return "", "", nil
+	}
+	filesPerTrigger := max(int(c.maxRowsPerTrigger)/c.rowsPerFile, 1)
+	runDir := filepath.Join(dir, "profile-engine")
+	defer os.RemoveAll(runDir)
+	engineTop, err = profileTop(filepath.Join(outDir, "engine-file.pprof"), func() error {
+		spec := tileSpec(query.Source{File: &query.FileSource{Path: srcDir, MaxFilesPerTrigger: filesPerTrigger}, Schema: query.GeneratorSchema()},
+			runDir, query.Trigger{AvailableNow: true})
+		_, err := runEngine(ctx, spec, c.parallelism)
+		return err
+	})
+	if err != nil {
+		return "", "", err
+	}
+	refTop, err = profileTop(filepath.Join(outDir, "reference-file.pprof"), func() error {
+		_, _, err := refFiles(srcDir, refParallelism())
+		return err
+	})
+	return engineTop, refTop, err
+}
+
+// writeReport writes DIR/report.md, DIR/report.json and the plots.
+func writeReport(outDir string, rep *Report, engineTop, refTop string) error {
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return fmt.Errorf("create report directory: %w", err)
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode report: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(outDir, "report.json"), b, 0o644); err != nil {
+		return fmt.Errorf("write report.json: %w", err)
+	}
+	plots, err := writePlots(outDir, rep)
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(outDir, "report.md"))
+	if err != nil {
+		return fmt.Errorf("write report.md: %w", err)
+	}
+	defer f.Close()
+	writeMarkdown(f, rep, plots, engineTop, refTop)
+	return f.Close()
+}
+
+func writeMarkdown(w io.Writer, rep *Report, plots []string, engineTop, refTop string) {
+	m := rep.Machine
+	fmt.Fprintf(w, "# sluicebench report\n\n")
+	fmt.Fprintf(w, "## Machine\n\n")
+	fmt.Fprintf(w, "- %d CPUs (GOMAXPROCS %d), %s, memory %s, %s/%s, %s\n", m.NumCPU, m.GOMAXPROCS, m.CPUModel, m.MemTotal, m.GOOS, m.GOARCH, m.GoVersion)
+	fmt.Fprintf(w, "- run %s → %s (%s)\n", m.Start.UTC().Format(time.RFC3339), m.End.UTC().Format(time.RFC3339), m.End.Sub(m.Start).Round(time.Second))
+	if len(m.Load) > 0 {
+		fmt.Fprintf(w, "- 1-minute load average during the run (every %v): %s\n", loadEvery, rangeOf(m.Load, "%.1f"))
+		if median(m.Load) > float64(m.NumCPU)/2 {
+			fmt.Fprintf(w, "- **The machine was busy** (load above half its CPUs): the figures below are not representative; rerun on an idle machine.\n")
+		}
+	}
+	var keys []string
+	for k := range rep.Config {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	fmt.Fprintf(w, "- settings:")
+	for _, k := range keys {
+		fmt.Fprintf(w, " %s=%s", k, rep.Config[k])
+	}
+	fmt.Fprintf(w, "\n\nEvery figure is the median of the rounds with [min–max]; every ratio is taken within one round, and the rounds alternate which side runs first.\n\n")
+
+	fmt.Fprintf(w, "## Targets\n\n| target | wanted | measured | status | gap |\n|---|---|---|---|---|\n")
+	for _, t := range rep.Targets {
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", t.Name, t.Want, orDash(t.Measured), t.Status, orDash(t.Gap))
+	}
+	var missed []Target
+	for _, t := range rep.Targets {
+		if t.Status == "missed" {
+			missed = append(missed, t)
+		}
+	}
+	if len(missed) > 0 {
+		fmt.Fprintf(w, "\n## Why targets are missed\n\n")
+		for _, t := range missed {
+			if t.Why != "" {
+				fmt.Fprintf(w, "- **%s**: %s\n", t.Name, t.Why)
+			}
+		}
+		if engineTop != "" {
+			fmt.Fprintf(w, "\nThe throughput and CPU targets: one engine run and one reference run over the same files, profiled (`engine-file.pprof`, `reference-file.pprof` here; `go tool pprof -top -diff_base reference-file.pprof engine-file.pprof` shows what the engine does beyond the reference). The reference spends its CPU on the same decoder; whatever the engine spends beyond it (planning, state, Parquet, checkpoint fsyncs, idle cores at the end of a map phase) is the gap.\n\nEngine:\n\n```\n%s```\n\nReference:\n\n```\n%s```\n", engineTop, refTop)
+		}
+	}
+	fmt.Fprintf(w, "\n## Results\n\n| measurement | median [min–max] | target |\n|---|---|---|\n")
+	for _, l := range rep.Table {
+		fmt.Fprintf(w, "| %s | %s | %s |\n", strings.TrimSpace(l.name), l.value, l.target)
+	}
+	if len(plots) > 0 {
+		fmt.Fprintf(w, "\n## Plots\n\n")
+		for _, p := range plots {
+			fmt.Fprintf(w, "![%s](%s)\n\n", strings.TrimSuffix(p, ".png"), p)
+		}
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
+}
+
+// writePlots draws the per-round ratios, CPU per event and the load, and
+// returns the files' names.
+func writePlots(dir string, rep *Report) ([]string, error) {
+	var names []string
+	pairs := rep.Results.pairs()
+	if len(pairs) > 0 {
+		p := plot.New()
+		p.Title.Text = "engine / fair reference, per round"
+		p.X.Label.Text = "round"
+		p.Y.Label.Text = "ratio"
+		var args []any
+		for _, pr := range pairs {
+			pts := make(plotter.XYs, len(pr.Ratio))
+			for i, r := range pr.Ratio {
+				pts[i] = plotter.XY{X: float64(i + 1), Y: r}
+			}
+			args = append(args, pr.Name, pts)
+		}
+		if err := plotutil.AddLinePoints(p, args...); err != nil {
+			return nil, fmt.Errorf("plot ratios: %w", err)
+		}
+		for _, want := range []float64{0.85, 0.8} {
+			l, err := plotter.NewLine(plotter.XYs{{X: 1, Y: want}, {X: float64(max(len(pairs[0].Ratio), 2)), Y: want}})
+			if err != nil {
+				return nil, err
+			}
+			l.Dashes = []vg.Length{vg.Points(4), vg.Points(4)}
+			p.Add(l)
+		}
+		p.Y.Min = 0
+		p.Legend.Top = true
+		if err := p.Save(8*vg.Inch, 5*vg.Inch, filepath.Join(dir, "ratios.png")); err != nil {
+			return nil, fmt.Errorf("plot ratios: %w", err)
+		}
+		names = append(names, "ratios.png")
+
+		c := plot.New()
+		c.Title.Text = "CPU ns per event (median): reference and engine"
+		c.Y.Label.Text = "ns/event"
+		var ref, eng plotter.Values
+		var labels []string
+		for _, pr := range pairs {
+			ref = append(ref, median(pr.RefCPU))
+			eng = append(eng, median(pr.EngCPU))
+			labels = append(labels, strings.ReplaceAll(pr.Name, ", ", "\n"))
+		}
+		w := vg.Points(18)
+		br, err := plotter.NewBarChart(ref, w)
+		if err != nil {
+			return nil, err
+		}
+		br.Offset = -w / 2
+		br.Color = plotutil.Color(0)
+		be, err := plotter.NewBarChart(eng, w)
+		if err != nil {
+			return nil, err
+		}
+		be.Offset = w / 2
+		be.Color = plotutil.Color(1)
+		c.Add(br, be)
+		c.Legend.Add("reference", br)
+		c.Legend.Add("engine", be)
+		c.Legend.Top = true
+		c.Legend.Left = true
+		c.NominalX(labels...)
+		if err := c.Save(8*vg.Inch, 5*vg.Inch, filepath.Join(dir, "cpu.png")); err != nil {
+			return nil, fmt.Errorf("plot cpu: %w", err)
+		}
+		names = append(names, "cpu.png")
+	}
+	if len(rep.Machine.Load) > 1 {
+		p := plot.New()
+		p.Title.Text = "1-minute load average during the run"
+		p.X.Label.Text = "seconds"
+		pts := make(plotter.XYs, len(rep.Machine.Load))
+		for i, v := range rep.Machine.Load {
+			pts[i] = plotter.XY{X: float64(i) * loadEvery.Seconds(), Y: v}
+		}
+		if err := plotutil.AddLines(p, "load", pts); err != nil {
+			return nil, err
+		}
+		p.Y.Min = 0
+		if err := p.Save(8*vg.Inch, 3*vg.Inch, filepath.Join(dir, "load.png")); err != nil {
+			return nil, fmt.Errorf("plot load: %w", err)
+		}
+		names = append(names, "load.png")
+	}
+	return names, nil
+}
