@@ -196,7 +196,7 @@ func printPairRound(out io.Writer, r int, p *Pair, er *EngineRun) {
 // order (Kafka's is added from its own results).
 func (res *Results) pairs() []*Pair {
 	var out []*Pair
-	for _, p := range []*Pair{res.GenPair, res.FilePair, res.ProcessPair} {
+	for _, p := range []*Pair{res.GenPair, res.FilePair, res.ProcessPair, res.ProcessGenPair} {
 		if p != nil && len(p.Ratio) > 0 {
 			out = append(out, p)
 		}

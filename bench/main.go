@@ -100,7 +100,8 @@ type Results struct {
 	Runs                     int
 	RawEPS, GenEPS, FileEPS  []float64 // events/s per round
 	GenPair, FilePair        *Pair     // engine against the fair reference, per round
-	ProcessPair              *Pair     // `driver run` against the reference, each as a whole process
+	ProcessPair              *Pair     // `driver run` against the reference, each as a whole process, file source
+	ProcessGenPair           *Pair     // the same with the generator
 	RawCPU, GenCPU, FileCPU  []float64 // CPU ns per event per round
 	ParEPS, ParSpeedup       []float64 // raw loop on GOMAXPROCS goroutines; its speedup over one
 	Load                     []string  // /proc/loadavg at start and end
@@ -195,11 +196,11 @@ func run(ctx context.Context, c config, out io.Writer) error {
 			}
 			c.kafka.Driver = driver // built once
 		}
-		pr, err := runProcessPair(ctx, c, driver, dir, out)
+		prs, err := runProcessPairs(ctx, c, driver, dir, out)
 		if err != nil {
 			return fmt.Errorf("whole-process measurement: %w", err)
 		}
-		res.ProcessPair = pr
+		res.ProcessPair, res.ProcessGenPair = prs[0], prs[1]
 	}
 	if do("kafka") {
 		c.kafka.Parallelism = c.parallelism

@@ -32,12 +32,27 @@ const refProcessEnv = "SLUICEBENCH_REFERENCE_FILES"
 // processCourses is the whole-process run's distinct courses (issue 14).
 const processCourses = 1000
 
+// refGeneratorEnv, set to the generator's options as JSON, makes this
+// program the generator's reference as a process.
+const refGeneratorEnv = "SLUICEBENCH_REFERENCE_GENERATOR"
+
 func init() {
-	dir := os.Getenv(refProcessEnv)
-	if dir == "" || os.Getenv(rssLaunchEnv) == "1" {
+	dir, gen := os.Getenv(refProcessEnv), os.Getenv(refGeneratorEnv)
+	if (dir == "" && gen == "") || os.Getenv(rssLaunchEnv) == "1" {
 		return
 	}
-	res, n, err := refFiles(dir, refParallelism())
+	var res *RawResult
+	var n int64
+	var err error
+	if gen != "" {
+		var opts query.GeneratorSource
+		if err = json.Unmarshal([]byte(gen), &opts); err == nil {
+			res, err = refGenerator(opts, int(opts.Rows), refParallelism())
+			n = opts.Rows
+		}
+	} else {
+		res, n, err = refFiles(dir, refParallelism())
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "reference:", err)
 		os.Exit(1)
@@ -92,11 +107,11 @@ func launchProcess(ctx context.Context, env []string, args ...string) (*ProcRun,
 	return pr, nil
 }
 
-// runProcessPair writes n events over processCourses courses as files
-// (untimed) and runs, c.runs rounds alternating the order, `driver run`
-// over them and the reference process.
-func runProcessPair(ctx context.Context, c config, driver, dir string, out io.Writer) (*Pair, error) {
-	opts := generatorOptions(int64(c.rows), 0)
+// runProcessPairs runs the whole-process pairs: the file source over n
+// events of processCourses courses written as files (untimed), and the
+// generator making the same events.
+func runProcessPairs(ctx context.Context, c config, driver, dir string, out io.Writer) ([]*Pair, error) {
+	opts := generatorOptions(int64(c.rows), c.maxRowsPerTrigger)
 	opts.Courses = processCourses
 	src := filepath.Join(dir, "process-lines")
 	if _, err := writeFiles(src, generateLines(opts, c.rows), c.rowsPerFile); err != nil {
@@ -104,11 +119,32 @@ func runProcessPair(ctx context.Context, c config, driver, dir string, out io.Wr
 	}
 	defer os.RemoveAll(src)
 	filesPerTrigger := max(int(c.maxRowsPerTrigger)/c.rowsPerFile, 1)
+	file, err := runProcessPair(ctx, c, driver, dir, fmt.Sprintf("file source, whole process (%d courses)", processCourses),
+		query.Source{File: &query.FileSource{Path: src, MaxFilesPerTrigger: filesPerTrigger}, Schema: query.GeneratorSchema()},
+		refProcessEnv+"="+src, out)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(opts)
+	if err != nil {
+		return nil, err
+	}
+	gen, err := runProcessPair(ctx, c, driver, dir, fmt.Sprintf("generator, whole process (%d courses)", processCourses),
+		query.Source{Generator: &opts}, refGeneratorEnv+"="+string(b), out)
+	if err != nil {
+		return nil, err
+	}
+	return []*Pair{file, gen}, nil
+}
+
+// runProcessPair runs, c.runs rounds alternating the order, `driver run`
+// over src and the reference process (this program with refEnv).
+func runProcessPair(ctx context.Context, c config, driver, dir, name string, src query.Source, refEnv string, out io.Writer) (*Pair, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find this program to run as the reference: %w", err)
 	}
-	pair := &Pair{Name: fmt.Sprintf("file source, whole process (%d courses)", processCourses)}
+	pair := &Pair{Name: name}
 	for r := range c.runs {
 		runDir := filepath.Join(dir, fmt.Sprintf("process-%d", r))
 		var ref, eng *ProcRun
@@ -116,7 +152,7 @@ func runProcessPair(ctx context.Context, c config, driver, dir string, out io.Wr
 		var engRows, engWindows int64
 		err := alternate(r, func() error {
 			var err error
-			if ref, err = launchProcess(ctx, []string{refProcessEnv + "=" + src}, self); err != nil {
+			if ref, err = launchProcess(ctx, []string{refEnv}, self); err != nil {
 				return fmt.Errorf("reference process: %w", err)
 			}
 			var rows int
@@ -126,8 +162,7 @@ func runProcessPair(ctx context.Context, c config, driver, dir string, out io.Wr
 			return nil
 		}, func() error {
 			defer os.RemoveAll(runDir)
-			spec := tileSpec(query.Source{File: &query.FileSource{Path: src, MaxFilesPerTrigger: filesPerTrigger}, Schema: query.GeneratorSchema()},
-				runDir, query.Trigger{AvailableNow: true})
+			spec := tileSpec(src, runDir, query.Trigger{AvailableNow: true})
 			if err := os.MkdirAll(runDir, 0o755); err != nil {
 				return err
 			}
@@ -146,15 +181,15 @@ func runProcessPair(ctx context.Context, c config, driver, dir string, out io.Wr
 			return err
 		})
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		if engRows != int64(c.rows) || engWindows != int64(refWindows) {
-			return nil, fmt.Errorf("driver run read %d rows and has %d windows (emitted + open); the reference %d rows, %d windows", engRows, engWindows, c.rows, refWindows)
+			return nil, fmt.Errorf("%s: driver run read %d rows and has %d windows (emitted + open); the reference %d rows, %d windows", name, engRows, engWindows, c.rows, refWindows)
 		}
 		pair.add(eps(c.rows, ref.Elapsed), eps(c.rows, eng.Elapsed), nsPer(c.rows, ref.CPU), nsPer(c.rows, eng.CPU))
 		pair.RefRSS = append(pair.RefRSS, float64(ref.MaxRSSKiB)/1024)
 		pair.EngRSS = append(pair.EngRSS, float64(eng.MaxRSSKiB)/1024)
-		fmt.Fprintf(out, "round %d whole process: reference %.3f s %.0f MiB | driver run %.3f s %.0f MiB\n", r+1, ref.Elapsed.Seconds(), float64(ref.MaxRSSKiB)/1024, eng.Elapsed.Seconds(), float64(eng.MaxRSSKiB)/1024)
+		fmt.Fprintf(out, "round %d %s: reference %.3f s %.0f MiB | driver run %.3f s %.0f MiB\n", r+1, name, ref.Elapsed.Seconds(), float64(ref.MaxRSSKiB)/1024, eng.Elapsed.Seconds(), float64(eng.MaxRSSKiB)/1024)
 		printPairRound(out, r, pair, nil)
 	}
 	return pair, nil
