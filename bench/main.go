@@ -30,6 +30,7 @@ type config struct {
 	cpuProfile        string
 	markdown          bool
 	report            string
+	scale             ScaleConfig
 	kafka             KafkaConfig
 	kafkaRSS          string
 	kafkaOptions      string
@@ -46,7 +47,7 @@ func main() {
 	flag.DurationVar(&c.noDataInterval, "nodata-interval", 20*time.Millisecond, "processingTime trigger of the no-data measurement")
 	flag.IntVar(&c.parallelism, "parallelism", 0, "engine task parallelism (0: GOMAXPROCS)")
 	flag.StringVar(&c.dir, "dir", "", "work directory (default: a new temporary directory, removed at the end)")
-	flag.StringVar(&c.only, "only", "", "comma-separated subset of raw,gen,file,process,nodata,kafka (default all but kafka, which runs only when named)")
+	flag.StringVar(&c.only, "only", "", "comma-separated subset of raw,gen,file,process,nodata,kafka,scaling (default all but kafka and scaling, which run only when named or with -report)")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.BoolVar(&c.markdown, "markdown", false, "also print the results as a Markdown table for bench/README.md")
 	flag.StringVar(&c.report, "report", "", "write DIR/report.md, DIR/report.json, PNG plots and CPU profiles of the run into this directory")
@@ -62,8 +63,23 @@ func main() {
 	flag.StringVar(&c.kafka.HeapProfile, "kafka-heap-profile", "", "kafka: run the engine in this process over the largest RSS backlog and write heap profiles into this directory")
 	flag.IntVar(&c.kafka.HeapEvery, "kafka-heap-every", 10, "kafka: batches between heap profiles")
 	flag.StringVar(&c.kafkaOptions, "kafka-options", "", "kafka: client options of the engine's source, k=v,k=v (the spec's kafka.* options without the prefix, e.g. max.partition.fetch.bytes=1048576)")
+	scaleRows := flag.String("scale-n", "1000000,10000000", "scaling: events per run of the events series")
+	scaleCourses := flag.String("scale-courses", "100,10000,1000000", "scaling: distinct courses of the courses series")
+	scalePartitions := flag.String("scale-partitions", "1,8,64", "scaling: state partitions of the partitions series")
+	flag.IntVar(&c.scale.Runs, "scale-runs", 3, "scaling: rounds per point")
 	flag.Parse()
 	c.kafka.Partitions = int32(partitions)
+	for _, f := range []struct {
+		name, v string
+		dst     *[]int
+	}{{"scale-n", *scaleRows, &c.scale.Rows}, {"scale-courses", *scaleCourses, &c.scale.Courses}, {"scale-partitions", *scalePartitions, &c.scale.Partitions}} {
+		xs, err := parseInts(f.name, f.v)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sluicebench:", err)
+			os.Exit(2)
+		}
+		*f.dst = xs
+	}
 	for _, s := range strings.Split(c.kafkaRSS, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			n, err := strconv.Atoi(s)
@@ -111,6 +127,7 @@ type Results struct {
 	NoData                   *NoDataRun
 	RawWindows, EngineGroups int
 	Kafka                    *KafkaResults
+	Scaling                  []ScaleSeries
 }
 
 func run(ctx context.Context, c config, out io.Writer) error {
@@ -123,7 +140,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	all := len(want) == 0
 	// kafka preloads a broker with millions of records: only when named.
 	// A -report runs it too: the report is the whole suite.
-	do := func(s string) bool { return (all && (s != "kafka" || c.report != "")) || want[s] }
+	do := func(s string) bool { return (all && ((s != "kafka" && s != "scaling") || c.report != "")) || want[s] }
 
 	dir := c.dir
 	if dir == "" {
@@ -201,6 +218,13 @@ func run(ctx context.Context, c config, out io.Writer) error {
 			return fmt.Errorf("whole-process measurement: %w", err)
 		}
 		res.ProcessPair, res.ProcessGenPair = prs[0], prs[1]
+	}
+	if do("scaling") {
+		ss, err := runScaling(ctx, c, c.scale, dir, out)
+		if err != nil {
+			return fmt.Errorf("scaling: %w", err)
+		}
+		res.Scaling = ss
 	}
 	if do("kafka") {
 		c.kafka.Parallelism = c.parallelism
@@ -393,6 +417,7 @@ func tableLines(res *Results, c config) []line {
 	if res.Kafka != nil {
 		ls = append(ls, kafkaLines(res.Kafka)...)
 	}
+	ls = append(ls, scalingLines(res.Scaling)...)
 	return ls
 }
 
