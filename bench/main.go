@@ -292,6 +292,7 @@ type batchStats struct {
 	fixed, deltas, snapshots  []float64
 	tailShare                 []float64 // MapTail / MapPhase
 	lists, stateWrites, sinkW []float64
+	phases                    map[string][]float64 // durationMs by phase
 }
 
 func collect(batches []Batch, noData bool) batchStats {
@@ -302,6 +303,12 @@ func collect(batches []Batch, noData bool) batchStats {
 		}
 		s.count++
 		s.trigger = append(s.trigger, float64(b.Progress.DurationMs["triggerExecution"]))
+		if s.phases == nil {
+			s.phases = map[string][]float64{}
+		}
+		for k, v := range b.Progress.DurationMs {
+			s.phases[k] = append(s.phases[k], float64(v))
+		}
 		s.fromWAL = append(s.fromWAL, float64(b.FromWAL.Microseconds())/1000)
 		s.cpWrites = append(s.cpWrites, float64(b.Requests.Writes()))
 		s.fixed = append(s.fixed, float64(b.Writes.Fixed()))
@@ -407,6 +414,9 @@ func tableLines(res *Results, c config) []line {
 		}
 		add("no-data batch, triggerExecution ms (all)", rangeOf(n.trigger, "%.0f"), "< 10")
 		add("no-data batch, offsets write → progress ms (all)", rangeOf(n.fromWAL, "%.2f"), "")
+		for _, k := range []string{"addBatch", "map", "reduce", "commitOffsets"} {
+			add("  no-data batch phase "+k+" ms (progress durationMs, whole ms)", rangeOf(n.phases[k], "%.0f"), "")
+		}
 		q, cl := collect(quiet, true), collect(closing, true)
 		add(fmt.Sprintf("  closing a window (%d rows out), triggerExecution ms", c.noDataCourses), rangeOf(cl.trigger, "%.0f")+fmt.Sprintf(" (%d batches)", cl.count), "")
 		add("  closing nothing, triggerExecution ms", rangeOf(q.trigger, "%.0f")+fmt.Sprintf(" (%d batches)", q.count), "")
