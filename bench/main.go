@@ -31,6 +31,7 @@ type config struct {
 	markdown          bool
 	report            string
 	scale             ScaleConfig
+	groupsCourses     []int
 	kafka             KafkaConfig
 	kafkaRSS          string
 	kafkaOptions      string
@@ -47,7 +48,7 @@ func main() {
 	flag.DurationVar(&c.noDataInterval, "nodata-interval", 20*time.Millisecond, "processingTime trigger of the no-data measurement")
 	flag.IntVar(&c.parallelism, "parallelism", 0, "engine task parallelism (0: GOMAXPROCS)")
 	flag.StringVar(&c.dir, "dir", "", "work directory (default: a new temporary directory, removed at the end)")
-	flag.StringVar(&c.only, "only", "", "comma-separated subset of raw,gen,file,process,nodata,kafka,scaling (default all but kafka and scaling, which run only when named or with -report)")
+	flag.StringVar(&c.only, "only", "", "comma-separated subset of raw,gen,file,process,nodata,groups,kafka,scaling (default all but kafka and scaling, which run only when named or with -report)")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.BoolVar(&c.markdown, "markdown", false, "also print the results as a Markdown table for bench/README.md")
 	flag.StringVar(&c.report, "report", "", "write DIR/report.md, DIR/report.json, PNG plots and CPU profiles of the run into this directory")
@@ -67,12 +68,13 @@ func main() {
 	scaleCourses := flag.String("scale-courses", "100,10000,1000000", "scaling: distinct courses of the courses series")
 	scalePartitions := flag.String("scale-partitions", "1,8,64", "scaling: state partitions of the partitions series")
 	flag.IntVar(&c.scale.Runs, "scale-runs", 3, "scaling: rounds per point")
+	groupsCourses := flag.String("groups-courses", "10000,1000000", "bytes per open group: course counts (3 rows each, a minute of event time); the figure is the heap difference between the first and the last")
 	flag.Parse()
 	c.kafka.Partitions = int32(partitions)
 	for _, f := range []struct {
 		name, v string
 		dst     *[]int
-	}{{"scale-n", *scaleRows, &c.scale.Rows}, {"scale-courses", *scaleCourses, &c.scale.Courses}, {"scale-partitions", *scalePartitions, &c.scale.Partitions}} {
+	}{{"scale-n", *scaleRows, &c.scale.Rows}, {"scale-courses", *scaleCourses, &c.scale.Courses}, {"scale-partitions", *scalePartitions, &c.scale.Partitions}, {"groups-courses", *groupsCourses, &c.groupsCourses}} {
 		xs, err := parseInts(f.name, f.v)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "sluicebench:", err)
@@ -128,6 +130,7 @@ type Results struct {
 	RawWindows, EngineGroups int
 	Kafka                    *KafkaResults
 	Scaling                  []ScaleSeries
+	Groups                   *GroupsResult
 }
 
 func run(ctx context.Context, c config, out io.Writer) error {
@@ -218,6 +221,13 @@ func run(ctx context.Context, c config, out io.Writer) error {
 			return fmt.Errorf("whole-process measurement: %w", err)
 		}
 		res.ProcessPair, res.ProcessGenPair = prs[0], prs[1]
+	}
+	if do("groups") {
+		g, err := runGroups(ctx, c.groupsCourses, c.parallelism, dir, out)
+		if err != nil {
+			return fmt.Errorf("bytes per open group: %w", err)
+		}
+		res.Groups = g
 	}
 	if do("scaling") {
 		ss, err := runScaling(ctx, c, c.scale, dir, out)
@@ -428,6 +438,12 @@ func tableLines(res *Results, c config) []line {
 		ls = append(ls, kafkaLines(res.Kafka)...)
 	}
 	ls = append(ls, scalingLines(res.Scaling)...)
+	if g := res.Groups; g != nil {
+		for _, r := range g.Runs {
+			add(fmt.Sprintf("live heap after the run, %d courses: %d open groups, MiB", r.Courses, r.OpenGroups), fmt.Sprintf("%.1f", float64(r.HeapBytes)/(1<<20)), "")
+		}
+		add("bytes per open group in memory (heap difference / group difference)", fmt.Sprintf("%.0f", g.BytesPerGroup), "≤ 200")
+	}
 	return ls
 }
 
