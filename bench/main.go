@@ -48,7 +48,7 @@ func main() {
 	flag.DurationVar(&c.noDataInterval, "nodata-interval", 20*time.Millisecond, "processingTime trigger of the no-data measurement")
 	flag.IntVar(&c.parallelism, "parallelism", 0, "engine task parallelism (0: GOMAXPROCS)")
 	flag.StringVar(&c.dir, "dir", "", "work directory (default: a new temporary directory, removed at the end)")
-	flag.StringVar(&c.only, "only", "", "comma-separated subset of raw,gen,file,process,nodata,groups,kafka,scaling (default all but kafka and scaling, which run only when named or with -report)")
+	flag.StringVar(&c.only, "only", "", "comma-separated subset of raw,gen,file,process,nodata,groups,nodata-s3,kafka,scaling (default all but nodata-s3, kafka and scaling, which run only when named or with -report)")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.BoolVar(&c.markdown, "markdown", false, "also print the results as a Markdown table for bench/README.md")
 	flag.StringVar(&c.report, "report", "", "write DIR/report.md, DIR/report.json, PNG plots and CPU profiles of the run into this directory")
@@ -131,6 +131,7 @@ type Results struct {
 	Kafka                    *KafkaResults
 	Scaling                  []ScaleSeries
 	Groups                   *GroupsResult
+	NoDataS3                 []NoDataS3
 }
 
 func run(ctx context.Context, c config, out io.Writer) error {
@@ -143,7 +144,9 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	all := len(want) == 0
 	// kafka preloads a broker with millions of records: only when named.
 	// A -report runs it too: the report is the whole suite.
-	do := func(s string) bool { return (all && ((s != "kafka" && s != "scaling") || c.report != "")) || want[s] }
+	do := func(s string) bool {
+		return (all && ((s != "kafka" && s != "scaling" && s != "nodata-s3") || c.report != "")) || want[s]
+	}
 
 	dir := c.dir
 	if dir == "" {
@@ -221,6 +224,13 @@ func run(ctx context.Context, c config, out io.Writer) error {
 			return fmt.Errorf("whole-process measurement: %w", err)
 		}
 		res.ProcessPair, res.ProcessGenPair = prs[0], prs[1]
+	}
+	if do("nodata-s3") {
+		nd, err := runNoDataS3(ctx, c.noDataBatches, out)
+		if err != nil {
+			return fmt.Errorf("no-data batches on S3: %w", err)
+		}
+		res.NoDataS3 = nd
 	}
 	if do("groups") {
 		g, err := runGroups(ctx, c.groupsCourses, c.parallelism, dir, out)
@@ -438,6 +448,13 @@ func tableLines(res *Results, c config) []line {
 		ls = append(ls, kafkaLines(res.Kafka)...)
 	}
 	ls = append(ls, scalingLines(res.Scaling)...)
+	for _, r := range res.NoDataS3 {
+		closing := "– (none in so few iterations)"
+		if r.Closing > 0 {
+			closing = fmt.Sprintf("%.1f", r.Closing)
+		}
+		add("no-data batch (go test ./engine -bench NoDataBatch), "+r.Where+", ms, closing nothing / closing a window", fmt.Sprintf("%.1f / %s", r.Quiet, closing), "")
+	}
 	if g := res.Groups; g != nil {
 		for _, r := range g.Runs {
 			add(fmt.Sprintf("live heap after the run, %d courses: %d open groups, MiB", r.Courses, r.OpenGroups), fmt.Sprintf("%.1f", float64(r.HeapBytes)/(1<<20)), "")
