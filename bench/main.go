@@ -32,6 +32,7 @@ type config struct {
 	report            string
 	scale             ScaleConfig
 	groupsCourses     []int
+	kills             int
 	kafka             KafkaConfig
 	kafkaRSS          string
 	kafkaOptions      string
@@ -48,7 +49,7 @@ func main() {
 	flag.DurationVar(&c.noDataInterval, "nodata-interval", 20*time.Millisecond, "processingTime trigger of the no-data measurement")
 	flag.IntVar(&c.parallelism, "parallelism", 0, "engine task parallelism (0: GOMAXPROCS)")
 	flag.StringVar(&c.dir, "dir", "", "work directory (default: a new temporary directory, removed at the end)")
-	flag.StringVar(&c.only, "only", "", "comma-separated subset of raw,gen,file,process,nodata,groups,nodata-s3,kafka,scaling (default all but nodata-s3, kafka and scaling, which run only when named or with -report)")
+	flag.StringVar(&c.only, "only", "", "comma-separated subset of raw,gen,file,process,nodata,groups,nodata-s3,recovery,kafka,scaling (default all but nodata-s3, recovery, kafka and scaling, which run only when named or with -report)")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.BoolVar(&c.markdown, "markdown", false, "also print the results as a Markdown table for bench/README.md")
 	flag.StringVar(&c.report, "report", "", "write DIR/report.md, DIR/report.json, PNG plots and CPU profiles of the run into this directory")
@@ -68,6 +69,7 @@ func main() {
 	scaleCourses := flag.String("scale-courses", "100,10000,1000000", "scaling: distinct courses of the courses series")
 	scalePartitions := flag.String("scale-partitions", "1,8,64", "scaling: state partitions of the partitions series")
 	flag.IntVar(&c.scale.Runs, "scale-runs", 3, "scaling: rounds per point")
+	flag.IntVar(&c.kills, "kills", 20, "recovery: driver SIGKILLs (each on a fresh checkpoint, mid batch 1)")
 	groupsCourses := flag.String("groups-courses", "10000,1000000", "bytes per open group: course counts (3 rows each, a minute of event time); the figure is the heap difference between the first and the last")
 	flag.Parse()
 	c.kafka.Partitions = int32(partitions)
@@ -132,6 +134,7 @@ type Results struct {
 	Scaling                  []ScaleSeries
 	Groups                   *GroupsResult
 	NoDataS3                 []NoDataS3
+	Recovery                 *RecoveryResult
 }
 
 func run(ctx context.Context, c config, out io.Writer) error {
@@ -145,7 +148,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	// kafka preloads a broker with millions of records: only when named.
 	// A -report runs it too: the report is the whole suite.
 	do := func(s string) bool {
-		return (all && ((s != "kafka" && s != "scaling" && s != "nodata-s3") || c.report != "")) || want[s]
+		return (all && ((s != "kafka" && s != "scaling" && s != "nodata-s3" && s != "recovery") || c.report != "")) || want[s]
 	}
 
 	dir := c.dir
@@ -224,6 +227,21 @@ func run(ctx context.Context, c config, out io.Writer) error {
 			return fmt.Errorf("whole-process measurement: %w", err)
 		}
 		res.ProcessPair, res.ProcessGenPair = prs[0], prs[1]
+	}
+	if do("recovery") {
+		driver := c.kafka.Driver
+		if driver == "" {
+			var err error
+			if driver, err = buildDriver(ctx, dir); err != nil {
+				return err
+			}
+			c.kafka.Driver = driver
+		}
+		rr, err := runRecovery(ctx, c, driver, dir, c.kills, out)
+		if err != nil {
+			return fmt.Errorf("recovery: %w", err)
+		}
+		res.Recovery = rr
 	}
 	if do("nodata-s3") {
 		nd, err := runNoDataS3(ctx, c.noDataBatches, out)
@@ -454,6 +472,10 @@ func tableLines(res *Results, c config) []line {
 			closing = fmt.Sprintf("%.1f", r.Closing)
 		}
 		add("no-data batch (go test ./engine -bench NoDataBatch), "+r.Where+", ms, closing nothing / closing a window", fmt.Sprintf("%.1f / %s", r.Quiet, closing), "")
+	}
+	if r := res.Recovery; r != nil {
+		add(fmt.Sprintf("recovery, new driver → first commit after a SIGKILL mid-batch, ms (%d kills)", r.Kills), rangeOf(r.StartToCommit, "%.0f"), "≤ 2000 max")
+		add("recovery, kill → first commit, ms", rangeOf(r.KillToCommit, "%.0f"), "")
 	}
 	if g := res.Groups; g != nil {
 		for _, r := range g.Runs {

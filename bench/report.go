@@ -197,6 +197,18 @@ func targets(res *Results) []Target {
 		}
 	}
 	ts = append(ts, st)
+	rt := Target{Name: "new driver → first commit after a SIGKILL mid-batch, max (median in brackets)", Want: "≤ 2 s", Status: "not measured"}
+	if r := res.Recovery; r != nil && len(r.StartToCommit) > 0 {
+		mx := slices.Max(r.StartToCommit)
+		rt.Measured = fmt.Sprintf("%.0f ms (%.0f ms), %d kills", mx, median(r.StartToCommit), r.Kills)
+		if mx <= 2000 {
+			rt.Status, rt.Gap = "met", fmt.Sprintf("%.0f ms under", 2000-mx)
+		} else {
+			rt.Status, rt.Gap = "missed", fmt.Sprintf("%.0f ms over", mx-2000)
+			rt.Why = "not profiled by this run: the driver's log (driver run --log-level debug) during the slowest restart shows which step of start-up and replay took the time"
+		}
+	}
+	ts = append(ts, rt)
 	gt := Target{Name: "bytes per open group in memory", Want: "≤ 200", Status: "not measured"}
 	if g := res.Groups; g != nil {
 		gt.Measured = fmt.Sprintf("%.0f (one run per size)", g.BytesPerGroup)
@@ -223,7 +235,6 @@ func targets(res *Results) []Target {
 	for _, n := range []struct{ name, want string }{
 		{"2 executor processes / one process", "≥ 0.9"},
 		{"end-to-end latency beyond the semantic delay, p99", "≤ trigger + 250 ms"},
-		{"new driver → first commit, max", "≤ 2 s"},
 	} {
 		ts = append(ts, Target{Name: n.name, Want: n.want, Status: "not measured"})
 	}
