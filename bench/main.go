@@ -33,6 +33,7 @@ type config struct {
 	scale             ScaleConfig
 	groupsCourses     []int
 	kills             int
+	executors         []int
 	kafka             KafkaConfig
 	kafkaRSS          string
 	kafkaOptions      string
@@ -49,7 +50,7 @@ func main() {
 	flag.DurationVar(&c.noDataInterval, "nodata-interval", 20*time.Millisecond, "processingTime trigger of the no-data measurement")
 	flag.IntVar(&c.parallelism, "parallelism", 0, "engine task parallelism (0: GOMAXPROCS)")
 	flag.StringVar(&c.dir, "dir", "", "work directory (default: a new temporary directory, removed at the end)")
-	flag.StringVar(&c.only, "only", "", "comma-separated subset of raw,gen,file,process,nodata,groups,nodata-s3,recovery,kafka,scaling (default all but nodata-s3, recovery, kafka and scaling, which run only when named or with -report)")
+	flag.StringVar(&c.only, "only", "", "comma-separated subset of raw,gen,file,process,nodata,groups,nodata-s3,recovery,executors,kafka,scaling (default all but nodata-s3, recovery, executors, kafka and scaling, which run only when named or with -report)")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.BoolVar(&c.markdown, "markdown", false, "also print the results as a Markdown table for bench/README.md")
 	flag.StringVar(&c.report, "report", "", "write DIR/report.md, DIR/report.json, PNG plots and CPU profiles of the run into this directory")
@@ -70,13 +71,14 @@ func main() {
 	scalePartitions := flag.String("scale-partitions", "1,8,64", "scaling: state partitions of the partitions series")
 	flag.IntVar(&c.scale.Runs, "scale-runs", 3, "scaling: rounds per point")
 	flag.IntVar(&c.kills, "kills", 20, "recovery: driver SIGKILLs (each on a fresh checkpoint, mid batch 1)")
+	executors := flag.String("executors", "1,2,3", "executors: executor process counts to run against one driver run process")
 	groupsCourses := flag.String("groups-courses", "10000,1000000", "bytes per open group: course counts (3 rows each, a minute of event time); the figure is the heap difference between the first and the last")
 	flag.Parse()
 	c.kafka.Partitions = int32(partitions)
 	for _, f := range []struct {
 		name, v string
 		dst     *[]int
-	}{{"scale-n", *scaleRows, &c.scale.Rows}, {"scale-courses", *scaleCourses, &c.scale.Courses}, {"scale-partitions", *scalePartitions, &c.scale.Partitions}, {"groups-courses", *groupsCourses, &c.groupsCourses}} {
+	}{{"scale-n", *scaleRows, &c.scale.Rows}, {"scale-courses", *scaleCourses, &c.scale.Courses}, {"scale-partitions", *scalePartitions, &c.scale.Partitions}, {"groups-courses", *groupsCourses, &c.groupsCourses}, {"executors", *executors, &c.executors}} {
 		xs, err := parseInts(f.name, f.v)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "sluicebench:", err)
@@ -135,6 +137,7 @@ type Results struct {
 	Groups                   *GroupsResult
 	NoDataS3                 []NoDataS3
 	Recovery                 *RecoveryResult
+	Executors                []*ExecutorsResult
 }
 
 func run(ctx context.Context, c config, out io.Writer) error {
@@ -148,7 +151,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	// kafka preloads a broker with millions of records: only when named.
 	// A -report runs it too: the report is the whole suite.
 	do := func(s string) bool {
-		return (all && ((s != "kafka" && s != "scaling" && s != "nodata-s3" && s != "recovery") || c.report != "")) || want[s]
+		return (all && ((s != "kafka" && s != "scaling" && s != "nodata-s3" && s != "recovery" && s != "executors") || c.report != "")) || want[s]
 	}
 
 	dir := c.dir
@@ -227,6 +230,25 @@ func run(ctx context.Context, c config, out io.Writer) error {
 			return fmt.Errorf("whole-process measurement: %w", err)
 		}
 		res.ProcessPair, res.ProcessGenPair = prs[0], prs[1]
+	}
+	if do("executors") {
+		driver := c.kafka.Driver
+		if driver == "" {
+			var err error
+			if driver, err = buildDriver(ctx, dir); err != nil {
+				return err
+			}
+			c.kafka.Driver = driver
+		}
+		executor, err := buildExecutor(ctx, dir)
+		if err != nil {
+			return err
+		}
+		ex, err := runExecutors(ctx, c, driver, executor, dir, c.executors, out)
+		if err != nil {
+			return fmt.Errorf("executors: %w", err)
+		}
+		res.Executors = ex
 	}
 	if do("recovery") {
 		driver := c.kafka.Driver
@@ -472,6 +494,9 @@ func tableLines(res *Results, c config) []line {
 			closing = fmt.Sprintf("%.1f", r.Closing)
 		}
 		add("no-data batch (go test ./engine -bench NoDataBatch), "+r.Where+", ms, closing nothing / closing a window", fmt.Sprintf("%.1f / %s", r.Quiet, closing), "")
+	}
+	for _, e := range res.Executors {
+		add(fmt.Sprintf("driver serve + %d executor processes / one driver run process, throughput (start to exit)", e.Executors), rangeOf(e.Ratio, "%.2f")+" ("+rangeOf(millions(e.EPS), "%.2f")+" vs "+rangeOf(millions(e.OneEPS), "%.2f")+" M events/s)", "")
 	}
 	if r := res.Recovery; r != nil {
 		add(fmt.Sprintf("recovery, new driver → first commit after a SIGKILL mid-batch, ms (%d kills)", r.Kills), rangeOf(r.StartToCommit, "%.0f"), "≤ 2000 max")

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/query"
+)
+
+// Executors (-only executors, in -report): the same files as the
+// whole-process pair, `driver run` (one process) against `driver serve
+// --exit-when-done --min-executors N` with N `executor` processes on this
+// machine, each timed from the first process's start to the driver's
+// exit, rounds alternating the order. The figure is the cluster's
+// throughput over the one process's of the same round.
+
+// ExecutorsResult is one executor count's rounds.
+type ExecutorsResult struct {
+	Executors int
+	OneEPS    []float64
+	EPS       []float64
+	Ratio     []float64 // cluster / one process
+}
+
+var driverAddrInLog = regexp.MustCompile(`msg="driver listening" address=(\S+)`)
+
+// syncBuffer is a strings.Builder safe for a process's output and a reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// buildExecutor builds cmd/executor into dir.
+func buildExecutor(ctx context.Context, dir string) (string, error) {
+	bin := filepath.Join(dir, "executor")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/sluicehq/sluice/cmd/executor")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("build the executor: %w", err)
+	}
+	return bin, nil
+}
+
+// runCluster runs spec on `driver serve` with n executors and returns the
+// time from the driver's start to its exit.
+func runCluster(ctx context.Context, driver, executor, specFile, runDir string, n int, want int64) (time.Duration, error) {
+	token := filepath.Join(runDir, "token")
+	if err := os.WriteFile(token, []byte("sluicebench-cluster-token\n"), 0o600); err != nil {
+		return 0, err
+	}
+	var dlog syncBuffer
+	start := time.Now()
+	drv := exec.CommandContext(ctx, driver, "serve", "--listen", "127.0.0.1:0", "--token-file", token, "--min-executors", fmt.Sprint(n),
+		"--exit-when-done", "--query", specFile, "--progress-json", filepath.Join(runDir, "progress.jsonl"))
+	drv.Stdout, drv.Stderr = &dlog, &dlog
+	if err := drv.Start(); err != nil {
+		return 0, fmt.Errorf("start driver serve: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- drv.Wait() }()
+	var execs []*exec.Cmd
+	defer func() {
+		for _, e := range execs {
+			e.Process.Kill()
+			e.Wait()
+		}
+	}()
+	var addr string
+	deadline := time.Now().Add(time.Minute)
+	for addr == "" {
+		if m := driverAddrInLog.FindStringSubmatch(dlog.String()); m != nil {
+			addr = m[1]
+			break
+		}
+		select {
+		case err := <-exited:
+			return 0, fmt.Errorf("driver serve exited before listening: %v\n%s", err, tail(dlog.String(), 1500))
+		case <-time.After(recoveryPoll):
+		}
+		if time.Now().After(deadline) {
+			drv.Process.Kill()
+			<-exited
+			return 0, fmt.Errorf("driver serve did not log its address within a minute:\n%s", tail(dlog.String(), 1500))
+		}
+	}
+	elog := &syncBuffer{}
+	for i := range n {
+		e := exec.CommandContext(ctx, executor, "--driver", addr, "--token-file", token, "--data-dir", filepath.Join(runDir, fmt.Sprintf("executor-%d", i)))
+		e.Stdout, e.Stderr = elog, elog
+		if err := e.Start(); err != nil {
+			drv.Process.Kill()
+			<-exited
+			return 0, fmt.Errorf("start executor: %w", err)
+		}
+		execs = append(execs, e)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			return 0, fmt.Errorf("driver serve: %v\n%s\nexecutors:\n%s", err, tail(dlog.String(), 1500), tail(elog.String(), 1000))
+		}
+	case <-time.After(30 * time.Minute):
+		drv.Process.Kill()
+		<-exited
+		return 0, fmt.Errorf("driver serve did not exit within 30 minutes")
+	}
+	elapsed := time.Since(start)
+	if rows, _, err := progressTotals(filepath.Join(runDir, "progress.jsonl")); err != nil || rows != want {
+		return 0, fmt.Errorf("driver serve read %d rows (%v), want %d\n%s", rows, err, want, tail(dlog.String(), 1500))
+	}
+	return elapsed, nil
+}
+
+func runExecutors(ctx context.Context, c config, driver, executor, dir string, counts []int, out io.Writer) ([]*ExecutorsResult, error) {
+	opts := generatorOptions(int64(c.rows), 0)
+	opts.Courses = processCourses
+	src := filepath.Join(dir, "executors-lines")
+	if _, err := writeFiles(src, generateLines(opts, c.rows), c.rowsPerFile); err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(src)
+	filesPerTrigger := max(int(c.maxRowsPerTrigger)/c.rowsPerFile, 1)
+	writeSpec := func(runDir string) (string, error) {
+		spec := tileSpec(query.Source{File: &query.FileSource{Path: src, MaxFilesPerTrigger: filesPerTrigger}, Schema: query.GeneratorSchema()}, runDir, query.Trigger{AvailableNow: true})
+		b, err := json.MarshalIndent(spec, "", "  ")
+		if err != nil {
+			return "", err
+		}
+		if err := os.MkdirAll(runDir, 0o755); err != nil {
+			return "", err
+		}
+		f := filepath.Join(runDir, "query.json")
+		return f, os.WriteFile(f, b, 0o644)
+	}
+	var all []*ExecutorsResult
+	for _, n := range counts {
+		res := &ExecutorsResult{Executors: n}
+		for r := range c.runs {
+			var one, cl time.Duration
+			oneDir, clDir := filepath.Join(dir, fmt.Sprintf("one-%d-%d", n, r)), filepath.Join(dir, fmt.Sprintf("cluster-%d-%d", n, r))
+			err := alternate(r, func() error {
+				spec, err := writeSpec(oneDir)
+				if err != nil {
+					return err
+				}
+				progress := filepath.Join(oneDir, "progress.jsonl")
+				pr, err := launchProcess(ctx, nil, driver, "run", "-f", spec, "--progress-json", progress)
+				if err != nil {
+					return fmt.Errorf("driver run: %w", err)
+				}
+				one = pr.Elapsed
+				if rows, _, err := progressTotals(progress); err != nil || rows != int64(c.rows) {
+					return fmt.Errorf("driver run read %d rows (%v), want %d", rows, err, c.rows)
+				}
+				return nil
+			}, func() error {
+				spec, err := writeSpec(clDir)
+				if err != nil {
+					return err
+				}
+				cl, err = runCluster(ctx, driver, executor, spec, clDir, n, int64(c.rows))
+				return err
+			})
+			os.RemoveAll(oneDir)
+			os.RemoveAll(clDir)
+			if err != nil {
+				return nil, fmt.Errorf("%d executors: %w", n, err)
+			}
+			res.OneEPS = append(res.OneEPS, eps(c.rows, one))
+			res.EPS = append(res.EPS, eps(c.rows, cl))
+			res.Ratio = append(res.Ratio, one.Seconds()/cl.Seconds())
+			fmt.Fprintf(out, "round %d: driver run %.3f s | driver serve + %d executors %.3f s | ratio %.2f\n", r+1, one.Seconds(), n, cl.Seconds(), one.Seconds()/cl.Seconds())
+		}
+		all = append(all, res)
+	}
+	return all, nil
+}
