@@ -132,6 +132,7 @@ func ratioTarget(name string, p *Pair, want float64) Target {
 		t.Status, t.Gap = "met", fmt.Sprintf("+%.2f", m-want)
 	} else {
 		t.Status, t.Gap = "missed", fmt.Sprintf("%.2f (engine %.0f %% slower than wanted)", m-want, 100*(want-m)/want)
+		t.Why = "the engine-minus-reference profile below (file source) lists the functions the engine spends CPU on beyond the reference; with spare cores, the data batches' \"share of map phase the last task ran alone\" row shows idle cores at the tail of each map phase"
 	}
 	return t
 }
@@ -144,6 +145,7 @@ func overheadTarget(p *Pair) Target {
 		t.Status, t.Gap = "met", fmt.Sprintf("%.0f points under", 20-m)
 	} else {
 		t.Status, t.Gap = "missed", fmt.Sprintf("%.0f points over (%.0f ns/event too many)", m-20, median(p.CPUDiff)-0.2*median(p.RefCPU))
+		t.Why = "the engine-minus-reference profile below lists where the extra CPU per event goes"
 	}
 	return t
 }
