@@ -34,6 +34,7 @@ type config struct {
 	groupsCourses     []int
 	kills             int
 	executors         []int
+	latencyFor        time.Duration
 	kafka             KafkaConfig
 	kafkaRSS          string
 	kafkaOptions      string
@@ -50,7 +51,7 @@ func main() {
 	flag.DurationVar(&c.noDataInterval, "nodata-interval", 20*time.Millisecond, "processingTime trigger of the no-data measurement")
 	flag.IntVar(&c.parallelism, "parallelism", 0, "engine task parallelism (0: GOMAXPROCS)")
 	flag.StringVar(&c.dir, "dir", "", "work directory (default: a new temporary directory, removed at the end)")
-	flag.StringVar(&c.only, "only", "", "comma-separated subset of raw,gen,file,process,nodata,groups,nodata-s3,recovery,executors,kafka,scaling (default all but nodata-s3, recovery, executors, kafka and scaling, which run only when named or with -report)")
+	flag.StringVar(&c.only, "only", "", "comma-separated subset of raw,gen,file,process,nodata,groups,nodata-s3,recovery,executors,latency,kafka,scaling (default all but nodata-s3, recovery, executors, latency, kafka and scaling, which run only when named or with -report)")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.BoolVar(&c.markdown, "markdown", false, "also print the results as a Markdown table for bench/README.md")
 	flag.StringVar(&c.report, "report", "", "write DIR/report.md, DIR/report.json, PNG plots and CPU profiles of the run into this directory")
@@ -71,6 +72,7 @@ func main() {
 	scalePartitions := flag.String("scale-partitions", "1,8,64", "scaling: state partitions of the partitions series")
 	flag.IntVar(&c.scale.Runs, "scale-runs", 3, "scaling: rounds per point")
 	flag.IntVar(&c.kills, "kills", 20, "recovery: driver SIGKILLs (each on a fresh checkpoint, mid batch 1)")
+	flag.DurationVar(&c.latencyFor, "latency-for", 30*time.Second, "latency: steady load per trigger (0 and 1s)")
 	executors := flag.String("executors", "1,2,3", "executors: executor process counts to run against one driver run process")
 	groupsCourses := flag.String("groups-courses", "10000,1000000", "bytes per open group: course counts (3 rows each, a minute of event time); the figure is the heap difference between the first and the last")
 	flag.Parse()
@@ -138,6 +140,7 @@ type Results struct {
 	NoDataS3                 []NoDataS3
 	Recovery                 *RecoveryResult
 	Executors                []*ExecutorsResult
+	Latency                  []*LatencyResult
 }
 
 func run(ctx context.Context, c config, out io.Writer) error {
@@ -151,7 +154,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	// kafka preloads a broker with millions of records: only when named.
 	// A -report runs it too: the report is the whole suite.
 	do := func(s string) bool {
-		return (all && ((s != "kafka" && s != "scaling" && s != "nodata-s3" && s != "recovery" && s != "executors") || c.report != "")) || want[s]
+		return (all && ((s != "kafka" && s != "scaling" && s != "nodata-s3" && s != "recovery" && s != "executors" && s != "latency") || c.report != "")) || want[s]
 	}
 
 	dir := c.dir
@@ -249,6 +252,15 @@ func run(ctx context.Context, c config, out io.Writer) error {
 			return fmt.Errorf("executors: %w", err)
 		}
 		res.Executors = ex
+	}
+	if do("latency") {
+		for _, tr := range []time.Duration{0, time.Second} {
+			lr, err := runLatency(ctx, tr, c.latencyFor, dir, out)
+			if err != nil {
+				return fmt.Errorf("latency: %w", err)
+			}
+			res.Latency = append(res.Latency, lr)
+		}
 	}
 	if do("recovery") {
 		driver := c.kafka.Driver
@@ -494,6 +506,10 @@ func tableLines(res *Results, c config) []line {
 			closing = fmt.Sprintf("%.1f", r.Closing)
 		}
 		add("no-data batch (go test ./engine -bench NoDataBatch), "+r.Where+", ms, closing nothing / closing a window", fmt.Sprintf("%.1f / %s", r.Quiet, closing), "")
+	}
+	for _, l := range res.Latency {
+		add(fmt.Sprintf("latency beyond the semantic delay, kfake, processingTime %v, ms: median / p99 / max (%d windows)", l.Trigger, len(l.Ms)),
+			fmt.Sprintf("%.0f / %.0f / %.0f", median(l.Ms), quantile(l.Ms, 0.99), l.Ms[len(l.Ms)-1]), fmt.Sprintf("p99 ≤ %v", l.Trigger+250*time.Millisecond))
 	}
 	for _, e := range res.Executors {
 		add(fmt.Sprintf("driver serve + %d executor processes / one driver run process, throughput (start to exit)", e.Executors), rangeOf(e.Ratio, "%.2f")+" ("+rangeOf(millions(e.EPS), "%.2f")+" vs "+rangeOf(millions(e.OneEPS), "%.2f")+" M events/s)", "")

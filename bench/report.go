@@ -223,6 +223,22 @@ func targets(res *Results) []Target {
 		}
 	}
 	ts = append(ts, et)
+	for _, l := range res.Latency {
+		want := l.Trigger + 250*time.Millisecond
+		p99 := quantile(l.Ms, 0.99)
+		lt := Target{Name: fmt.Sprintf("end-to-end latency beyond the semantic delay, p99, processingTime %v", l.Trigger), Want: fmt.Sprintf("≤ %v", want),
+			Measured: fmt.Sprintf("%.0f ms (median %.0f, max %.0f, %d windows)", p99, median(l.Ms), l.Ms[len(l.Ms)-1], len(l.Ms))}
+		if wantMs := float64(want.Milliseconds()); p99 <= wantMs {
+			lt.Status, lt.Gap = "met", fmt.Sprintf("%.0f ms under", wantMs-p99)
+		} else {
+			lt.Status, lt.Gap = "missed", fmt.Sprintf("%.0f ms over", p99-wantMs)
+			lt.Why = "not profiled by this run: a window is emitted by the batch after the one whose data lifted the watermark (a no-data batch); that batch's planning, reduce and commit, and the sink reader's poll, are the candidates"
+		}
+		ts = append(ts, lt)
+	}
+	if len(res.Latency) == 0 {
+		ts = append(ts, Target{Name: "end-to-end latency beyond the semantic delay, p99", Want: "≤ trigger + 250 ms", Status: "not measured"})
+	}
 	gt := Target{Name: "bytes per open group in memory", Want: "≤ 200", Status: "not measured"}
 	if g := res.Groups; g != nil {
 		gt.Measured = fmt.Sprintf("%.0f (one run per size)", g.BytesPerGroup)
@@ -246,9 +262,7 @@ func targets(res *Results) []Target {
 		}
 	}
 	ts = append(ts, ft)
-	for _, n := range []struct{ name, want string }{
-		{"end-to-end latency beyond the semantic delay, p99", "≤ trigger + 250 ms"},
-	} {
+	for _, n := range []struct{ name, want string }{} {
 		ts = append(ts, Target{Name: n.name, Want: n.want, Status: "not measured"})
 	}
 	return ts
