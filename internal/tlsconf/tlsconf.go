@@ -103,6 +103,16 @@ func stamp(files ...string) (fileStamp, error) {
 	return fileStamp(s), nil
 }
 
+// Open is Load for commands: nil (plaintext) when no certificate flag is
+// set.
+func Open(c Config) (*Source, error) {
+	s, err := Load(c)
+	if errors.Is(err, ErrNotConfigured) {
+		return nil, nil
+	}
+	return s, err
+}
+
 // Load reads the files c names and checks them. It returns
 // ErrNotConfigured when c sets no certificate flag.
 func Load(c Config) (*Source, error) {
@@ -217,8 +227,12 @@ func (s *Source) ServerConfig() (*tls.Config, error) {
 
 // ClientConfig returns the config of a client: it verifies the server
 // against the current CA pool (the system roots without a CA) and
-// presents the current certificate when one is configured.
+// presents the current certificate when one is configured. A nil Source
+// gives nil (plaintext).
 func (s *Source) ClientConfig() *tls.Config {
+	if s == nil {
+		return nil
+	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if s.HasCertificate() {
 		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return s.Certificate() }
