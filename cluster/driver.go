@@ -88,12 +88,10 @@ func NewDriver(opts DriverOptions) (*Driver, error) {
 // authenticate: neither a cluster token nor mutual TLS (a CA). insecure is
 // the explicit way out; it is logged at every start.
 func checkListen(addr, token string, src *tlsconf.Source, insecure bool, log *slog.Logger) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("listen address %q: %w", addr, err)
 	}
-	ip := net.ParseIP(host)
-	loopback := host == "localhost" || (ip != nil && ip.IsLoopback())
+	loopback := isLoopback(addr)
 	mutual := src != nil && src.Mutual()
 	if insecure {
 		log.Warn("--insecure: serving without requiring authentication where none is configured; any process that can reach this address may join the cluster, receive query specs with their secrets and run tasks",
@@ -111,6 +109,16 @@ func checkListen(addr, token string, src *tlsconf.Source, insecure bool, log *sl
 		what = "TLS without a CA (clients are not authenticated) and no cluster token"
 	}
 	return fmt.Errorf("listen address %s is not loopback and %s is set: any peer could join, receive secrets and run tasks; add --tls-ca (mutual TLS, with --tls-cert/--tls-key or --tls-dir) or --token-file (or %s), listen on 127.0.0.1, or pass --insecure to accept an open cluster", addr, what, TokenEnv)
+}
+
+// isLoopback reports whether the host of addr is a loopback address.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
 }
 
 // transport returns the server and client TLS configs of src (nil, nil

@@ -78,6 +78,10 @@ func (d *Driver) NewRunner(opts RunnerOptions) (*Runner, error) {
 	if opts.MapAttempts <= 0 {
 		opts.MapAttempts = 3
 	}
+	if names := opts.Spec.SecretOptions(); len(names) > 0 && d.opts.TLS == nil && !d.opts.Insecure && !isLoopback(d.opts.Listen) {
+		return nil, fmt.Errorf("query %s has secret options (%s) and the driver listens on %s without TLS: executors would receive them in clear; add --tls-dir (or --tls-cert, --tls-key, --tls-ca)",
+			opts.Spec.Name, strings.Join(names, ", "), d.opts.Listen)
+	}
 	js, err := json.Marshal(opts.Spec)
 	if err != nil {
 		return nil, fmt.Errorf("encode query %s for executors: %w", opts.Spec.Name, err)

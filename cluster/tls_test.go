@@ -233,3 +233,19 @@ func TestBlankTokenIsAnError(t *testing.T) {
 		t.Errorf("token %q, %v", tok, err)
 	}
 }
+
+// A query with secrets is not sent to executors over plaintext beyond
+// loopback.
+func TestSecretsAreNotSentInClear(t *testing.T) {
+	d, err := NewDriver(DriverOptions{Listen: "0.0.0.0:0", Token: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.lis.Close()
+	spec := query.Spec{Name: "q", Source: query.Source{Kafka: &query.KafkaSource{BootstrapServers: "b:9092", Subscribe: "t",
+		Options: map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "u", "sasl.password": "hunter2"}}}}
+	_, err = d.NewRunner(RunnerOptions{QueryID: "id", Spec: spec})
+	if err == nil || !strings.Contains(err.Error(), "kafka.sasl.password") || !strings.Contains(err.Error(), "--tls-dir") || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("got %v, want a refusal naming the option and --tls-dir, without the value", err)
+	}
+}

@@ -113,7 +113,7 @@ func Redacted(k query.KafkaSource) query.KafkaSource {
 	if k.Options != nil {
 		opts := make(map[string]string, len(k.Options))
 		for name, v := range k.Options {
-			if secretOptions[strings.TrimPrefix(name, "kafka.")] {
+			if secretOptions[strings.TrimPrefix(name, "kafka.")] || query.SecretOption(name) {
 				v = redactedValue
 			}
 			opts[name] = v
