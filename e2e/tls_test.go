@@ -370,7 +370,8 @@ func httpCall(addr string, cfg *tls.Config) error {
 // exact.
 func TestCertificateRotationWhileAQueryRuns(t *testing.T) {
 	p := newPKI(t)
-	q := startClusterQuery(t, chaosSeed(t), localPlace(t), 2, p.args()...)
+	seed := chaosSeed(t)
+	q := startClusterQuery(t, seed, localPlace(t), 2, p.args()...)
 	before := len(q.progress())
 	fresh := p.ca.Issue(t, "sluice-rotated", time.Time{}, time.Time{})
 	tlstest.WriteDir(t, p.dir, fresh, p.ca)
@@ -394,7 +395,7 @@ func TestCertificateRotationWhileAQueryRuns(t *testing.T) {
 	q.run.executors[0].Kill()
 	q.waitFor("three more batches after the rotation", 120*time.Second, func() bool { return len(q.progress()) >= before+3 })
 	prog, files := q.drain()
-	finish(t, q.p, q.f.oracle(), summary{scenario: "certificate-rotation/serve+2-executors+mtls/local", seed: chaosSeed(t), kills: 1, retries: retries(prog),
+	finish(t, q.p, q.f.oracle(), summary{scenario: "certificate-rotation/serve+2-executors+mtls/local", seed: seed, kills: 1, retries: retries(prog),
 		extra: []string{fmt.Sprintf("files=%d", files)}})
 }
 
