@@ -27,6 +27,7 @@ import (
 
 func newRunCmd() *cobra.Command {
 	var file, progressJSON, metricsAddr string
+	var tlsFlags tlsconf.Config
 	var allowFirst, allowReplay bool
 	var sourceRetry time.Duration
 	var s3 objstore.S3Options
@@ -47,7 +48,11 @@ func newRunCmd() *cobra.Command {
 			}
 			defer closeProgress()
 			if metricsAddr != "" {
-				observe, stop, err := serveMetrics(metricsAddr, nil, logger(cmd))
+				src, err := tlsconf.Open(tlsFlags)
+				if err != nil {
+					return err
+				}
+				observe, stop, err := serveMetrics(metricsAddr, src, logger(cmd))
 				if err != nil {
 					return err
 				}
@@ -70,6 +75,7 @@ func newRunCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&allowReplay, "allow-replay", false, "let a production query start on an empty checkpoint (an intended replay)")
 	cmd.Flags().DurationVar(&sourceRetry, "source-retry-for", 5*time.Minute, "keep retrying this long when the source is unreachable (a broker down) before failing")
 	cliflags.S3(cmd.Flags(), &s3)
+	tlsFlags.RegisterCerts(cmd.Flags())
 	return cmd
 }
 

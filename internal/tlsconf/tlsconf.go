@@ -39,13 +39,20 @@ type Config struct {
 	Insecure bool
 }
 
-// Register adds the TLS flags to fs.
+// Register adds the TLS flags and --insecure to fs (commands that listen
+// for peers).
 func (c *Config) Register(fs *pflag.FlagSet) {
+	c.RegisterCerts(fs)
+	fs.BoolVar(&c.Insecure, "insecure", false, "allow listening beyond loopback with neither a cluster token nor mutual TLS (an open cluster; logs a warning)")
+}
+
+// RegisterCerts adds the certificate flags only (clients, and commands
+// whose only port is HTTP).
+func (c *Config) RegisterCerts(fs *pflag.FlagSet) {
 	fs.StringVar(&c.CertFile, "tls-cert", "", "certificate chain (PEM) this process presents; needs --tls-key")
 	fs.StringVar(&c.KeyFile, "tls-key", "", "private key (PEM) of --tls-cert")
 	fs.StringVar(&c.CAFile, "tls-ca", "", "CA certificates (PEM) peers must chain to; with it TLS is mutual (every client presents a certificate)")
 	fs.StringVar(&c.Dir, "tls-dir", "", "directory holding "+DirCert+", "+DirKey+" and "+DirCA+" (a cert-manager Secret); instead of --tls-cert/--tls-key/--tls-ca")
-	fs.BoolVar(&c.Insecure, "insecure", false, "allow listening beyond loopback with neither TLS nor a cluster token (an open cluster; logs a warning)")
 }
 
 // Enabled reports whether any certificate flag is set.
