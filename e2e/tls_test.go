@@ -145,8 +145,9 @@ func TestMutualTLSTileLeaksNoSecret(t *testing.T) {
 	defer toDriver.Close()
 	toDriver.Record()
 	proxies := []*faultproxy.TCP{toDriver}
+	progress := filepath.Join(t.TempDir(), "progress.jsonl")
 	driver := NewProc(t, "driver", bins.driver, append([]string{"serve", "--listen", fmt.Sprintf("127.0.0.1:%d", dport), "--heartbeat-timeout", "3s",
-		"--min-executors", "2", "--exit-when-done", "--query", writeSpec(t, spec)}, p.args()...)...)
+		"--min-executors", "2", "--exit-when-done", "--query", writeSpec(t, spec), "--progress-json", progress, "--log-level", "debug"}, p.args()...)...)
 	driver.Start()
 	driver.WaitForLog(`msg="driver listening"`, 30*time.Second)
 	var execs []*Proc
@@ -159,7 +160,7 @@ func TestMutualTLSTileLeaksNoSecret(t *testing.T) {
 		defer px.Close()
 		px.Record()
 		proxies = append(proxies, px)
-		e := NewProc(t, fmt.Sprintf("executor-%d", i+1), bins.executor, append([]string{"--driver", toDriver.Addr(), "--data-dir", "data",
+		e := NewProc(t, fmt.Sprintf("executor-%d", i+1), bins.executor, append([]string{"--driver", toDriver.Addr(), "--data-dir", "data", "--log-level", "debug",
 			"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--advertise", px.Addr()}, p.args()...)...)
 		e.Start()
 		execs = append(execs, e)
@@ -179,6 +180,24 @@ func TestMutualTLSTileLeaksNoSecret(t *testing.T) {
 	}
 	if !strings.Contains(driver.Logs(), "executors=2") {
 		t.Fatalf("the batches did not run on the executors:\n%s", driver.Logs())
+	}
+
+	// Nothing secret in the logs (debug level) or the progress.
+	prog, err := os.ReadFile(progress)
+	if err != nil || len(prog) == 0 {
+		t.Fatalf("progress: %v (%d bytes)", err, len(prog))
+	}
+	inspect := NewProc(t, "inspect", bins.driver, "checkpoint", "inspect", "--json", l.Checkpoint)
+	inspect.Start()
+	if err := inspect.Wait(60 * time.Second); err != nil || !strings.Contains(inspect.Logs(), `"queryId"`) {
+		t.Fatalf("checkpoint inspect: %v\n%s", err, inspect.Logs())
+	}
+	for what, out := range map[string]string{"the logs": logs(), "the progress": string(prog), "checkpoint inspect": inspect.Logs()} {
+		for _, s := range []string{e2eToken, password} {
+			if strings.Contains(out, s) {
+				t.Errorf("%s contain a secret", what)
+			}
+		}
 	}
 
 	secrets := map[string][]byte{"the cluster token": []byte(e2eToken), "the SASL password": []byte(password), "the spec's password option": []byte("sasl.password")}
