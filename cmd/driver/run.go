@@ -3,7 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"net"
+	"log/slog"
 	"net/http"
 	"os"
 	"sync"
@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/fault"
 	"github.com/sluicehq/sluice/internal/cliflags"
+	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
@@ -27,6 +28,7 @@ import (
 
 func newRunCmd() *cobra.Command {
 	var file, progressJSON, metricsAddr string
+	var tlsFlags tlsconf.Config
 	var allowFirst, allowReplay bool
 	var sourceRetry time.Duration
 	var s3 objstore.S3Options
@@ -48,8 +50,12 @@ func newRunCmd() *cobra.Command {
 			}
 			var observe func(*scheduler.Progress)
 			if metricsAddr != "" { // before the progress file: a busy port creates nothing
+				src, err := tlsconf.Open(tlsFlags)
+				if err != nil {
+					return err
+				}
 				var stop func()
-				if observe, stop, err = serveMetrics(metricsAddr); err != nil {
+				if observe, stop, err = serveMetrics(metricsAddr, src, logger(cmd)); err != nil {
 					return err
 				}
 				defer stop()
@@ -77,6 +83,7 @@ func newRunCmd() *cobra.Command {
 	cliflags.ProductionGuards(cmd.Flags(), &allowFirst, &allowReplay)
 	cmd.Flags().DurationVar(&sourceRetry, "source-retry-for", 5*time.Minute, "keep retrying this long when the source is unreachable (a broker down) before failing")
 	cliflags.S3(cmd.Flags(), &s3)
+	tlsFlags.RegisterCerts(cmd.Flags())
 	return cmd
 }
 
@@ -154,18 +161,19 @@ func chain(a, b func(*scheduler.Progress)) func(*scheduler.Progress) {
 	}
 }
 
-// serveMetrics serves /metrics on addr and returns the progress observer.
-func serveMetrics(addr string) (func(*scheduler.Progress), func(), error) {
+// serveMetrics serves /metrics on addr (over TLS with src, mutual with a
+// CA) and returns the progress observer.
+func serveMetrics(addr string, src *tlsconf.Source, log *slog.Logger) (func(*scheduler.Progress), func(), error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg)
-	ln, err := net.Listen("tcp", addr)
+	ln, err := tlsconf.Listen(addr, src)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--metrics-addr: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: tlsconf.HTTPErrorLog(log)}
 	go srv.Serve(ln)
 	return m.Observe, func() { srv.Close() }, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/fault"
 	"github.com/sluicehq/sluice/internal/cliflags"
+	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/scheduler"
@@ -28,6 +29,7 @@ func newServeCmd() *cobra.Command {
 	var s3 objstore.S3Options
 	var sourceRetry time.Duration
 	var metricsAddr string
+	var tlsFlags tlsconf.Config
 	cmd := &cobra.Command{
 		Use:   "serve --query QUERY.yaml [--query ...]",
 		Short: "Serve the driver service and run the given queries on the executors that register (SIGINT/SIGTERM stops)",
@@ -50,9 +52,12 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts.Token, opts.Logger = tok, log
-			if tok == "" {
-				log.Warn("no cluster token (--token-file or " + cluster.TokenEnv + "): any local process can join; fine on loopback only")
+			opts.Token, opts.Logger, opts.Insecure = tok, log, tlsFlags.Insecure
+			if opts.TLS, err = tlsconf.Open(tlsFlags); err != nil {
+				return err
+			}
+			if tok == "" && (opts.TLS == nil || !opts.TLS.Mutual()) {
+				log.Warn("no cluster token (--token-file or " + cluster.TokenEnv + ") and no mutual TLS (--tls-ca): any process that reaches the listen address can join; fine on loopback only")
 			}
 			hook, err := fault.FromEnv()
 			if err != nil {
@@ -64,7 +69,7 @@ func newServeCmd() *cobra.Command {
 			}
 			defer closeProgress()
 			if metricsAddr != "" {
-				observe, stop, err := serveMetrics(metricsAddr)
+				observe, stop, err := serveMetrics(metricsAddr, opts.TLS, log)
 				if err != nil {
 					return err
 				}
@@ -123,6 +128,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9464)")
 	f.DurationVar(&sourceRetry, "source-retry-for", 5*time.Minute, "keep retrying this long when the source or a store is unreachable before failing")
 	cliflags.S3(f, &s3)
+	tlsFlags.Register(f)
 	return cmd
 }
 

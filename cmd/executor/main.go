@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/fault"
 	"github.com/sluicehq/sluice/internal/cliflags"
+	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/objstore"
 )
 
@@ -38,6 +39,7 @@ func newRoot() *cobra.Command {
 	var opts cluster.NodeOptions
 	var tokenFile, logLevel string
 	var s3 objstore.S3Options
+	var tlsFlags tlsconf.Config
 	cmd := &cobra.Command{
 		Use:           "executor --driver HOST:PORT --data-dir DIR",
 		Short:         "Sluice executor: runs tasks for a driver and serves shuffle data",
@@ -54,7 +56,10 @@ func newRoot() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts.Token = tok
+			opts.Token, opts.Insecure = tok, tlsFlags.Insecure
+			if opts.TLS, err = tlsconf.Open(tlsFlags); err != nil {
+				return err
+			}
 			hook, err := fault.FromEnv()
 			if err != nil {
 				return err
@@ -78,5 +83,6 @@ func newRoot() *cobra.Command {
 	f.DurationVar(&opts.DrainTimeout, "drain-timeout", 60*time.Second, "how long SIGTERM waits for running batches and tasks")
 	cliflags.LogLevel(f, &logLevel)
 	cliflags.S3(f, &s3)
+	tlsFlags.Register(f)
 	return cmd
 }

@@ -12,7 +12,10 @@
 //     maxOffsetsPerTrigger; minPartitions; commitOffsetsToGroup; and the
 //     kafka.* client options it maps to franz-go (security.protocol,
 //     sasl.mechanism PLAIN/SCRAM-SHA-256/SCRAM-SHA-512 with sasl.jaas.config
-//     or sasl.username/sasl.password, PEM ssl.truststore/ssl.keystore,
+//     or sasl.username/sasl.password, OAUTHBEARER with
+//     sasl.oauthbearer.token.file (re-read at every authentication; a
+//     Sluice option), AWS_MSK_IAM with credentials from the AWS chain the
+//     S3 store uses (sasl.go), PEM ssl.truststore/ssl.keystore,
 //     ssl.endpoint.identification.algorithm, isolation.level, client.id and
 //     fetch sizes). Unknown kafka.* options are refused with the list of
 //     supported ones. Secrets never appear in errors or logs; Redacted
