@@ -33,6 +33,9 @@ type Progress struct {
 	BatchWatermarkMs int64 `json:"batchWatermarkMs"`
 	LateWatermarkMs  int64 `json:"lateWatermarkMs"`
 	Attempts         int   `json:"attempts"`
+	// ShuffleBytes are the bytes the batch's map tasks shuffled between
+	// executors (0 when tasks run in the driver's process).
+	ShuffleBytes int64 `json:"shuffleBytes,omitempty"`
 }
 
 // StateOperatorProgress reports one stateful operator.

@@ -539,6 +539,7 @@ func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *exec
 		BatchWatermarkMs:   e.BatchWatermarkMs,
 		LateWatermarkMs:    e.LateWatermarkMs,
 		Attempts:           attempts,
+		ShuffleBytes:       res.ShuffleBytes,
 		DurationMs: map[string]int64{
 			"map":              ms(res.MapDuration),
 			"reduce":           ms(res.ReduceDuration),
