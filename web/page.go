@@ -225,7 +225,10 @@ func charts(ps []*scheduler.Progress) []chart {
 	}
 	if hasLag {
 		out = append(out, chart{Title: "Source lag (offsets)", XLabels: xl, Series: []series{
-			{Name: "total", Class: "s4", Values: vals(func(p *scheduler.Progress) (float64, bool) { l, ok := metrics.SourceLag(p); return float64(l.Total), ok })},
+			{Name: "total", Class: "s4", Values: vals(func(p *scheduler.Progress) (float64, bool) {
+				l, ok := metrics.SourceLag(p)
+				return float64(l.Total), ok
+			})},
 			{Name: "max partition", Class: "s2", Values: vals(func(p *scheduler.Progress) (float64, bool) { l, ok := metrics.SourceLag(p); return float64(l.Max), ok })},
 		}})
 	}

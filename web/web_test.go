@@ -40,8 +40,8 @@ func observe(tr *monitor.Tracker, name string, batch int64, sec int, rows, lag i
 		NumInputRows: rows, InputRowsPerSecond: float64(rows), ProcessedRowsPerSecond: float64(rows) * 4,
 		DurationMs:       map[string]int64{"map": 30, "reduce": 20, "addBatch": 70, "commitOffsets": 10, "triggerExecution": 80},
 		BatchWatermarkMs: wmMs, EventTime: map[string]string{"max": "2026-03-02T09:31:00Z", "watermark": "x"},
-		StateOperators:   []scheduler.StateOperatorProgress{{NumRowsTotal: 12}},
-		Sources:          []scheduler.SourceProgress{{Metrics: map[string]int64{"totalLag": lag, "lag.t-0": lag}}},
+		StateOperators: []scheduler.StateOperatorProgress{{NumRowsTotal: 12}},
+		Sources:        []scheduler.SourceProgress{{Metrics: map[string]int64{"totalLag": lag, "lag.t-0": lag}}},
 	})
 }
 
@@ -89,7 +89,7 @@ func TestHandlerServesHealthReadinessMetricsAndThePage(t *testing.T) {
 	for _, want := range []string{
 		`data-batch="44"`, `data-batch="40"`, "RUNNING", "RECOVERING", "list lab/in: permission denied",
 		"Incident:", "lag grew from 10 to 410", // tile: stalled 10 minutes while lag grows
-		"Idle source:",                         // idle-files: stalled, no input, no lag
+		"Idle source:", // idle-files: stalled, no input, no lag
 		"<svg", "2 executors",
 	} {
 		if !strings.Contains(page, want) {
