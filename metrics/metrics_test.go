@@ -81,7 +81,10 @@ func TestTrackerCollectorReadsGaugesAtScrapeTime(t *testing.T) {
 	cs := objstore.NewCounting(objstore.NewMem())
 	tr.CountStore("checkpoint", cs)
 	_ = cs.PutIfAbsent(context.Background(), "offsets/0", []byte("abcd"))
-	_ = cs.PutIfAbsent(context.Background(), "offsets/0", []byte("abcd"))
+	_ = cs.PutIfAbsent(context.Background(), "offsets/0", []byte("abcd")) // exists: an answer, not an error
+	fc := objstore.NewCounting(failing{})
+	tr.CountStore("checkpoint", fc)
+	_, _ = fc.Get(context.Background(), "x")
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewTrackerCollector(tr, TrackerOptions{Now: func() time.Time { return now }, Stall: time.Minute}))
@@ -124,10 +127,12 @@ sluice_state_rows{query="tile",query_id="qid-1"} 40
 sluice_executors_registered 2
 # HELP sluice_objstore_requests_total Object-store requests, by store role and operation (failed ones included).
 # TYPE sluice_objstore_requests_total counter
+sluice_objstore_requests_total{operation="get",store="checkpoint"} 1
 sluice_objstore_requests_total{operation="put_if_absent",store="checkpoint"} 2
-# HELP sluice_objstore_errors_total Object-store requests that failed, by store role and operation (not-found and already-exists answers included).
+# HELP sluice_objstore_errors_total Object-store requests that failed, by store role and operation (not-found and already-exists answers are not errors).
 # TYPE sluice_objstore_errors_total counter
-sluice_objstore_errors_total{operation="put_if_absent",store="checkpoint"} 1
+sluice_objstore_errors_total{operation="get",store="checkpoint"} 1
+sluice_objstore_errors_total{operation="put_if_absent",store="checkpoint"} 0
 # HELP sluice_watermark_verdict 1 for the watermark's verdict (none, advancing, idle, incident, stalled_with_input), 0 for the others.
 # TYPE sluice_watermark_verdict gauge
 sluice_watermark_verdict{query="tile",query_id="qid-1",verdict="advancing"} 1
@@ -253,4 +258,11 @@ func assertNoRunID(t *testing.T, reg *prometheus.Registry) {
 			}
 		}
 	}
+}
+
+// failing is a store whose every call fails with a fault.
+type failing struct{ objstore.Store }
+
+func (failing) Get(context.Context, string) ([]byte, error) {
+	return nil, errors.New("connection reset")
 }

@@ -70,7 +70,7 @@ func NewTrackerCollector(tr *monitor.Tracker, opts TrackerOptions) *TrackerColle
 		stalled:       d("sluice_watermark_stalled_seconds", "Seconds the watermark has stayed put, when longer than the stall threshold; else 0."),
 		executors:     prometheus.NewDesc("sluice_executors_registered", "Executors registered with this driver.", nil, nil),
 		storeReqs:     prometheus.NewDesc("sluice_objstore_requests_total", "Object-store requests, by store role and operation (failed ones included).", []string{"store", "operation"}, nil),
-		storeErrs:     prometheus.NewDesc("sluice_objstore_errors_total", "Object-store requests that failed, by store role and operation (not-found and already-exists answers included).", []string{"store", "operation"}, nil),
+		storeErrs:     prometheus.NewDesc("sluice_objstore_errors_total", "Object-store requests that failed, by store role and operation (not-found and already-exists answers are not errors).", []string{"store", "operation"}, nil),
 		storeBytes:    prometheus.NewDesc("sluice_objstore_bytes_total", "Object bytes read (get) or written (put, put_if_absent), by store role and operation.", []string{"store", "operation"}, nil),
 	}
 }
@@ -157,7 +157,7 @@ func (c *TrackerCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, role := range roles {
 		for op, s := range stats[role] {
 			ch <- prometheus.MustNewConstMetric(c.storeReqs, prometheus.CounterValue, float64(s.Requests), role, op)
-			ch <- prometheus.MustNewConstMetric(c.storeErrs, prometheus.CounterValue, float64(s.Errors), role, op)
+			ch <- prometheus.MustNewConstMetric(c.storeErrs, prometheus.CounterValue, float64(s.Errors-s.Answers), role, op)
 			ch <- prometheus.MustNewConstMetric(c.storeBytes, prometheus.CounterValue, float64(s.Bytes), role, op)
 		}
 	}

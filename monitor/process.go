@@ -86,6 +86,7 @@ func (t *Tracker) StoreStats() map[string]map[string]objstore.OpStats {
 				a.Requests += s.Requests
 				a.Bytes += s.Bytes
 				a.Errors += s.Errors
+				a.Answers += s.Answers
 				sum[op] = a
 			}
 		}

@@ -9,6 +9,6 @@
 // binary: clusters are often offline, so it fetches nothing from anywhere
 // else, and its Content-Security-Policy forbids the browser to.
 //
-// It only reads the Tracker; it never changes a query. It does not listen:
-// the command creates the listener (and, with TLS, wraps it).
+// It only reads the Tracker; it never changes a query. Listen is the one
+// place an HTTP listener is created (TLS wraps it there).
 package web

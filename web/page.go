@@ -101,6 +101,14 @@ func (s *server) pageData() page {
 		}
 		if len(rows) > 0 {
 			last := rows[len(rows)-1]
+			// The max event time shown is the largest seen in the kept
+			// batches: a batch of no rows (or only malformed ones) has none.
+			last.MaxEvent = ""
+			for _, r := range rows {
+				if r.MaxEvent > last.MaxEvent {
+					last.MaxEvent = r.MaxEvent
+				}
+			}
 			q.Last = &last
 		}
 		for i := len(rows) - 1; i >= 0 && len(q.Batches) < s.opts.Batches; i-- {
@@ -273,6 +281,9 @@ func dur(ms int64) string {
 }
 
 func seconds(v float64) string {
+	if v == 0 {
+		return "0"
+	}
 	if v < 1 && v > 0 {
 		return strconv.FormatFloat(v*1000, 'f', 0, 64) + " ms"
 	}
