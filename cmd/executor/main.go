@@ -36,7 +36,7 @@ func main() {
 
 func newRoot() *cobra.Command {
 	var opts cluster.NodeOptions
-	var tokenFile, logLevel string
+	var tokenFile, logLevel, httpAddr string
 	var s3 objstore.S3Options
 	cmd := &cobra.Command{
 		Use:           "executor --driver HOST:PORT --data-dir DIR",
@@ -64,6 +64,13 @@ func newRoot() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if httpAddr != "" {
+				stop, err := serveHTTP(cmd.Context(), httpAddr, node, opts.Driver, opts.Logger)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			return node.Run(cmd.Context())
 		},
 	}
@@ -77,6 +84,7 @@ func newRoot() *cobra.Command {
 	f.Int64Var(&opts.ShuffleMemory, "shuffle-memory", 0, "bytes of shuffle data held in memory before spilling to --data-dir (default 256 MiB)")
 	f.DurationVar(&opts.DrainTimeout, "drain-timeout", 60*time.Second, "how long SIGTERM waits for running batches and tasks")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringVar(&httpAddr, "http-addr", "", "serve HTTP on this address: /metrics (Prometheus), /healthz, /readyz (registered with the driver)")
 	cliflags.S3(f, &s3)
 	return cmd
 }
