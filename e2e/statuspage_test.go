@@ -240,6 +240,18 @@ func TestStatusPageInHeadlessChromiumShowsBatchesAndLoadsNothingFromOutside(t *t
 		t.Fatalf("the refresh shows no newer batch: %v then %v", shown, shown2)
 	}
 
+	// The page refreshes itself: with the clock run ahead 15 s, its script
+	// fetches the page again and swaps it in place.
+	gets := func() int { return strings.Count(drv.Logs(), `msg="http request" method=GET path=/ `) }
+	n0 := gets()
+	dom3 := b.run(url, "--virtual-time-budget=15000", "--dump-dom")
+	if n := gets() - n0; n < 3 {
+		t.Errorf("one load with 15 s of page time fetched / %d times; the page's refresh every 3 s should add at least 2", n)
+	}
+	if shown3 := batchesIn(dom3); maxOf(shown3) < maxOf(shown2) {
+		t.Errorf("after in-place refreshes: batches shown %v, older than %v", shown3, shown2)
+	}
+
 	dir := artifactDir(t)
 	shot := filepath.Join(dir, "status-page.png")
 	b.run(url, "--screenshot="+shot)
@@ -254,14 +266,14 @@ func TestStatusPageInHeadlessChromiumShowsBatchesAndLoadsNothingFromOutside(t *t
 	// Nothing left the machine: the page names no other host; every
 	// request made for the page went to the driver; the driver was asked
 	// only for the page and its embedded assets.
-	for _, u := range anyURL.FindAllString(dom+dom2, -1) {
+	for _, u := range anyURL.FindAllString(dom+dom2+dom3, -1) {
 		if !isLocal(u) {
 			t.Errorf("the page references %q", u)
 		}
 	}
 	page, own := b.pageRequests("http://127.0.0.1")
-	if len(page) < 3*3 {
-		t.Errorf("network log: %d page requests over 3 loads, want the page and its 2 assets each: %v", len(page), page)
+	if len(page) < 4*3 {
+		t.Errorf("network log: %d page requests over 4 loads, want the page and its 2 assets each: %v", len(page), page)
 	}
 	for _, u := range page {
 		if !isLocal(u) || !strings.HasPrefix(u, "http://"+addr+"/") {
@@ -279,8 +291,8 @@ func TestStatusPageInHeadlessChromiumShowsBatchesAndLoadsNothingFromOutside(t *t
 	}
 	allowed := map[string]bool{"/": true, "/assets/style.css": true, "/assets/page.js": true}
 	served := requestPath.FindAllStringSubmatch(drv.Logs(), -1)
-	if len(served) < 9 {
-		t.Errorf("driver logged %d requests, want at least 9", len(served))
+	if len(served) < 12 {
+		t.Errorf("driver logged %d requests, want at least 12", len(served))
 	}
 	for _, m := range served {
 		if m[1] != "GET" || !allowed[m[2]] {
