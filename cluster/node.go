@@ -653,7 +653,7 @@ func (s *executorService) RunReduceTask(ctx context.Context, req *sluicepb.RunRe
 		return nil, taskError(ctx, err)
 	}
 	n.counters.reduces.Add(1)
-	n.counters.setStateRows(req.QueryId, p, rr.StateRows)
+	n.counters.setStateRows(req.QueryId, p, req.Batch, rr.StateRows)
 	resp := &sluicepb.RunReduceTaskResponse{
 		Files: rr.Files, NumOutputRows: rr.NumOutputRows, StateRows: rr.StateRows, Updated: rr.Updated,
 		Removed: rr.Removed, MemoryBytes: rr.MemoryBytes, StateWrites: int32(rr.StateWrites),

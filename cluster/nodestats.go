@@ -21,7 +21,12 @@ type nodeCounters struct {
 	maps, reduces, failures, shuffle atomic.Int64
 
 	mu        sync.Mutex
-	stateRows map[stateKey]int64
+	stateRows map[stateKey]stateRows
+	lastBatch map[string]int64 // per query: the newest batch reduced here
+}
+
+type stateRows struct {
+	batch, rows int64
 }
 
 type stateKey struct {
@@ -29,13 +34,33 @@ type stateKey struct {
 	partition int
 }
 
-func (c *nodeCounters) setStateRows(query string, partition int, rows int64) {
+// setStateRows records a partition's state rows after a reduce task of
+// batch. Every batch reduces every partition, so partitions not reduced
+// here in the query's newest batch have moved to another executor and no
+// longer count (a scrape while a batch's reduces run may briefly count
+// only those already done).
+func (c *nodeCounters) setStateRows(query string, partition int, batch, rows int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stateRows == nil {
-		c.stateRows = map[stateKey]int64{}
+		c.stateRows, c.lastBatch = map[stateKey]stateRows{}, map[string]int64{}
 	}
-	c.stateRows[stateKey{query, partition}] = rows
+	c.stateRows[stateKey{query, partition}] = stateRows{batch: batch, rows: rows}
+	c.lastBatch[query] = max(c.lastBatch[query], batch)
+}
+
+func (c *nodeCounters) heldStateRows() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int64
+	for k, r := range c.stateRows {
+		if r.batch == c.lastBatch[k.query] {
+			n += r.rows
+		} else {
+			delete(c.stateRows, k)
+		}
+	}
+	return n
 }
 
 // Stats returns the node's figures.
@@ -45,11 +70,7 @@ func (n *Node) Stats() NodeStats {
 		MapTasks: c.maps.Load(), ReduceTasks: c.reduces.Load(), TaskFailures: c.failures.Load(),
 		RunningTasks: int(n.running.Load()), ShuffleBytes: c.shuffle.Load(),
 		Registered: n.ID() != "" && n.lease.valid(time.Now()),
+		StateRows:  c.heldStateRows(),
 	}
-	c.mu.Lock()
-	for _, r := range c.stateRows {
-		s.StateRows += r
-	}
-	c.mu.Unlock()
 	return s
 }
