@@ -104,6 +104,8 @@ type Node struct {
 	regCtx    context.Context
 	regCancel context.CancelFunc
 
+	counters nodeCounters
+
 	// aborted is closed by abort (tests): stop at once, without draining.
 	aborted   chan struct{}
 	abortOnce sync.Once
@@ -570,6 +572,7 @@ func (s *executorService) RunMapTask(ctx context.Context, req *sluicepb.RunMapTa
 	})
 	n.releaseSlot()
 	if err != nil {
+		n.counters.failures.Add(1)
 		return nil, taskError(ctx, err)
 	}
 	owners := make([]shuffle.Owner, len(req.Owners))
@@ -580,8 +583,11 @@ func (s *executorService) RunMapTask(ctx context.Context, req *sluicepb.RunMapTa
 	tag := shuffle.Tag{BatchKey: shuffle.BatchKey{Query: req.QueryId, Run: req.RunId, Batch: req.Batch}, Map: int(req.MapIndex), Attempt: req.Attempt}
 	stats, err := pusher.Push(ctx, tag, &shuffle.Output{Layout: q.env.Layout, Partials: res.Partials, Rows: res.Rows}, owners)
 	if err != nil {
+		n.counters.failures.Add(1)
 		return nil, pushError(ctx, err, string(n.ID()))
 	}
+	n.counters.maps.Add(1)
+	n.counters.shuffle.Add(stats.Bytes)
 	return &sluicepb.RunMapTaskResponse{Metrics: &sluicepb.MapMetrics{
 		InputRows: res.InputRows, Malformed: res.Malformed, DroppedByWatermark: res.DroppedByWatermark,
 		HasEventTime: res.HasEventTime, MinEventTimeUs: res.MinEventTime, MaxEventTimeUs: res.MaxEventTime,
@@ -684,8 +690,11 @@ func (s *executorService) runReduceTask(ctx context.Context, req *sluicepb.RunRe
 		Watermark: eventtime.Batch{Late: eventtime.Watermark(req.LateWatermarkUs), Evict: eventtime.Watermark(req.EvictWatermarkUs)},
 	}, partials, rows)
 	if err != nil {
+		n.counters.failures.Add(1)
 		return nil, taskError(ctx, err)
 	}
+	n.counters.reduces.Add(1)
+	n.counters.setStateRows(req.QueryId, p, req.Batch, rr.StateRows)
 	return &reduceOutput{rows: rr.Rows, last: &sluicepb.RunReduceTaskResponse{
 		Files: rr.Files, NumOutputRows: rr.NumOutputRows, StateRows: rr.StateRows, Updated: rr.Updated,
 		Removed: rr.Removed, MemoryBytes: rr.MemoryBytes, StateWrites: int32(rr.StateWrites),

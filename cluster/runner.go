@@ -197,6 +197,7 @@ func (r *Runner) RunBatch(ctx context.Context, plan executor.BatchPlan) (*execut
 		records += m.ShuffleRecords
 	}
 	res.MapDuration = time.Since(start)
+	res.ShuffleBytes = shuffled
 	if r.opts.Hook != nil {
 		r.opts.Hook("maps-done", plan.Batch)
 	}

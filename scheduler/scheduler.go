@@ -234,6 +234,9 @@ type loop struct {
 	nextWM  int64           // watermark (ms) the next batch evicts with
 	batches int             // batches run by this Run
 	lastRun time.Time
+	// lastBatchStart is the trigger start of the previous batch run by
+	// this Run (zero before the first), for inputRowsPerSecond.
+	lastBatchStart time.Time
 	// latest is the source's latest offset when the next batch was
 	// planned (Spark's latestOffset); nil for a re-run.
 	latest source.Offset
@@ -489,7 +492,9 @@ func (q *Query) runBatch(ctx context.Context, lp *loop, e *checkpoint.OffsetEntr
 	if rerun {
 		latest = nil
 	}
-	q.report(ctx, e, res, latest, rerun, skipSink, attempts, started, commitStart, done)
+	inRate := InputRowsPerSecond(res.InputRows, lp.lastBatchStart, started)
+	lp.lastBatchStart = started
+	q.report(ctx, e, res, latest, rerun, skipSink, attempts, inRate, started, commitStart, done)
 	q.cleanup(ctx, e.BatchID)
 	return nil
 }
@@ -552,21 +557,23 @@ func (q *Query) attempt(ctx context.Context, e *checkpoint.OffsetEntry, wm event
 	return res, skipSink, nil
 }
 
-func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *executor.BatchResult, latest source.Offset, rerun, skipped bool, attempts int, started, commitStart, done time.Time) {
+func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *executor.BatchResult, latest source.Offset, rerun, skipped bool, attempts int, inRate float64, started, commitStart, done time.Time) {
 	cfg := q.cfg
 	total := done.Sub(started)
 	p := &Progress{
 		ID: q.meta.QueryID, RunID: q.runID, Name: cfg.Spec.Name,
-		Timestamp:        started.UTC().Format(time.RFC3339Nano),
-		BatchID:          e.BatchID,
-		Rerun:            rerun,
-		NoData:           e.NoData,
-		NumInputRows:     res.InputRows,
-		NumRowsMalformed: res.Malformed,
-		BadRecords:       badRecordsDir(&cfg.Spec, e.BatchID, res.Malformed),
-		BatchWatermarkMs: e.BatchWatermarkMs,
-		LateWatermarkMs:  e.LateWatermarkMs,
-		Attempts:         attempts,
+		Timestamp:          started.UTC().Format(time.RFC3339Nano),
+		BatchID:            e.BatchID,
+		Rerun:              rerun,
+		NoData:             e.NoData,
+		NumInputRows:       res.InputRows,
+		InputRowsPerSecond: inRate,
+		NumRowsMalformed:   res.Malformed,
+		BadRecords:         badRecordsDir(&cfg.Spec, e.BatchID, res.Malformed),
+		BatchWatermarkMs:   e.BatchWatermarkMs,
+		LateWatermarkMs:    e.LateWatermarkMs,
+		Attempts:           attempts,
+		ShuffleBytes:       res.ShuffleBytes,
 		DurationMs: map[string]int64{
 			"map":              ms(res.MapDuration),
 			"reduce":           ms(res.ReduceDuration),
@@ -596,7 +603,7 @@ func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *exec
 	if q.layout != nil {
 		p.StateOperators = []StateOperatorProgress{op}
 	}
-	sp := SourceProgress{Description: sourceDescription(&cfg.Spec), NumInputRows: res.InputRows, ProcessedRowsPerSecond: p.ProcessedRowsPerSecond}
+	sp := SourceProgress{Description: sourceDescription(&cfg.Spec), NumInputRows: res.InputRows, InputRowsPerSecond: inRate, ProcessedRowsPerSecond: p.ProcessedRowsPerSecond}
 	if len(e.Sources) > 0 {
 		sp.StartOffset, sp.EndOffset, sp.LatestOffset = e.Sources[0].Start, e.Sources[0].End, latest
 		if lg, ok := cfg.Source.(source.Lag); ok {

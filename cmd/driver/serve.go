@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/fault"
 	"github.com/sluicehq/sluice/internal/cliflags"
 	"github.com/sluicehq/sluice/internal/tlsconf"
+	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/scheduler"
@@ -28,8 +29,8 @@ func newServeCmd() *cobra.Command {
 	var minExecutors int
 	var s3 objstore.S3Options
 	var sourceRetry time.Duration
-	var metricsAddr string
 	var tlsFlags tlsconf.Config
+	var hc httpConfig
 	cmd := &cobra.Command{
 		Use:   "serve --query QUERY.yaml [--query ...]",
 		Short: "Serve the driver service and run the given queries on the executors that register (SIGINT/SIGTERM stops)",
@@ -68,19 +69,24 @@ func newServeCmd() *cobra.Command {
 				return err
 			}
 			defer closeProgress()
-			if metricsAddr != "" {
-				observe, stop, err := serveMetrics(metricsAddr, opts.TLS, log)
-				if err != nil {
-					return err
-				}
-				defer stop()
-				progress = chain(progress, observe)
-			}
+			tr := monitor.New(monitor.Options{})
+			progress = chain(progress, tr.Observe)
 			drv, err := cluster.NewDriver(opts)
 			if err != nil {
 				return err
 			}
 			log.Info("driver listening", "address", drv.Addr())
+			if hc.Addr != "" {
+				hc.TLS = opts.TLS
+				// Ready once the driver serves executors (there is no
+				// registry or lease yet).
+				stop, err := serveHTTPWith(ctx, hc, tr, func() error { return nil }, log)
+				if err != nil {
+					return err
+				}
+				defer stop()
+				go trackExecutors(ctx, tr, drv)
+			}
 			serveCtx, stopServe := context.WithCancel(context.Background())
 			served := make(chan error, 1)
 			go func() { served <- drv.Serve(serveCtx) }()
@@ -89,8 +95,8 @@ func newServeCmd() *cobra.Command {
 			errs := make([]error, len(specs))
 			for i, spec := range specs {
 				wg.Go(func() {
-					errs[i] = serveQuery(ctx, drv, spec, minExecutors, engine.Options{
-						Logger: log, Hook: hook, Stdout: cmd.OutOrStdout(),
+					errs[i] = serveQueryTracked(ctx, drv, tr, spec, minExecutors, engine.Options{
+						Logger: log, Hook: hook, Stdout: cmd.OutOrStdout(), WrapStore: countStores(tr),
 						Store: objstore.Options{S3: s3}, SourceRetryFor: sourceRetry,
 						AllowFirstStart: allowFirst, AllowReplay: allowReplay,
 						Progress: func(p *scheduler.Progress) {
@@ -125,7 +131,7 @@ func newServeCmd() *cobra.Command {
 	f.BoolVar(&exitWhenDone, "exit-when-done", false, "exit once every query has stopped (availableNow, once) instead of serving on")
 	f.StringVar(&progressJSON, "progress-json", "", "append one JSON progress object per batch to this file")
 	cliflags.ProductionGuards(f, &allowFirst, &allowReplay)
-	f.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9464)")
+	addHTTPFlags(f, &hc, "")
 	f.DurationVar(&sourceRetry, "source-retry-for", 5*time.Minute, "keep retrying this long when the source or a store is unreachable before failing")
 	cliflags.S3(f, &s3)
 	tlsFlags.Register(f)
@@ -134,11 +140,22 @@ func newServeCmd() *cobra.Command {
 
 // serveQuery builds one query and runs it on the driver's executors.
 func serveQuery(ctx context.Context, drv *cluster.Driver, spec query.Spec, minExecutors int, opts engine.Options) error {
+	return serveQueryTracked(ctx, drv, monitor.New(monitor.Options{}), spec, minExecutors, opts)
+}
+
+// serveQueryTracked is serveQuery recording the query's states in tr.
+func serveQueryTracked(ctx context.Context, drv *cluster.Driver, tr *monitor.Tracker, spec query.Spec, minExecutors int, opts engine.Options) (err error) {
+	ref := monitor.Ref{Name: spec.Name}
+	tr.SetDesired(ref, monitor.DesiredRunning, 0)
+	tr.SetState(ref, monitor.Starting, nil)
+	defer func() { tr.SetState(ref, endState(ctx, err), err) }()
 	job, err := engine.Build(ctx, spec, opts)
 	if err != nil {
 		return err
 	}
 	defer job.Close()
+	ref.ID = job.Query.QueryID()
+	tr.SetState(ref, monitor.Running, nil)
 	runner, err := drv.NewRunner(cluster.RunnerOptions{QueryID: job.Query.QueryID(), Spec: job.Spec, Logger: opts.Logger, Hook: opts.Hook, MinExecutors: minExecutors})
 	if err != nil {
 		return err

@@ -37,7 +37,7 @@ func main() {
 
 func newRoot() *cobra.Command {
 	var opts cluster.NodeOptions
-	var tokenFile, logLevel string
+	var tokenFile, logLevel, httpAddr string
 	var s3 objstore.S3Options
 	var tlsFlags tlsconf.Config
 	cmd := &cobra.Command{
@@ -69,6 +69,13 @@ func newRoot() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if httpAddr != "" {
+				stop, err := serveHTTP(cmd.Context(), httpAddr, opts.TLS, node, opts.Driver, opts.Logger)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			return node.Run(cmd.Context())
 		},
 	}
@@ -82,6 +89,7 @@ func newRoot() *cobra.Command {
 	f.Int64Var(&opts.ShuffleMemory, "shuffle-memory", 0, "bytes of shuffle data held in memory before spilling to --data-dir (default 256 MiB)")
 	f.DurationVar(&opts.DrainTimeout, "drain-timeout", 60*time.Second, "how long SIGTERM waits for running batches and tasks")
 	cliflags.LogLevel(f, &logLevel)
+	f.StringVar(&httpAddr, "http-addr", "", "serve HTTP on this address: /metrics (Prometheus), /healthz, /readyz (registered with the driver)")
 	cliflags.S3(f, &s3)
 	tlsFlags.Register(f)
 	return cmd
