@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -30,9 +31,6 @@ type Config struct {
 	// range before it fails, like Spark's kafkaConsumer.pollTimeoutMs.
 	// Zero means two minutes.
 	PollTimeout time.Duration
-	// MaxIdleReaders bounds the reading clients kept open between reads
-	// for reuse. Zero means 8; negative keeps none.
-	MaxIdleReaders int
 }
 
 // DefaultPollTimeout is Spark's kafkaConsumer.pollTimeoutMs default.
@@ -49,7 +47,11 @@ type Source struct {
 	admin       *kgo.Client
 	adm         *kadm.Client
 	pollTimeout time.Duration
-	pool        *readerPool
+	// decompressor and leaderCache serve Read (read.go): every read goes
+	// through admin, one connection per broker for all of them.
+	decompressor kgo.Decompressor
+	leaderCache  leaderCache
+	closed       atomic.Bool
 
 	mu       sync.Mutex
 	skips    map[string]int64 // skipped offsets by range key, see recordSkip
@@ -89,13 +91,6 @@ func New(cfg Config) (*Source, error) {
 	if pt <= 0 {
 		pt = DefaultPollTimeout
 	}
-	idle := cfg.MaxIdleReaders
-	switch {
-	case idle == 0:
-		idle = 8
-	case idle < 0:
-		idle = 0
-	}
 	s := &Source{
 		set:         set,
 		log:         log,
@@ -104,8 +99,9 @@ func New(cfg Config) (*Source, error) {
 		adm:         kadm.NewClient(admin),
 		pollTimeout: pt,
 		skips:       map[string]int64{},
+
+		decompressor: kgo.DefaultDecompressor(),
 	}
-	s.pool = &readerPool{max: idle, newClient: s.newReaderClient}
 	r := Redacted(cfg.Kafka)
 	log.Debug("kafka source configured", "bootstrapServers", r.BootstrapServers, "subscribe", r.Subscribe,
 		"subscribePattern", r.SubscribePattern, "assign", r.Assign, "startingOffsets", r.StartingOffsets,
@@ -114,10 +110,12 @@ func New(cfg Config) (*Source, error) {
 	return s, nil
 }
 
+func (s *Source) isClosed() bool { return s.closed.Load() }
+
 // Close releases the connections. It is idempotent.
 func (s *Source) Close() error {
 	s.closeOnce.Do(func() {
-		s.pool.close()
+		s.closed.Store(true)
 		s.admin.Close()
 	})
 	return nil
@@ -307,9 +305,10 @@ func (s *Source) Next(ctx context.Context, start, limit source.Offset) (source.O
 	return enc, nil
 }
 
-// Splits divides [start, end) into one read task per partition, or more
-// when minPartitions asks for more tasks than there are partitions with
-// data. Partitions not in start begin at their earliest offset. It checks
+// Splits divides [start, end) into read tasks (see planTasks): one per
+// partition with data, more when minPartitions asks for more tasks than
+// there are partitions with data, fewer when partitions have fewer than
+// minOffsetsPerTask offsets each (they then share tasks). Partitions not in start begin at their earliest offset. It checks
 // the start offsets against the brokers' earliest offsets again (a re-run
 // of a logged batch comes here without Next): with failOnDataLoss a lost
 // offset fails with a *DataLossError, without it the range starts at the
@@ -375,10 +374,10 @@ func (s *Source) Splits(ctx context.Context, start, end source.Offset) ([]source
 	if skipped > 0 {
 		s.recordSkip(start, end, skipped)
 	}
-	parts := splitRanges(ranges, s.set.minPartitions)
-	out := make([]source.Split, len(parts))
-	for i, r := range parts {
-		out[i] = r.Split()
+	tasks := planTasks(ranges, s.set.minPartitions, s.set.minPerTask)
+	out := make([]source.Split, len(tasks))
+	for i, rs := range tasks {
+		out[i] = GroupSplit(rs)
 	}
 	return out, nil
 }
