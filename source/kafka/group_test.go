@@ -147,28 +147,97 @@ func TestDecodeRangesReadsBothFormsAndRefusesDuplicates(t *testing.T) {
 // countingKafka starts kfake with a listener that counts the connections
 // it accepts.
 func countingKafka(t *testing.T, opts ...kfake.Opt) (*kafkatest.Cluster, *atomic.Int64) {
-	var accepted atomic.Int64
+	c, accepted, _ := countingKafkaBytes(t, opts...)
+	return c, accepted
+}
+
+// countingKafkaBytes also counts the bytes the broker sends.
+func countingKafkaBytes(t *testing.T, opts ...kfake.Opt) (*kafkatest.Cluster, *atomic.Int64, *atomic.Int64) {
+	var accepted, sent atomic.Int64
 	listen := func(network, addr string) (net.Listener, error) {
 		ln, err := net.Listen(network, addr)
 		if err != nil {
 			return nil, err
 		}
-		return countingListener{ln, &accepted}, nil
+		return countingListener{ln, &accepted, &sent}, nil
 	}
-	return kafkatest.Start(t, append(opts, kfake.ListenFn(listen))...), &accepted
+	return kafkatest.Start(t, append(opts, kfake.ListenFn(listen))...), &accepted, &sent
 }
 
 type countingListener struct {
 	net.Listener
-	n *atomic.Int64
+	n, sent *atomic.Int64
 }
 
 func (l countingListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
-	if err == nil {
-		l.n.Add(1)
+	if err != nil {
+		return nil, err
 	}
-	return c, err
+	l.n.Add(1)
+	return countingConn{c, l.sent}, nil
+}
+
+type countingConn struct {
+	net.Conn
+	sent *atomic.Int64
+}
+
+func (c countingConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.sent.Add(int64(n))
+	return n, err
+}
+
+func TestNextBatchTakesRecordsFetchedPastTheLastRangeInsteadOfFetchingAgain(t *testing.T) {
+	const partitions, perPartition = 64, 100
+	c, _, sent := countingKafkaBytes(t, kfake.SeedTopics(partitions, "events"))
+	var recs []*kgo.Record
+	for p := int32(0); p < partitions; p++ {
+		for i := range perPartition {
+			recs = append(recs, &kgo.Record{Topic: "events", Partition: p, Value: fmt.Appendf(nil, `{"p":%d,"i":%d,"pad":"%0100d"}`, p, i, 0)})
+		}
+	}
+	c.Produce(recs...)
+	s := newSource(t, query.KafkaSource{BootstrapServers: c.Addr, Subscribe: "events"})
+	at := func(off int64) source.Offset {
+		o := Offsets{}
+		for p := int32(0); p < partitions; p++ {
+			o.Set(TopicPartition{"events", p}, off)
+		}
+		return o.Encode()
+	}
+	var perBatch []int64
+	bounds := []int64{0, 10, 11, 40, 100}
+	for i := 1; i < len(bounds); i++ {
+		before := sent.Load()
+		got := readBatch(t, s, at(bounds[i-1]), at(bounds[i]))
+		perBatch = append(perBatch, sent.Load()-before)
+		if want := expectAll(partitions, bounds[i-1], bounds[i]); !reflect.DeepEqual(sortedStrings(positions(got)), want) {
+			t.Fatalf("batch [%d, %d): read %d records, want %d", bounds[i-1], bounds[i], len(got), len(want))
+		}
+		for _, r := range got {
+			if want := fmt.Sprintf(`{"p":%d,"i":%d,"pad":"%0100d"}`, r.Partition, r.Offset, 0); string(r.Value) != want {
+				t.Fatalf("record %d@%d is %s", r.Partition, r.Offset, r.Value)
+			}
+		}
+	}
+	// The first batch fetched the whole record batches; the next ones
+	// ask the broker for metadata and offsets only.
+	for i, n := range perBatch[1:] {
+		if n*10 > perBatch[0] {
+			t.Fatalf("batch %d made the broker send %d bytes, the first batch %d: the records fetched ahead were fetched again (per batch: %v)", i+2, n, perBatch[0], perBatch)
+		}
+	}
+	t.Logf("bytes the broker sent per batch: %v", perBatch)
+}
+
+func expectAll(partitions int32, from, to int64) []string {
+	var groups [][]string
+	for p := int32(0); p < partitions; p++ {
+		groups = append(groups, expectPositions("events", p, from, to))
+	}
+	return sortedStrings(groups...)
 }
 
 func TestBatchOverManyPartitionsOpensFewConnectionsAndReadsExactRanges(t *testing.T) {

@@ -51,6 +51,7 @@ type Source struct {
 	// through admin, one connection per broker for all of them.
 	decompressor kgo.Decompressor
 	leaderCache  leaderCache
+	ahead        aheadCache
 	closed       atomic.Bool
 
 	mu       sync.Mutex
@@ -102,6 +103,7 @@ func New(cfg Config) (*Source, error) {
 
 		decompressor: kgo.DefaultDecompressor(),
 	}
+	s.ahead.max = defaultAheadBytes
 	r := Redacted(cfg.Kafka)
 	log.Debug("kafka source configured", "bootstrapServers", r.BootstrapServers, "subscribe", r.Subscribe,
 		"subscribePattern", r.SubscribePattern, "assign", r.Assign, "startingOffsets", r.StartingOffsets,

@@ -73,12 +73,24 @@ type rangeRead struct {
 	Range
 	tp      TopicPartition
 	next    int64
-	buf     []*kgo.Record // fetched before the range's turn
+	buf     []record // fetched before the range's turn
 	bufSize int
 	retries int
 }
 
 func (r *rangeRead) done() bool { return r.next >= r.To }
+
+// record is what a read keeps of a fetched record (not a control record).
+type record struct {
+	offset     int64
+	timestamp  int64 // µs
+	key, value []byte
+}
+
+func (r *rangeRead) add(kr *kgo.Record) {
+	r.buf = append(r.buf, record{offset: kr.Offset, timestamp: kr.Timestamp.UnixMicro(), key: kr.Key, value: kr.Value})
+	r.bufSize += len(kr.Value) + len(kr.Key)
+}
 
 // Read calls fn for every record of the split's ranges, range by range
 // and in offset order, with Record.Value, Key, Topic, Partition, Offset,
@@ -102,10 +114,10 @@ func (s *Source) Read(ctx context.Context, split source.Split, fn func(*source.R
 		rs[i] = &rangeRead{Range: r, tp: r.TP(), next: r.From}
 	}
 	var rec source.Record
-	emit := func(r *rangeRead, kr *kgo.Record) error {
+	emit := func(r *rangeRead, kr record) error {
 		rec = source.Record{
-			Value: kr.Value, Key: kr.Key, Part: r.tp.String(), Topic: r.Topic, Partition: r.Partition,
-			Offset: kr.Offset, Timestamp: kr.Timestamp.UnixMicro(),
+			Value: kr.value, Key: kr.key, Part: r.tp.String(), Topic: r.Topic, Partition: r.Partition,
+			Offset: kr.offset, Timestamp: kr.timestamp,
 		}
 		return fn(&rec)
 	}
@@ -134,6 +146,11 @@ func (s *Source) Read(ctx context.Context, split source.Split, fn func(*source.R
 			return fmt.Errorf("read kafka %s at offset %d: %w", r.tp, r.next, err)
 		}
 		var active []*rangeRead
+		for _, r := range rs[cur:] {
+			if !r.done() && s.ahead.take(r) {
+				lastProgress = time.Now()
+			}
+		}
 		for i, r := range rs[cur:] {
 			if !r.done() && (i == 0 || r.bufSize < s.maxBufferedBytes()) {
 				active = append(active, r)
@@ -143,7 +160,7 @@ func (s *Source) Read(ctx context.Context, split source.Split, fn func(*source.R
 		if err != nil {
 			return err
 		}
-		if progressed {
+		if progressed || len(active) == 0 {
 			lastProgress = time.Now()
 			continue
 		}
@@ -303,11 +320,14 @@ func (s *Source) takeFetch(ctx context.Context, resp *kmsg.FetchResponse, rs []*
 				KeepControlRecords: true, Offset: r.next, IsolationLevel: iso, Topic: r.Topic, Partition: r.Partition,
 			}, rp, s.decompressor, nil)
 			before := r.next
-			for _, kr := range fp.Records {
+			for k, kr := range fp.Records {
 				if kr.Offset < r.next {
 					continue
 				}
 				if kr.Offset >= r.To {
+					if fp.Err == nil && nextOff > r.To {
+						s.ahead.put(r.tp, r.To, nextOff, fp.Records[k:])
+					}
 					r.next = r.To
 					break
 				}
@@ -315,8 +335,7 @@ func (s *Source) takeFetch(ctx context.Context, resp *kmsg.FetchResponse, rs []*
 				if kr.Attrs.IsControl() {
 					continue
 				}
-				r.buf = append(r.buf, kr)
-				r.bufSize += len(kr.Value) + len(kr.Key)
+				r.add(kr)
 			}
 			if fp.Err == nil && nextOff > r.next {
 				// Aborted batches and markers past the last record kept.
@@ -499,4 +518,113 @@ func (s *Source) forgetLeaders() {
 	c.mu.Lock()
 	c.leaders, c.ids, c.known = nil, nil, nil
 	c.mu.Unlock()
+}
+
+// defaultAheadBytes bounds the records a source keeps past the ends of the
+// ranges it read (see aheadCache).
+const defaultAheadBytes = 64 << 20
+
+// aheadCache keeps, per partition, the records a fetch returned past the
+// end of the range it was for, so that the next batch's range, which
+// starts exactly there, takes them instead of fetching them again. Kafka
+// answers a fetch with whole record batches, so a batch of 20 records per
+// partition out of record batches of 200 would otherwise fetch and decode
+// every record ten times; Spark's cached consumers keep their fetched
+// buffer across batches for the same reason. An entry covers the offsets
+// [start, end) completely (markers and aborted records are already left
+// out), so taking it is the same as fetching it. Entries are dropped when
+// a read starts elsewhere, and nothing is kept beyond the byte bound.
+type aheadCache struct {
+	mu      sync.Mutex
+	max     int
+	size    int
+	entries map[TopicPartition]*aheadEntry
+}
+
+type aheadEntry struct {
+	start, end int64
+	recs       []record // offsets in [start, end), ascending; no control records
+	size       int
+}
+
+// compact copies records (not control records) into one slab, so that a
+// kept entry does not hold the whole fetch response in memory.
+func compact(krs []*kgo.Record) ([]record, int) {
+	n := 0
+	for _, kr := range krs {
+		n += len(kr.Key) + len(kr.Value)
+	}
+	slab := make([]byte, 0, n)
+	out := make([]record, 0, len(krs))
+	for _, kr := range krs {
+		if kr.Attrs.IsControl() {
+			continue
+		}
+		k := len(slab)
+		slab = append(slab, kr.Key...)
+		v := len(slab)
+		slab = append(slab, kr.Value...)
+		out = append(out, record{offset: kr.Offset, timestamp: kr.Timestamp.UnixMicro(), key: slab[k:v:v], value: slab[v:len(slab):len(slab)]})
+	}
+	return out, n + 48*len(out)
+}
+
+func (c *aheadCache) put(tp TopicPartition, start, end int64, krs []*kgo.Record) {
+	c.mu.Lock()
+	if old := c.entries[tp]; old != nil {
+		c.size -= old.size
+		delete(c.entries, tp)
+	}
+	full := c.size >= c.max
+	c.mu.Unlock()
+	if full {
+		return
+	}
+	recs, size := compact(krs)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.size+size > c.max || c.entries[tp] != nil {
+		return
+	}
+	if c.entries == nil {
+		c.entries = map[TopicPartition]*aheadEntry{}
+	}
+	c.entries[tp] = &aheadEntry{start: start, end: end, recs: recs, size: size}
+	c.size += size
+}
+
+// take moves r forward over the records kept for its partition, if they
+// start where r is. It reports whether r moved.
+func (c *aheadCache) take(r *rangeRead) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[r.tp]
+	if e == nil {
+		return false
+	}
+	delete(c.entries, r.tp)
+	c.size -= e.size
+	if r.next < e.start || r.next >= e.end {
+		return false
+	}
+	for k, kr := range e.recs {
+		if kr.offset < r.next {
+			continue
+		}
+		if kr.offset >= r.To {
+			// The rest stays for the next batch (its slab is shared, so
+			// its size is counted as before).
+			rest := *e
+			rest.start, rest.recs = r.To, e.recs[k:]
+			c.entries[r.tp] = &rest
+			c.size += rest.size
+			r.next = r.To
+			return true
+		}
+		r.next = kr.offset + 1
+		r.buf = append(r.buf, kr)
+		r.bufSize += len(kr.key) + len(kr.value)
+	}
+	r.next = min(e.end, r.To)
+	return true
 }
