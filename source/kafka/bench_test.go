@@ -194,3 +194,43 @@ func BenchmarkManySmallRanges(b *testing.B) {
 	}
 	b.ReportMetric(float64(partitions*perPartition)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
 }
+
+// BenchmarkPlanning times what the driver asks the source for one batch
+// over a topic of 1,024 partitions: Latest, Next and Splits.
+//
+//	go test -run '^$' -bench Planning ./source/kafka/
+func BenchmarkPlanning(b *testing.B) {
+	const partitions = 1024
+	c := kafkatest.Start(b, kfake.SeedTopics(partitions, "events"))
+	var recs []*kgo.Record
+	for p := int32(0); p < partitions; p++ {
+		for i := range 20 {
+			recs = append(recs, &kgo.Record{Topic: "events", Partition: p, Value: kafkatest.Value(i)})
+		}
+	}
+	c.Produce(recs...)
+	s, err := New(Config{Kafka: query.KafkaSource{BootstrapServers: c.Addr, Subscribe: "events", StartingOffsets: "earliest", MaxOffsetsPerTrigger: 10000}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	start, err := s.Initial(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		latest, err := s.Latest(ctx, start, time.Now())
+		if err != nil {
+			b.Fatal(err)
+		}
+		end, err := s.Next(ctx, start, latest)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Splits(ctx, start, end); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(len(end)), "offsets-bytes")
+	}
+}
