@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -218,7 +219,10 @@ func runOnExecutors(ctx context.Context, spec query.Spec, n int, dir string) (*E
 		job.Close()
 		return nil, err
 	}
-	runErr := job.RunWith(ctx, r)
+	var runErr error
+	// The label tells the driver's side (scheduler, runner, planning)
+	// apart in a -cpuprofile: go tool pprof -tagfocus role=driver.
+	pprof.Do(ctx, pprof.Labels("role", "driver"), func(ctx context.Context) { runErr = job.RunWith(ctx, r) })
 	closeErr := job.Close()
 	elapsed := time.Since(start)
 	if err := errors.Join(runErr, closeErr); err != nil {

@@ -124,6 +124,12 @@ func partitionsScale(ctx context.Context, pc PartitionsConfig, b *kafkaBroker, o
 	if err != nil {
 		return err
 	}
+	// Idle, no executor yet: the query polls the empty topic (Latest and
+	// Next over every partition every 200 ms).
+	pid := driver.Process.Pid
+	cpu0, t0 := procCPU(pid), time.Now()
+	time.Sleep(pc.ScaleIdle)
+	polling := float64(procCPU(pid)-cpu0) / float64(time.Since(t0))
 	startAll := time.Now()
 	for i := range pc.ScaleExecutors {
 		e := exec.CommandContext(ctx, execBin, "--driver", addr, "--token-file", token, "--slots", "1", "--log-level", "warn",
@@ -145,13 +151,13 @@ func partitionsScale(ctx context.Context, pc PartitionsConfig, b *kafkaBroker, o
 		pc.ScaleExecutors, parts, pc.ScaleExecutors, time.Since(startAll).Round(time.Millisecond))
 
 	// Idle: the executors heartbeat, the query polls an empty topic.
-	pid := driver.Process.Pid
-	cpu0, t0 := procCPU(pid), time.Now()
+	time.Sleep(2 * time.Second) // registrations settle
+	cpu0, t0 = procCPU(pid), time.Now()
 	time.Sleep(pc.ScaleIdle)
 	idle := float64(procCPU(pid)-cpu0) / float64(time.Since(t0))
 	st, _ := procStatus(pid)
-	fmt.Fprintf(out, "scale: idle driver with %d executors heartbeating (every 1 s) and a 200 ms trigger on an empty topic: %.1f%% of a core, RSS %.0f MiB\n",
-		pc.ScaleExecutors, 100*idle, float64(st.rss)/1024)
+	fmt.Fprintf(out, "scale: idle driver, 200 ms trigger polling the empty topic of %d partitions: %.1f%% of a core with no executor, %.1f%% with %d executors heartbeating every 1 s: %.0f µs of driver CPU per heartbeat; RSS %.0f MiB\n",
+		parts, 100*polling, 100*idle, pc.ScaleExecutors, max(0, idle-polling)*1e6/float64(pc.ScaleExecutors), float64(st.rss)/1024)
 
 	ppCtx, stopFollow := context.WithCancel(ctx)
 	defer stopFollow()

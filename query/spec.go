@@ -122,7 +122,7 @@ type KafkaSource struct {
 	MinPartitions        int    `json:"minPartitions,omitempty"`
 	// MinOffsetsPerTask is how many offsets a read task should carry at
 	// least: partitions with fewer offsets in a batch share a task (and
-	// one fetch per broker). Zero means 8192; 1 gives one task per
+	// one fetch per broker). Zero means 65536; 1 gives one task per
 	// partition, as Spark does.
 	MinOffsetsPerTask    int64  `json:"minOffsetsPerTask,omitempty"`
 	CommitOffsetsToGroup string `json:"commitOffsetsToGroup,omitempty"`

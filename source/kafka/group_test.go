@@ -269,8 +269,8 @@ func TestBatchOverManyPartitionsOpensFewConnectionsAndReadsExactRanges(t *testin
 			if minPerTask == 1 && len(splits) != partitions {
 				t.Fatalf("%d splits, want one per partition", len(splits))
 			}
-			if minPerTask == 0 && len(splits) != 2 { // 10240 offsets, 8192 a task
-				t.Fatalf("%d splits, want 2", len(splits))
+			if minPerTask == 0 && len(splits) != 1 { // 10240 offsets, 65536 a task
+				t.Fatalf("%d splits, want 1", len(splits))
 			}
 			var mu sync.Mutex
 			got := map[TopicPartition][]int64{}
