@@ -43,3 +43,4 @@ func BenchmarkNoDataBatchOnTwoExecutors(b *testing.B) {
 		}
 	}
 }
+
