@@ -43,4 +43,3 @@ func BenchmarkNoDataBatchOnTwoExecutors(b *testing.B) {
 		}
 	}
 }
-
