@@ -323,3 +323,66 @@ func TestBatchOverManyPartitionsOpensFewConnectionsAndReadsExactRanges(t *testin
 		})
 	}
 }
+
+func TestSourcesWithTheSameSettingsShareOneClientUntilTheLastCloses(t *testing.T) {
+	const partitions = 64
+	c, accepted := countingKafka(t, kfake.SeedTopics(partitions, "events"))
+	for p := int32(0); p < partitions; p++ {
+		c.ProduceN("events", p, 20, kafkatest.Value)
+	}
+	clients := NewClients()
+	k := query.KafkaSource{BootstrapServers: c.Addr, Subscribe: "events", StartingOffsets: "earliest"}
+	other := k
+	other.Options = map[string]string{"client.id": "another-app"}
+	read := func(s *Source) {
+		t.Helper()
+		ctx := testCtx(t)
+		start, err := s.Initial(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		end, err := s.Next(ctx, start, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(readBatch(t, s, start, end)); n != partitions*20 {
+			t.Fatalf("read %d records, want %d", n, partitions*20)
+		}
+	}
+	before := accepted.Load()
+	var srcs []*Source
+	for range 3 {
+		s, err := New(Config{Kafka: k, Clients: clients})
+		if err != nil {
+			t.Fatal(err)
+		}
+		read(s)
+		srcs = append(srcs, s)
+	}
+	if n := clients.Open(); n != 1 {
+		t.Fatalf("%d clients open for three sources with the same settings, want 1", n)
+	}
+	shared := accepted.Load() - before
+	s2, err := New(Config{Kafka: other, Clients: clients})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read(s2)
+	if n := clients.Open(); n != 2 {
+		t.Fatalf("%d clients open, want 2 (client.id differs)", n)
+	}
+	s2.Close()
+	srcs[0].Close()
+	srcs[1].Close()
+	if n := clients.Open(); n != 1 {
+		t.Fatalf("%d clients open with one source left, want 1", n)
+	}
+	read(srcs[2]) // the shared client is still open for it
+	srcs[2].Close()
+	if n := clients.Open(); n != 0 {
+		t.Fatalf("%d clients open after every source closed, want 0", n)
+	}
+	if shared > 4 {
+		t.Fatalf("three sources sharing a client opened %d broker connections, want at most 4", shared)
+	}
+}

@@ -27,6 +27,10 @@ type Config struct {
 	// Logger receives warnings (skipped data) and client errors. Nil
 	// discards them.
 	Logger *slog.Logger
+	// Clients, if set, is the process's client cache: sources with the
+	// same connection settings share one client (see Clients). Nil gives
+	// the source a client of its own.
+	Clients *Clients
 	// PollTimeout bounds how long Read waits for the next record of its
 	// range before it fails, like Spark's kafkaConsumer.pollTimeoutMs.
 	// Zero means two minutes.
@@ -43,9 +47,10 @@ const maxSkipRecords = 256
 type Source struct {
 	set         *settings
 	log         *slog.Logger
-	base        []kgo.Opt // seeds, auth, TLS, logger: shared by every client
-	admin       *kgo.Client
+	base        []kgo.Opt   // seeds, auth, TLS, logger: shared by every client
+	admin       *kgo.Client // shared with other sources when Config.Clients is set
 	adm         *kadm.Client
+	release     func() // closes admin, or gives it back to Config.Clients
 	pollTimeout time.Duration
 	// decompressor and leaderCache serve Read (read.go): every read goes
 	// through admin, one connection per broker for all of them.
@@ -84,9 +89,24 @@ func New(cfg Config) (*Source, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	base := append([]kgo.Opt{kgo.SeedBrokers(set.seeds...), kgo.WithLogger(kgoLogger{log})}, copts...)
-	admin, err := kgo.NewClient(base...)
+	mk := func() (*kgo.Client, error) {
+		cl, err := kgo.NewClient(base...)
+		if err != nil {
+			return nil, fmt.Errorf("create kafka client: %w", err)
+		}
+		return cl, nil
+	}
+	var (
+		admin   *kgo.Client
+		release func()
+	)
+	if cfg.Clients != nil {
+		admin, release, err = cfg.Clients.acquire(connectionKey(set.seeds, set.client), mk)
+	} else if admin, err = mk(); err == nil {
+		release = admin.Close
+	}
 	if err != nil {
-		return nil, fmt.Errorf("create kafka client: %w", err)
+		return nil, err
 	}
 	pt := cfg.PollTimeout
 	if pt <= 0 {
@@ -98,6 +118,7 @@ func New(cfg Config) (*Source, error) {
 		base:        base,
 		admin:       admin,
 		adm:         kadm.NewClient(admin),
+		release:     release,
 		pollTimeout: pt,
 		skips:       map[string]int64{},
 
@@ -118,7 +139,7 @@ func (s *Source) isClosed() bool { return s.closed.Load() }
 func (s *Source) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
-		s.admin.Close()
+		s.release()
 	})
 	return nil
 }
