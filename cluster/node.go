@@ -30,6 +30,7 @@ import (
 	"github.com/sluicehq/sluice/row"
 	"github.com/sluicehq/sluice/shuffle"
 	"github.com/sluicehq/sluice/source"
+	"github.com/sluicehq/sluice/source/kafka"
 )
 
 // NodeOptions configure an executor process's node.
@@ -139,6 +140,11 @@ func NewNode(opts NodeOptions) (*Node, error) {
 	}
 	if opts.ReduceWait <= 0 {
 		opts.ReduceWait = 30 * time.Second
+	}
+	if opts.Engine.KafkaClients == nil {
+		// One client per Kafka cluster for all the queries this executor
+		// runs, kept across their batches, closed with the last of them.
+		opts.Engine.KafkaClients = kafka.NewClients()
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

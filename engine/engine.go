@@ -73,6 +73,10 @@ type Options struct {
 	// databases (a cache); empty means a temporary directory removed on
 	// Close.
 	StateDir string
+	// KafkaClients, if set, is the process's Kafka client cache: queries
+	// reading the same Kafka cluster with the same connection settings
+	// share a client (nil: one client per query).
+	KafkaClients *kafka.Clients
 }
 
 func (o *Options) defaults() {
@@ -288,7 +292,7 @@ func openSource(ctx context.Context, spec *query.Spec, opts Options) (source.Sou
 	case spec.Source.Generator != nil:
 		return generator.New(*spec.Source.Generator), nil
 	case spec.Source.Kafka != nil:
-		src, err := kafka.New(kafka.Config{Kafka: *spec.Source.Kafka, Logger: opts.Logger})
+		src, err := kafka.New(kafka.Config{Kafka: *spec.Source.Kafka, Logger: opts.Logger, Clients: opts.KafkaClients})
 		if err != nil {
 			return nil, fmt.Errorf("source.kafka: %w", err)
 		}

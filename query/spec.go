@@ -120,6 +120,11 @@ type KafkaSource struct {
 	FailOnDataLoss       *bool  `json:"failOnDataLoss,omitempty"`
 	MaxOffsetsPerTrigger int64  `json:"maxOffsetsPerTrigger,omitempty"`
 	MinPartitions        int    `json:"minPartitions,omitempty"`
+	// MinOffsetsPerTask is how many offsets a read task should carry at
+	// least: partitions with fewer offsets in a batch share a task (and
+	// one fetch per broker). Zero means 65536; 1 gives one task per
+	// partition, as Spark does.
+	MinOffsetsPerTask    int64  `json:"minOffsetsPerTask,omitempty"`
 	CommitOffsetsToGroup string `json:"commitOffsetsToGroup,omitempty"`
 	// Options holds the "kafka."-prefixed client options, prefix removed.
 	Options map[string]string `json:"options,omitempty"`

@@ -34,6 +34,7 @@ type settings struct {
 	failOnLoss    bool
 	maxPerTrigger int64
 	minPartitions int
+	minPerTask    int64 // minOffsetsPerTask, default applied
 	commitGroup   string
 	client        clientSettings
 }
@@ -147,7 +148,11 @@ func parse(k query.KafkaSource) (*settings, error) {
 		failOnLoss:    k.FailsOnDataLoss(),
 		maxPerTrigger: k.MaxOffsetsPerTrigger,
 		minPartitions: k.MinPartitions,
+		minPerTask:    k.MinOffsetsPerTask,
 		commitGroup:   k.CommitOffsetsToGroup,
+	}
+	if s.minPerTask == 0 {
+		s.minPerTask = DefaultMinOffsetsPerTask
 	}
 
 	servers := k.BootstrapServers
@@ -258,6 +263,9 @@ func parse(k query.KafkaSource) (*settings, error) {
 	}
 	if k.MinPartitions < 0 {
 		bad("source.kafka.minPartitions %d must be positive (or absent)", k.MinPartitions)
+	}
+	if k.MinOffsetsPerTask < 0 {
+		bad("source.kafka.minOffsetsPerTask %d must be positive (or absent for %d)", k.MinOffsetsPerTask, DefaultMinOffsetsPerTask)
 	}
 
 	c, cerrs := parseClient(k.Options)
