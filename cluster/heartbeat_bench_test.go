@@ -24,7 +24,7 @@ func BenchmarkHeartbeat(b *testing.B) {
 	done := make(chan error, 1)
 	go func() { done <- d.Serve(ctx) }()
 	defer func() { cancel(); <-done }()
-	pool := NewPool("t0ken")
+	pool := NewPool("t0ken", nil)
 	defer pool.Close()
 	conn, err := pool.Conn(d.Addr())
 	if err != nil {
