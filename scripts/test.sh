@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the whole test suite. Installs what the tests need first (the
-# S3-compatible test server) into a cache folder outside the repository, so
+# S3-compatible test server, Helm) into a cache folder outside the repository, so
 # a fresh machine with only Go needs nothing else.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +17,19 @@ if [ ! -x "$gw" ]; then
   rmdir "$tmp"
 fi
 export SLUICE_VERSITYGW="$gw"
+HELM_VERSION=v3.22.0
+helm="$cache/bin/helm-$HELM_VERSION"
+if [ ! -x "$helm" ]; then
+  echo "installing helm $HELM_VERSION into $cache/bin (a few minutes, once)" >&2
+  tmp=$(mktemp -d)
+  GOBIN="$tmp" GOFLAGS=-mod=mod go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  mv "$tmp/helm" "$helm"
+  rmdir "$tmp"
+fi
+export SLUICE_HELM="$helm"
 
 go vet ./...
 go test -count=1 -timeout 20m "$@" ./...
+# deploy/ is its own module (the chart tests and the image tool): k8s.io/api
+# and go-containerregistry stay out of the binaries' build.
+(cd deploy && go vet ./... && go test -count=1 -timeout 10m "$@" ./...)
