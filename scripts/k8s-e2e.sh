@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The chart on a real single-node Kubernetes cluster: builds the cluster's
+# binaries if they are not cached (scripts/k8s.sh build, ~20 minutes of both
+# cores once), brings the cluster up unless it is already up, runs
+# e2e/k8s_test.go (build tag k8s) and takes the cluster down again unless
+# KEEP_CLUSTER=1. A cluster that cannot come up fails the run with the reason.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+script="$PWD/scripts/k8s.sh"
+eval "$("$script" env)"
+started=0
+if ! kubectl --request-timeout=5s get --raw /readyz >/dev/null 2>&1; then
+  "$script" deps
+  "$script" build
+  "$script" up
+  started=1
+fi
+cleanup() { if [ "$started" = 1 ] && [ "${KEEP_CLUSTER:-0}" != 1 ]; then "$script" down; fi; }
+trap cleanup EXIT
+cache="${SLUICE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice}"
+export SLUICE_VERSITYGW="${SLUICE_VERSITYGW:-$cache/bin/versitygw-v1.8.0}"
+[ -x "$SLUICE_VERSITYGW" ] || { echo "k8s-e2e: no S3 test server at $SLUICE_VERSITYGW: run scripts/test.sh once" >&2; exit 1; }
+# Pods reach the host through the CNI bridge's gateway address.
+export SLUICE_K8S_NODE_IP="${SLUICE_K8S_NODE_IP:-10.244.0.1}"
+export SLUICE_K8S_SCRIPT="$script"
+go test -tags k8s -count=1 -timeout 60m -v -run 'TestK8s' "$@" ./e2e
