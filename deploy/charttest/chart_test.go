@@ -105,6 +105,9 @@ func checkDriver(t *testing.T, objs []object) {
 		t.Errorf("driver terminationGracePeriodSeconds = %s, want >= 60 to finish a batch", ptrString(g))
 	}
 	c := d.Spec.Template.Spec.Containers[0]
+	if hasArgPrefix(c.Args, "--insecure") {
+		t.Error("driver runs --insecure (an open cluster); the token must authenticate every peer")
+	}
 	for _, want := range []string{"serve", "--registry=s3://", "--queries-dir=/etc/sluice/queries", "--http-addr=0.0.0.0:", "--token-file="} {
 		if !hasArgPrefix(c.Args, want) {
 			t.Errorf("driver args %q lack %q", c.Args, want)
@@ -434,7 +437,7 @@ func TestOptionalObjects(t *testing.T) {
 	if fromSecret != 2 {
 		t.Errorf("minio: %d env vars from Secret minio-keys, want 2", fromSecret)
 	}
-	for _, want := range []string{"--s3-endpoint=http://minio.minio.svc:9000", "--s3-path-style=true", "--insecure"} {
+	for _, want := range []string{"--s3-endpoint=http://minio.minio.svc:9000", "--s3-path-style=true", "--token-file=/var/run/sluice/token/token"} {
 		if !hasArgPrefix(md.Spec.Template.Spec.Containers[0].Args, want) {
 			t.Errorf("minio: driver args lack %s", want)
 		}
@@ -495,6 +498,7 @@ func TestRefusals(t *testing.T) {
 		{"PDB percentage that blocks every drain", []string{"--set", "executor.pdb.maxUnavailable=null", "--set", "executor.pdb.minAvailable=100%"}, []string{"executor.pdb.minAvailable"}},
 		{"both PDB fields", []string{"--set", "executor.pdb.minAvailable=1"}, []string{"executor.pdb", "not both"}},
 		{"grace shorter than the drain", []string{"--set", "executor.terminationGracePeriodSeconds=30"}, []string{"executor.terminationGracePeriodSeconds", "drain"}},
+		{"driver grace not above its stop timeout", []string{"--set", "driver.terminationGracePeriodSeconds=60"}, []string{"driver.terminationGracePeriodSeconds", "stopTimeoutSeconds"}},
 		{"registry on the pod's disk", []string{"--set", "registry.uri=/var/registry"}, []string{"registry.uri", "s3://"}},
 		{"TLS with no source", []string{"--set", "tls.enabled=true"}, []string{"tls.enabled", "existingSecret"}},
 		{"cert-manager without its CRD", []string{"-f", filepath.Join("testdata", "tls-certmanager.yaml")}, []string{"cert-manager", "Certificate"}},

@@ -112,8 +112,6 @@ app.kubernetes.io/component: {{ index . 1 }}
 - --token-file=/var/run/sluice/token/token
 {{- if .Values.tls.enabled }}
 - --tls-dir=/var/run/sluice/tls
-{{- else }}
-- --insecure
 {{- end }}
 {{- end -}}
 

@@ -42,6 +42,11 @@ reaches the cluster. Included once, from templates/driver-deployment.yaml.
 {{- fail (printf "executor.terminationGracePeriodSeconds: %v is shorter than executor.preStopSleepSeconds + executor.drainTimeoutSeconds = %v; the kubelet would kill a draining executor mid-task" $v.executor.terminationGracePeriodSeconds $need) }}
 {{- end }}
 
+{{- /* Driver stop: the batch in flight must be able to commit before the kubelet kills the pod. */ -}}
+{{- if le (int $v.driver.terminationGracePeriodSeconds) (int $v.driver.stopTimeoutSeconds) }}
+{{- fail (printf "driver.terminationGracePeriodSeconds: %v is not above driver.stopTimeoutSeconds %v; the kubelet would kill the driver while its last batch commits" $v.driver.terminationGracePeriodSeconds $v.driver.stopTimeoutSeconds) }}
+{{- end }}
+
 {{- /* PodDisruptionBudget: one of the two, and never one that blocks every drain. */ -}}
 {{- if $v.executor.pdb.enabled }}
 {{- $min := $v.executor.pdb.minAvailable }}
