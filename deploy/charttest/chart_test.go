@@ -493,6 +493,8 @@ func TestRefusals(t *testing.T) {
 		{"schema: bad endpoint", []string{"--set", "objectStore.endpoint=minio:9000"}, []string{"/objectStore/endpoint", "minio:9000", "https?://"}},
 		{"production query on a local checkpoint", prodLocal, []string{"queries.course-activity-tile.checkpointLocation", `"/data/checkpoint"`, "s3://"}},
 		{"production output on a local path", []string{"-f", filepath.Join("testdata", "production.yaml"), "--set", "queries.course-activity-tile.sink.parquet.path=/out"}, []string{"sink.parquet.path", "s3://"}},
+		{"lab query on a local checkpoint", []string{"-f", filepath.Join("testdata", "minio.yaml"), "--set", "queries.tile.checkpointLocation=lab/checkpoint"}, []string{"queries.tile.checkpointLocation", `"lab/checkpoint"`, "different pods"}},
+		{"lab output on a local path", []string{"-f", filepath.Join("testdata", "minio.yaml"), "--set", "queries.tile.sink.parquet.path=out/"}, []string{"queries.tile.sink.parquet.path", "s3://"}},
 		{"a secret in the queries ConfigMap", []string{"-f", filepath.Join("testdata", "minio.yaml"), "--set", "queries.tile.source.kafka.kafka\\.sasl\\.password=hunter2"}, []string{"kafka.sasl.password", "queriesExistingSecret"}},
 		{"PDB that blocks every drain", []string{"--set", "executor.pdb.maxUnavailable=null", "--set", "executor.pdb.minAvailable=2"}, []string{"executor.pdb.minAvailable", "every node drain would block"}},
 		{"PDB percentage that blocks every drain", []string{"--set", "executor.pdb.maxUnavailable=null", "--set", "executor.pdb.minAvailable=100%"}, []string{"executor.pdb.minAvailable"}},

@@ -19,6 +19,14 @@ reaches the cluster. Included once, from templates/driver-deployment.yaml.
 {{- fail (printf "queries.%s.sink.parquet.path: %q is not on the object store; a production query's output must be an s3:// URI" $key $sink) }}
 {{- end }}
 {{- end }}
+{{- /* Any query: executors write state and output files in other pods than the driver's. */ -}}
+{{- if not (hasPrefix "s3://" $cp) }}
+{{- fail (printf "queries.%s.checkpointLocation: %q is not an s3:// URI; the driver and the executors run in different pods and share the checkpoint only through the object store" $key $cp) }}
+{{- end }}
+{{- $psink := dig "sink" "parquet" "path" "" $q | toString }}
+{{- if and $psink (not (hasPrefix "s3://" $psink)) }}
+{{- fail (printf "queries.%s.sink.parquet.path: %q is not an s3:// URI; executors in other pods write the output files" $key $psink) }}
+{{- end }}
 {{- $kafka := dig "source" "kafka" dict $q }}
 {{- $opts := merge (dict) (default dict $kafka.options) $kafka }}
 {{- range $opt, $_ := $opts }}
