@@ -82,13 +82,14 @@ build() {
 
 C() { ctr -a "$K8SX_DIR/run/containerd.sock" -n k8s.io "$@"; }
 
-# images writes the cluster's own images (pause, CoreDNS) with deploy/mkimage.
+# images writes the cluster's own images (pause, CoreDNS) with deploy/mkimage,
+# as root: CoreDNS binds port 53.
 images() {
   mkdir -p "$K8SX_DIR/images"
   local b
   for b in pause coredns; do
     [ -f "$K8SX_DIR/images/$b.tar" ] && continue
-    (cd "$ROOT/deploy" && go run ./mkimage -sluice=false -ca-certs= -file "$BIN/$b:/$b" -entrypoint "/$b" \
+    (cd "$ROOT/deploy" && go run ./mkimage -sluice=false -ca-certs= -user 0:0 -file "$BIN/$b:/$b" -entrypoint "/$b" \
       -tag "k8sx.local/$b:1" -o "$K8SX_DIR/images/$b.tar")
   done
 }

@@ -58,6 +58,7 @@ func run(ctx context.Context, args []string) error {
 	sluice := fs.Bool("sluice", true, "build and add the driver and executor binaries from the repository")
 	root := fs.String("repo", "", "repository root (default: the nearest parent directory whose go.mod is "+module+")")
 	entrypoint := fs.String("entrypoint", "/usr/local/bin/driver", "the image's entrypoint")
+	user := fs.String("user", fmt.Sprintf("%d:%d", uid, uid), "UID:GID the image runs as (the Sluice image: the non-root 65532)")
 	caCerts := fs.String("ca-certs", "/etc/ssl/certs/ca-certificates.crt", "CA bundle to add at /etc/ssl/certs/ca-certificates.crt (empty: none)")
 	var files fileFlag
 	fs.Var(&files, "file", "SRC:DEST, a file to add (repeatable)")
@@ -126,7 +127,7 @@ func run(ctx context.Context, args []string) error {
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture = "linux", "amd64"
 	cf.Config.Entrypoint = []string{*entrypoint}
-	cf.Config.User = fmt.Sprintf("%d:%d", uid, uid)
+	cf.Config.User = *user
 	cf.Config.WorkingDir = "/"
 	cf.Config.Env = []string{"PATH=/usr/local/bin", "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"}
 	cf.Config.Labels = map[string]string{
