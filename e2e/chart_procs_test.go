@@ -230,4 +230,16 @@ func TestChartArgsRunTheRealBinaries(t *testing.T) {
 	if !strings.Contains(list.Logs(), "course-activity-tile") {
 		t.Errorf("driver list does not name the query:\n%s", list.Logs())
 	}
+	// The pods' root filesystem is read-only: nothing may be written
+	// outside the mounts (token, queries, scratch, /tmp), so each process's
+	// working directory must still be empty.
+	for _, p := range append([]*Proc{drv, list}, execs...) {
+		entries, err := os.ReadDir(p.dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			t.Errorf("%s wrote %s into its working directory; under readOnlyRootFilesystem that write fails", p.name, e.Name())
+		}
+	}
 }
