@@ -119,10 +119,11 @@ func checkDriver(t *testing.T, objs []object) {
 	if p := c.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" {
 		t.Errorf("driver readiness probe = %+v, want httpGet /readyz", p)
 	}
-	for _, k := range []string{"checksum/token", "checksum/queries"} {
-		if d.Spec.Template.Annotations[k] == "" {
-			t.Errorf("driver pod template lacks the %s annotation that rolls it on a change", k)
-		}
+	if d.Spec.Template.Annotations["checksum/token"] == "" {
+		t.Error("driver pod template lacks the checksum/token annotation that rolls it on a new token")
+	}
+	if _, ok := d.Spec.Template.Annotations["checksum/queries"]; ok {
+		t.Error("a query change rolls the driver by default; the driver watches --queries-dir")
 	}
 }
 
@@ -369,6 +370,14 @@ func TestQueriesBecomeFilesInTheWatchedConfigMap(t *testing.T) {
 	}
 	if !hasArgPrefix(d.Spec.Template.Spec.Containers[0].Args, "--prune") {
 		t.Error("registry.prune: true did not give --prune")
+	}
+	// restartOnQueryChange: a changed query changes the pod template.
+	sum := func(extra ...string) string {
+		d, _ := deployments(render(t, renderOpts{values: []string{"queries.yaml"}, set: append([]string{"--set", "driver.restartOnQueryChange=true"}, extra...)}))
+		return d.Spec.Template.Annotations["checksum/queries"]
+	}
+	if a, b := sum(), sum("--set", "queries.tile-a.checkpointLocation=s3://ckpt/a2/"); a == "" || a == b {
+		t.Errorf("restartOnQueryChange: checksum/queries %q before and %q after a query change", a, b)
 	}
 }
 
