@@ -37,7 +37,9 @@ install_helm() {
   log "installing helm $HELM_VERSION into $cache/bin (2-5 minutes, once)"
   mkdir -p "$cache/bin"
   local tmp; tmp=$(mktemp -d)
-  GOBIN="$tmp" GOFLAGS=-mod=mod go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  # the version flags a release build sets (else `helm version` says v3.22 and
+  # offline renders assume Kubernetes 1.20)
+  GOBIN="$tmp" GOFLAGS=-mod=mod go install -ldflags "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
   mv "$tmp/helm" "$HELM"; rmdir "$tmp"
 }
 

@@ -22,7 +22,9 @@ helm="$cache/bin/helm-$HELM_VERSION"
 if [ ! -x "$helm" ]; then
   echo "installing helm $HELM_VERSION into $cache/bin (a few minutes, once)" >&2
   tmp=$(mktemp -d)
-  GOBIN="$tmp" GOFLAGS=-mod=mod go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  # the version flags a release build sets (else `helm version` says v3.22 and
+  # offline renders assume Kubernetes 1.20)
+  GOBIN="$tmp" GOFLAGS=-mod=mod go install -ldflags "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
   mv "$tmp/helm" "$helm"
   rmdir "$tmp"
 fi
