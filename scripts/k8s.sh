@@ -48,8 +48,8 @@ deps() {
   for c in containerd runc ctr iptables conntrack kubectl openssl; do command -v $c >/dev/null || missing+=($c); done
   [ -x /usr/lib/cni/bridge ] || missing+=(cni)
   [ ${#missing[@]} -eq 0 ] && return 0
-  log "apt-get install: containerd runc containernetworking-plugins iptables conntrack kubernetes-client openssl (missing: ${missing[*]})"
-  apt-get install -y containerd runc containernetworking-plugins iptables conntrack kubernetes-client openssl >/dev/null
+  log "apt-get install: containerd runc containernetworking-plugins iptables conntrack kubectl openssl (missing: ${missing[*]})"
+  apt-get install -y containerd runc containernetworking-plugins iptables conntrack kubectl openssl >/dev/null
 }
 
 # build compiles into $BIN; each module is copied to $K8SX_DIR/src so go.sum
