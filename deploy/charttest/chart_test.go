@@ -113,10 +113,11 @@ func checkDriver(t *testing.T, objs []object) {
 			t.Errorf("driver args %q lack %q", c.Args, want)
 		}
 	}
-	if p := c.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" {
+	tlsOn := hasArgPrefix(c.Args, "--tls-dir=")
+	if p := c.LivenessProbe; !tlsOn && (p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz") {
 		t.Errorf("driver liveness probe = %+v, want httpGet /healthz", p)
 	}
-	if p := c.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" {
+	if p := c.ReadinessProbe; !tlsOn && (p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz") {
 		t.Errorf("driver readiness probe = %+v, want httpGet /readyz", p)
 	}
 	if d.Spec.Template.Annotations["checksum/token"] == "" {
@@ -418,8 +419,8 @@ func TestOptionalObjects(t *testing.T) {
 	if d.Spec.Template.Spec.Containers[0].LivenessProbe.PeriodSeconds != 30 {
 		t.Error("driver.livenessProbe override not applied")
 	}
-	if d.Spec.Template.Spec.Containers[0].LivenessProbe.HTTPGet.Scheme != corev1.URISchemeHTTPS {
-		t.Error("with TLS on, probes must speak HTTPS")
+	if p := d.Spec.Template.Spec.Containers[0].LivenessProbe; p.HTTPGet != nil || p.TCPSocket == nil || p.TCPSocket.Port.String() != "http" {
+		t.Errorf("with (mutual) TLS on, the kubelet cannot present a client certificate: want a tcpSocket probe on http, got %+v", p.ProbeHandler)
 	}
 	wi := render(t, renderOpts{values: []string{"workload-identity.yaml"}})
 	wd, _ := deployments(wi)

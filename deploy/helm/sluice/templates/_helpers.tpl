@@ -159,12 +159,18 @@ app.kubernetes.io/component: {{ index . 1 }}
 checksum/token: {{ include (print $.Template.BasePath "/token-secret.yaml") . | sha256sum }}
 {{- end -}}
 
-{{/* sluice.probe takes (list $ probe): with TLS on, an httpGet probe speaks HTTPS. */}}
+{{/*
+sluice.probe takes (list $ probe). With TLS on, the HTTP port requires a
+client certificate whenever the Secret holds ca.crt (mutual TLS), which the
+kubelet's probes cannot present: an httpGet probe becomes a tcpSocket probe
+on the same port (the listener is up), keeping its timings.
+*/}}
 {{- define "sluice.probe" -}}
 {{- $ := index . 0 -}}
 {{- $p := deepCopy (index . 1) -}}
 {{- if and $.Values.tls.enabled $p.httpGet -}}
-{{- $_ := set $p.httpGet "scheme" "HTTPS" -}}
+{{- $_ := set $p "tcpSocket" (dict "port" $p.httpGet.port) -}}
+{{- $_ := unset $p "httpGet" -}}
 {{- end -}}
 {{- toYaml $p -}}
 {{- end -}}
