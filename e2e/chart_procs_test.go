@@ -4,7 +4,14 @@ package e2e
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -115,6 +122,11 @@ func httpStatus(url string) int {
 // It checks the contract between the chart and the binaries' flags without
 // a cluster.
 func TestChartArgsRunTheRealBinaries(t *testing.T) {
+	t.Run("plaintext with the token", func(t *testing.T) { chartArgsRun(t, false) })
+	t.Run("mutual TLS from a Secret", func(t *testing.T) { chartArgsRun(t, true) })
+}
+
+func chartArgsRun(t *testing.T, withTLS bool) {
 	helm := needEnv(t, "SLUICE_HELM")
 	srv := s3test.Start(t)
 	srv.URI("sluice", "")
@@ -138,7 +150,13 @@ func TestChartArgsRunTheRealBinaries(t *testing.T) {
 	if err := os.WriteFile(values, []byte(fmt.Sprintf(k8sTileValues, "x", srv.Endpoint, broker.Addr)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pods, files := renderChart(t, helm, values, "--set", "driver.ports.grpc="+strconv.Itoa(dgrpc), "--set", "driver.ports.http="+strconv.Itoa(dhttp))
+	extra := []string{"--set", "driver.ports.grpc=" + strconv.Itoa(dgrpc), "--set", "driver.ports.http=" + strconv.Itoa(dhttp)}
+	tlsDir := filepath.Join(dir, "tls")
+	if withTLS {
+		writeTLSDir(t, tlsDir)
+		extra = append(extra, "--set", "tls.enabled=true", "--set", "tls.existingSecret=sluice-tls")
+	}
+	pods, files := renderChart(t, helm, values, extra...)
 	if len(files) != 1 || pods["driver"].args == nil || pods["executor"].args == nil || pods["test"].args == nil {
 		t.Fatalf("render: pods %v, query files %v", pods, files)
 	}
@@ -160,6 +178,7 @@ func TestChartArgsRunTheRealBinaries(t *testing.T) {
 		for _, a := range args {
 			a = strings.ReplaceAll(a, "/var/run/sluice/token/token", token)
 			a = strings.ReplaceAll(a, "/etc/sluice/queries", queries)
+			a = strings.ReplaceAll(a, "/var/run/sluice/tls", tlsDir)
 			a = strings.ReplaceAll(a, "/var/lib/sluice/scratch", scratch)
 			a = strings.ReplaceAll(a, "$(POD_IP)", "127.0.0.1")
 			a = strings.ReplaceAll(a, "procs-sluice-driver.procs.svc", "127.0.0.1")
@@ -193,11 +212,38 @@ func TestChartArgsRunTheRealBinaries(t *testing.T) {
 		}
 		return b.String()
 	}
+	if withTLS {
+		// The chart probes the ports with tcpSocket under TLS (the kubelet
+		// has no client certificate): check that much. The gRPC traffic
+		// (executors, driver list) below runs over mutual TLS.
+		deadline := time.Now().Add(2 * time.Minute)
+		for _, port := range []int{dhttp, ehttp[0], ehttp[1]} {
+			for {
+				c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), time.Second)
+				if err == nil {
+					c.Close()
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("port %d never accepted a connection (the chart's tcpSocket probe)\n%s", port, logs())
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+		}
+		for _, p := range append([]*Proc{drv}, execs...) {
+			if strings.Contains(p.Logs(), "--insecure") {
+				t.Errorf("%s warns of --insecure under TLS", p.name)
+			}
+		}
+	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for _, url := range []string{
 		fmt.Sprintf("http://127.0.0.1:%d/healthz", dhttp), fmt.Sprintf("http://127.0.0.1:%d/readyz", dhttp),
 		fmt.Sprintf("http://127.0.0.1:%d/readyz", ehttp[0]), fmt.Sprintf("http://127.0.0.1:%d/readyz", ehttp[1]),
 	} {
+		if withTLS {
+			break // the HTTP port speaks TLS: probed by tcpSocket above
+		}
 		for httpStatus(url) != http.StatusOK {
 			if time.Now().After(deadline) {
 				t.Fatalf("%s never answered 200 (the chart's probe)\n%s", url, logs())
@@ -240,6 +286,51 @@ func TestChartArgsRunTheRealBinaries(t *testing.T) {
 		}
 		for _, e := range entries {
 			t.Errorf("%s wrote %s into its working directory; under readOnlyRootFilesystem that write fails", p.name, e.Name())
+		}
+	}
+}
+
+// writeTLSDir writes a CA and one certificate for 127.0.0.1 and the
+// chart's Service names, in cert-manager's Secret layout.
+func writeTLSDir(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "chart-procs-ca"}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "sluice"}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		DNSNames: []string{"procs-sluice-driver.procs.svc", "localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, block := range map[string]*pem.Block{
+		"ca.crt":  {Type: "CERTIFICATE", Bytes: caDER},
+		"tls.crt": {Type: "CERTIFICATE", Bytes: der},
+		"tls.key": {Type: "EC PRIVATE KEY", Bytes: keyDER},
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(block), 0o600); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
