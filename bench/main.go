@@ -34,6 +34,10 @@ type config struct {
 	kafka             KafkaConfig
 	kafkaRSS          string
 	kafkaOptions      string
+	partitions        PartitionsConfig
+	partCounts        string
+	partExecutors     string
+	partBatch         string
 }
 
 func main() {
@@ -62,7 +66,35 @@ func main() {
 	flag.StringVar(&c.kafka.HeapProfile, "kafka-heap-profile", "", "kafka: run the engine in this process over the largest RSS backlog and write heap profiles into this directory")
 	flag.IntVar(&c.kafka.HeapEvery, "kafka-heap-every", 10, "kafka: batches between heap profiles")
 	flag.StringVar(&c.kafkaOptions, "kafka-options", "", "kafka: client options of the engine's source, k=v,k=v (the spec's kafka.* options without the prefix, e.g. max.partition.fetch.bytes=1048576)")
+	flag.IntVar(&c.partitions.Rows, "partitions-n", 2_000_000, "partitions: events per throughput topic (0: no throughput runs)")
+	flag.StringVar(&c.partCounts, "partitions-counts", "8,64,512,1024", "partitions: partition counts of the throughput topics (the first is the base of the ratios)")
+	flag.StringVar(&c.partExecutors, "partitions-executors", "0,2,16", "partitions: executors of the throughput runs (0: one process; n: n in-process executors over loopback gRPC)")
+	flag.Int64Var(&c.partitions.MaxOffsets, "partitions-max-offsets", 500_000, "partitions: maxOffsetsPerTrigger of the throughput runs")
+	flag.IntVar(&c.partitions.Runs, "partitions-runs", 1, "partitions: rounds of the throughput and batch runs (figures are medians)")
+	flag.IntVar(&c.partitions.State, "partitions-state", 64, "partitions: state partitions (shufflePartitions) of the throughput and batch runs")
+	flag.Int64Var(&c.partitions.BatchRows, "partitions-batch-rows", 20_000, "partitions: rows per batch of the batch figures (each topic holds ten batches; 0: none)")
+	flag.StringVar(&c.partBatch, "partitions-batch-counts", "8,1024", "partitions: partition counts of the batch figures")
+	flag.IntVar(&c.partitions.ScaleExecutors, "partitions-scale-executors", 64, "partitions: executor processes of the scale simulation (0: none)")
+	flag.IntVar(&c.partitions.ScalePartitions, "partitions-scale-partitions", 1024, "partitions: topic partitions of the scale simulation")
+	flag.IntVar(&c.partitions.ScaleLeave, "partitions-scale-leave", 16, "partitions: executors that leave at once (SIGTERM) half-way through the scale simulation")
+	flag.IntVar(&c.partitions.ScaleRows, "partitions-scale-n", 400_000, "partitions: events of the scale simulation (batches of 20000)")
+	flag.DurationVar(&c.partitions.ScaleIdle, "partitions-scale-idle", 10*time.Second, "partitions: how long the idle driver's CPU is measured with every executor heartbeating")
 	flag.Parse()
+	var err error
+	if c.partitions.Counts, err = int32List(c.partCounts); err == nil {
+		c.partitions.BatchPartitions, err = int32List(c.partBatch)
+	}
+	if err == nil {
+		var ex []int32
+		ex, err = int32List(c.partExecutors)
+		for _, e := range ex {
+			c.partitions.Executors = append(c.partitions.Executors, int(e))
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sluicebench: -partitions-*:", err)
+		os.Exit(2)
+	}
 	c.kafka.Partitions = int32(partitions)
 	for _, s := range strings.Split(c.kafkaRSS, ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -121,7 +153,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	}
 	all := len(want) == 0
 	// kafka preloads a broker with millions of records: only when named.
-	do := func(s string) bool { return (all && s != "kafka") || want[s] }
+	do := func(s string) bool { return (all && s != "kafka" && s != "partitions") || want[s] }
 
 	dir := c.dir
 	if dir == "" {
@@ -144,6 +176,15 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		defer pprof.StopCPUProfile()
 	}
 
+	if do("partitions") {
+		c.partitions.Dir = filepath.Join(dir, "partitions")
+		if err := runPartitions(ctx, c.partitions, out); err != nil {
+			return fmt.Errorf("partitions measurement: %w", err)
+		}
+		if len(want) == 1 {
+			return nil
+		}
+	}
 	fmt.Fprintf(out, "sluicebench: %d events, %d rounds, maxRowsPerTrigger %d, GOMAXPROCS %d, %s, %s\n",
 		c.rows, c.runs, c.maxRowsPerTrigger, runtime.GOMAXPROCS(0), runtime.Version(), time.Now().UTC().Format(time.RFC3339))
 	res := &Results{Rows: c.rows, Runs: c.runs, Load: []string{loadAvg()}}
@@ -467,4 +508,20 @@ func printMarkdown(out io.Writer, res *Results, c config) {
 	for _, l := range tableLines(res, c) {
 		fmt.Fprintf(out, "| %s | %s | %s |\n", strings.TrimSpace(l.name), l.value, l.target)
 	}
+}
+
+// int32List parses "8,64,512" (empty: none).
+func int32List(s string) ([]int32, error) {
+	var out []int32
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(f, 10, 32)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q is not a count", f)
+		}
+		out = append(out, int32(n))
+	}
+	return out, nil
 }

@@ -55,6 +55,9 @@ type Options struct {
 	// Hook is the fault-injection hook (see package fault).
 	Hook     func(point string, batch int64)
 	Progress func(*scheduler.Progress)
+	// Idle is called when the query finds nothing to run (see
+	// scheduler.Config.Idle).
+	Idle func(scheduler.Idle)
 	// AllowFirstStart and AllowReplay let a production query start on an
 	// empty checkpoint.
 	AllowFirstStart, AllowReplay bool
@@ -70,6 +73,10 @@ type Options struct {
 	// databases (a cache); empty means a temporary directory removed on
 	// Close.
 	StateDir string
+	// KafkaClients, if set, is the process's Kafka client cache: queries
+	// reading the same Kafka cluster with the same connection settings
+	// share a client (nil: one client per query).
+	KafkaClients *kafka.Clients
 }
 
 func (o *Options) defaults() {
@@ -199,10 +206,10 @@ type Job struct {
 	opts  Options
 }
 
-// Build validates spec, binds it to its checkpoint (creating the metadata
+// Build checks spec (Check: nothing is created for a refused spec), binds it to its checkpoint (creating the metadata
 // of a new one) and opens its parts in this process.
 func Build(ctx context.Context, spec query.Spec, opts Options) (_ *Job, err error) {
-	if err := spec.Validate(); err != nil {
+	if err := Check(spec); err != nil {
 		return nil, err
 	}
 	spec = spec.WithDefaults()
@@ -230,6 +237,7 @@ func Build(ctx context.Context, spec query.Spec, opts Options) (_ *Job, err erro
 		AllowReplay:             opts.AllowReplay,
 		Logger:                  opts.Logger,
 		Progress:                opts.Progress,
+		Idle:                    opts.Idle,
 		Hook:                    opts.Hook,
 		PlanRetryFor:            opts.SourceRetryFor,
 	}
@@ -284,7 +292,7 @@ func openSource(ctx context.Context, spec *query.Spec, opts Options) (source.Sou
 	case spec.Source.Generator != nil:
 		return generator.New(*spec.Source.Generator), nil
 	case spec.Source.Kafka != nil:
-		src, err := kafka.New(kafka.Config{Kafka: *spec.Source.Kafka, Logger: opts.Logger})
+		src, err := kafka.New(kafka.Config{Kafka: *spec.Source.Kafka, Logger: opts.Logger, Clients: opts.KafkaClients})
 		if err != nil {
 			return nil, fmt.Errorf("source.kafka: %w", err)
 		}

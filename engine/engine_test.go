@@ -403,6 +403,10 @@ func TestMalformedRecordsAreCountedAndSetAsideOnce(t *testing.T) {
 	if progress[0].NumRowsMalformed != 4 || progress[0].NumInputRows != 6 {
 		t.Fatalf("batch 0 counted %d malformed of %d rows, want 4 of 6", progress[0].NumRowsMalformed, progress[0].NumInputRows)
 	}
+	line := progress[0].Line()
+	if want := "6 rows read (2 good, 4 malformed)"; !strings.Contains(line, want) || !strings.Contains(line, "set aside in "+cp+"/bad_records/batch_id=0/") {
+		t.Fatalf("batch line %q should say %q and where the malformed records went", line, want)
+	}
 	bad, err := filepath.Glob(filepath.Join(cp, "bad_records", "batch_id=0", "*"))
 	if err != nil || len(bad) != 1 {
 		t.Fatalf("want one bad-records file for batch 0, got %v (%v)", bad, err)

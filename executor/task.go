@@ -147,7 +147,7 @@ func RunMap(ctx context.Context, env *Env, t MapTask) (*MapResult, error) {
 		if err := writeBadRecords(ctx, env.BadRecords, t, bad); err != nil {
 			return nil, err
 		}
-		env.Logger.Warn("malformed records set aside", "batch", t.Batch, "split", t.Split.ID, "count", len(bad))
+		env.Logger.Warn("malformed records set aside", "batch", t.Batch, "split", t.Split.ID, "count", len(bad), "in", env.Spec.BadRecordsDir(t.Batch))
 	}
 	env.hook("map-done", t.Batch)
 	return res, nil

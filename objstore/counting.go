@@ -18,11 +18,14 @@ const (
 
 // OpStats counts the calls of one operation. Bytes are the object bytes
 // read (get) or written (put, put_if_absent); 0 for list and delete.
-// Requests include the calls that failed; Errors counts those.
+// Requests include the calls that failed; Errors counts those, and
+// Answers the part of them that are expected answers rather than faults
+// (ErrNotExist, ErrExists).
 type OpStats struct {
 	Requests int64
 	Bytes    int64
 	Errors   int64
+	Answers  int64
 }
 
 // TraceEntry is one recorded call. Key is the key, or the prefix for list.
@@ -129,6 +132,9 @@ func (c *Counting) record(op, key string, n int, err error) {
 	s.Bytes += int64(n)
 	if err != nil {
 		s.Errors++
+		if errors.Is(err, ErrNotExist) || errors.Is(err, ErrExists) {
+			s.Answers++
+		}
 	}
 	c.stats[op] = s
 	if c.tracing {

@@ -120,6 +120,11 @@ type KafkaSource struct {
 	FailOnDataLoss       *bool  `json:"failOnDataLoss,omitempty"`
 	MaxOffsetsPerTrigger int64  `json:"maxOffsetsPerTrigger,omitempty"`
 	MinPartitions        int    `json:"minPartitions,omitempty"`
+	// MinOffsetsPerTask is how many offsets a read task should carry at
+	// least: partitions with fewer offsets in a batch share a task (and
+	// one fetch per broker). Zero means 65536; 1 gives one task per
+	// partition, as Spark does.
+	MinOffsetsPerTask    int64  `json:"minOffsetsPerTask,omitempty"`
 	CommitOffsetsToGroup string `json:"commitOffsetsToGroup,omitempty"`
 	// Options holds the "kafka."-prefixed client options, prefix removed.
 	Options map[string]string `json:"options,omitempty"`
@@ -231,6 +236,16 @@ type Trigger struct {
 	AvailableNow   bool     `json:"availableNow,omitempty"`
 	Once           bool     `json:"once,omitempty"`
 	Continuous     Duration `json:"continuous,omitempty"`
+}
+
+// BadRecordsDir is where batch's malformed records go: badRecordsPath, or
+// <checkpointLocation>/bad_records when it is empty, then batch_id=N/.
+func (s *Spec) BadRecordsDir(batch int64) string {
+	base := s.BadRecordsPath
+	if base == "" {
+		base = strings.TrimSuffix(s.CheckpointLocation, "/") + "/bad_records"
+	}
+	return fmt.Sprintf("%s/batch_id=%d/", strings.TrimSuffix(base, "/"), batch)
 }
 
 // NoDataBatches reports noDataMicroBatches (default true).

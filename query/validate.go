@@ -354,6 +354,9 @@ func (v *validator) kafka(k *KafkaSource) {
 	if k.MinPartitions < 0 {
 		v.add(p+"minPartitions", strconv.Itoa(k.MinPartitions), "must be >= 0 (0 means one task per topic-partition)")
 	}
+	if k.MinOffsetsPerTask < 0 {
+		v.add(p+"minOffsetsPerTask", strconv.FormatInt(k.MinOffsetsPerTask, 10), "must be >= 0 (0 means 65536, 1 one task per topic-partition)")
+	}
 	for _, name := range sortedKeysOf(k.Options) {
 		field := p + kafkaOptionPrefix + name
 		switch name {

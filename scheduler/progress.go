@@ -28,11 +28,17 @@ type Progress struct {
 	Sources                []SourceProgress        `json:"sources"`
 	Sink                   SinkProgress            `json:"sink"`
 	NumRowsMalformed       int64                   `json:"numRowsMalformed"`
+	// BadRecords is where this batch's malformed records went (empty when
+	// there were none).
+	BadRecords string `json:"badRecords,omitempty"`
 	// BatchWatermarkMs is the watermark the batch evicted with and
 	// LateWatermarkMs the one it dropped late rows against.
 	BatchWatermarkMs int64 `json:"batchWatermarkMs"`
 	LateWatermarkMs  int64 `json:"lateWatermarkMs"`
 	Attempts         int   `json:"attempts"`
+	// ShuffleBytes are the bytes the batch's map tasks shuffled between
+	// executors (0 when tasks run in the driver's process).
+	ShuffleBytes int64 `json:"shuffleBytes,omitempty"`
 }
 
 // StateOperatorProgress reports one stateful operator.
@@ -76,10 +82,12 @@ func (p *Progress) Line() string {
 	case p.NoData:
 		b.WriteString(" (no data)")
 	}
-	fmt.Fprintf(&b, ": %d rows in %d ms (%.0f rows/s)", p.NumInputRows, p.DurationMs["triggerExecution"], p.ProcessedRowsPerSecond)
 	if p.NumRowsMalformed > 0 {
-		fmt.Fprintf(&b, ", %d malformed", p.NumRowsMalformed)
+		fmt.Fprintf(&b, ": %d rows read (%d good, %d malformed)", p.NumInputRows, p.NumInputRows-p.NumRowsMalformed, p.NumRowsMalformed)
+	} else {
+		fmt.Fprintf(&b, ": %d rows", p.NumInputRows)
 	}
+	fmt.Fprintf(&b, " in %d ms (%.0f rows/s)", p.DurationMs["triggerExecution"], p.ProcessedRowsPerSecond)
 	for _, s := range p.StateOperators {
 		fmt.Fprintf(&b, ", state %d rows, %d late dropped", s.NumRowsTotal, s.NumRowsDroppedByWatermark)
 	}
@@ -88,7 +96,23 @@ func (p *Progress) Line() string {
 		b.WriteString(" (sink already had it)")
 	}
 	fmt.Fprintf(&b, ", watermark %s", p.EventTime["watermark"])
+	if p.NumRowsMalformed > 0 && p.BadRecords != "" {
+		fmt.Fprintf(&b, "; malformed records set aside in %s", p.BadRecords)
+	}
 	return b.String()
+}
+
+// InputRowsPerSecond is the rate at which a batch's rows arrived: its rows
+// over the seconds from the previous batch's trigger start to this one's
+// (Spark's inputRowsPerSecond, which divides by the time since the last
+// trigger; here triggers that found nothing to run do not count, so the
+// figure is the arrival rate over the whole gap). It is 0 for the first
+// batch of a run (prev zero), as in Spark, where the gap is infinite.
+func InputRowsPerSecond(rows int64, prev, start time.Time) float64 {
+	if prev.IsZero() || !start.After(prev) {
+		return 0
+	}
+	return float64(rows) / start.Sub(prev).Seconds()
 }
 
 func fmtMs(ms int64) string { return row.FormatTimestamp(ms * 1000) }

@@ -3,14 +3,14 @@ package scheduler
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
 	"strconv"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/sluicehq/sluice/agg"
 	"github.com/sluicehq/sluice/checkpoint"
@@ -64,9 +64,23 @@ type Config struct {
 	Now func() time.Time
 	// Progress receives each batch's report.
 	Progress func(*Progress)
+	// Idle, if set, is called when the loop finds nothing to run (no new
+	// data and no no-data batch due): once when a run starts idle, and
+	// again each time it becomes idle after running batches. With
+	// availableNow or once it is called only when the run stops without
+	// having run a batch.
+	Idle func(Idle)
 	// Hook, if set, is called at named points (fault injection):
 	// after-offsets, before-sink-commit, after-sink-commit, after-commit.
 	Hook func(point string, batch int64)
+}
+
+// Idle says where an idle query stands.
+type Idle struct {
+	// LastCommitted is the last committed batch id (-1 for none).
+	LastCommitted int64
+	// WatermarkMs is the watermark the next batch will use.
+	WatermarkMs int64
 }
 
 // Query is one query's loop, bound to its checkpoint.
@@ -107,9 +121,8 @@ func Open(ctx context.Context, cfg Config) (*Query, error) {
 		}
 		q.layout = l
 	}
-	if s.Environment == query.Production && !cfg.CheckpointOnObjectStore {
-		return nil, fmt.Errorf("query %s: environment production needs checkpointLocation on an object store (s3://...), not %q: a local checkpoint is lost with its node: %w",
-			s.Name, s.CheckpointLocation, ErrProductionGuard)
+	if err := CheckProductionCheckpoint(s, cfg.CheckpointOnObjectStore); err != nil {
+		return nil, err
 	}
 	want := checkpoint.Metadata{
 		Name:              s.Name,
@@ -180,11 +193,25 @@ func compatible(have, want *checkpoint.Metadata) error {
 	return fmt.Errorf("%s: %w (start the changed query on a new checkpointLocation and plan the cutover)", msg, checkpoint.ErrIncompatibleCheckpoint)
 }
 
-func newID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+// newID returns a random (version 4) UUID, as Spark's query and run ids
+// are.
+func newID() string { return uuid.NewString() }
+
+func badRecordsDir(s *query.Spec, batch, malformed int64) string {
+	if malformed == 0 {
+		return ""
+	}
+	return s.BadRecordsDir(batch)
+}
+
+// CheckProductionCheckpoint refuses a production query whose checkpoint is
+// not on an object store: a local checkpoint is lost with its node.
+func CheckProductionCheckpoint(s *query.Spec, onObjectStore bool) error {
+	if s.Environment == query.Production && !onObjectStore {
+		return fmt.Errorf("query %s: environment production needs checkpointLocation on an object store (s3://...), not %q: a local checkpoint is lost with its node: %w",
+			s.Name, s.CheckpointLocation, ErrProductionGuard)
+	}
+	return nil
 }
 
 // QueryID returns the checkpoint's query id.
@@ -207,6 +234,9 @@ type loop struct {
 	nextWM  int64           // watermark (ms) the next batch evicts with
 	batches int             // batches run by this Run
 	lastRun time.Time
+	// lastBatchStart is the trigger start of the previous batch run by
+	// this Run (zero before the first), for inputRowsPerSecond.
+	lastBatchStart time.Time
 	// latest is the source's latest offset when the next batch was
 	// planned (Spark's latestOffset); nil for a re-run.
 	latest source.Offset
@@ -259,6 +289,7 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 	interval := cfg.Spec.Trigger.ProcessingTime.D()
 	var planFailingSince time.Time
 	planBackoff := cfg.RetryBackoff
+	idleAt := -1 // lp.batches when Idle was last reported
 	for {
 		if ctx.Err() != nil {
 			return nil
@@ -294,7 +325,12 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 		}
 		planFailingSince, planBackoff = time.Time{}, cfg.RetryBackoff
 		if entry == nil {
-			if cfg.Spec.Trigger.AvailableNow || cfg.Spec.Trigger.Once {
+			stops := cfg.Spec.Trigger.AvailableNow || cfg.Spec.Trigger.Once
+			if cfg.Idle != nil && lp.batches != idleAt && (!stops || lp.batches == 0) {
+				idleAt = lp.batches
+				cfg.Idle(Idle{LastCommitted: lp.next - 1, WatermarkMs: lp.nextWM})
+			}
+			if stops {
 				return nil
 			}
 			lp.lastRun = triggerStart
@@ -456,7 +492,9 @@ func (q *Query) runBatch(ctx context.Context, lp *loop, e *checkpoint.OffsetEntr
 	if rerun {
 		latest = nil
 	}
-	q.report(ctx, e, res, latest, rerun, skipSink, attempts, started, commitStart, done)
+	inRate := InputRowsPerSecond(res.InputRows, lp.lastBatchStart, started)
+	lp.lastBatchStart = started
+	q.report(ctx, e, res, latest, rerun, skipSink, attempts, inRate, started, commitStart, done)
 	q.cleanup(ctx, e.BatchID)
 	return nil
 }
@@ -519,20 +557,23 @@ func (q *Query) attempt(ctx context.Context, e *checkpoint.OffsetEntry, wm event
 	return res, skipSink, nil
 }
 
-func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *executor.BatchResult, latest source.Offset, rerun, skipped bool, attempts int, started, commitStart, done time.Time) {
+func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *executor.BatchResult, latest source.Offset, rerun, skipped bool, attempts int, inRate float64, started, commitStart, done time.Time) {
 	cfg := q.cfg
 	total := done.Sub(started)
 	p := &Progress{
 		ID: q.meta.QueryID, RunID: q.runID, Name: cfg.Spec.Name,
-		Timestamp:        started.UTC().Format(time.RFC3339Nano),
-		BatchID:          e.BatchID,
-		Rerun:            rerun,
-		NoData:           e.NoData,
-		NumInputRows:     res.InputRows,
-		NumRowsMalformed: res.Malformed,
-		BatchWatermarkMs: e.BatchWatermarkMs,
-		LateWatermarkMs:  e.LateWatermarkMs,
-		Attempts:         attempts,
+		Timestamp:          started.UTC().Format(time.RFC3339Nano),
+		BatchID:            e.BatchID,
+		Rerun:              rerun,
+		NoData:             e.NoData,
+		NumInputRows:       res.InputRows,
+		InputRowsPerSecond: inRate,
+		NumRowsMalformed:   res.Malformed,
+		BadRecords:         badRecordsDir(&cfg.Spec, e.BatchID, res.Malformed),
+		BatchWatermarkMs:   e.BatchWatermarkMs,
+		LateWatermarkMs:    e.LateWatermarkMs,
+		Attempts:           attempts,
+		ShuffleBytes:       res.ShuffleBytes,
 		DurationMs: map[string]int64{
 			"map":              ms(res.MapDuration),
 			"reduce":           ms(res.ReduceDuration),
@@ -562,7 +603,7 @@ func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *exec
 	if q.layout != nil {
 		p.StateOperators = []StateOperatorProgress{op}
 	}
-	sp := SourceProgress{Description: sourceDescription(&cfg.Spec), NumInputRows: res.InputRows, ProcessedRowsPerSecond: p.ProcessedRowsPerSecond}
+	sp := SourceProgress{Description: sourceDescription(&cfg.Spec), NumInputRows: res.InputRows, InputRowsPerSecond: inRate, ProcessedRowsPerSecond: p.ProcessedRowsPerSecond}
 	if len(e.Sources) > 0 {
 		sp.StartOffset, sp.EndOffset, sp.LatestOffset = e.Sources[0].Start, e.Sources[0].End, latest
 		if lg, ok := cfg.Source.(source.Lag); ok {

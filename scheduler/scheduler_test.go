@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/sluicehq/sluice/agg"
 	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/objstore"
@@ -70,6 +72,12 @@ func line(course string, minute float64) string {
 // returns its progress and output per batch.
 func runQuery(t *testing.T, lines []string, perBatch int, mutate func(*query.Spec)) ([]*scheduler.Progress, map[int64][]row.Row) {
 	t.Helper()
+	return runQueryWith(t, lines, perBatch, mutate, nil)
+}
+
+// runQueryWith is runQuery with a hook on the scheduler's config.
+func runQueryWith(t *testing.T, lines []string, perBatch int, mutate func(*query.Spec), config func(*scheduler.Config)) ([]*scheduler.Progress, map[int64][]row.Row) {
+	t.Helper()
 	spec := query.Spec{
 		Name: "t",
 		Source: query.Source{Schema: []query.Field{
@@ -88,10 +96,14 @@ func runQuery(t *testing.T, lines []string, perBatch int, mutate func(*query.Spe
 	src := &listSource{lines: lines, perBatch: perBatch}
 	out := &collect{batches: map[int64][]row.Row{}}
 	var progress []*scheduler.Progress
-	q, err := scheduler.Open(context.Background(), scheduler.Config{
+	cfg := scheduler.Config{
 		Spec: spec, Checkpoint: store, Source: src, Writer: out,
 		Progress: func(p *scheduler.Progress) { progress = append(progress, p) },
-	})
+	}
+	if config != nil {
+		config(&cfg)
+	}
+	q, err := scheduler.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,5 +188,172 @@ func TestUpdateModeNoDataBatchEvictsWithoutEmitting(t *testing.T) {
 	}
 	if len(out[1]) != 0 || progress[1].StateOperators[0].NumRowsRemoved != 2 {
 		t.Fatalf("update's no-data batch should emit nothing and evict 2 groups, emitted %d, removed %d", len(out[1]), progress[1].StateOperators[0].NumRowsRemoved)
+	}
+}
+
+func TestQueryAndRunIDsAreVersion4UUIDs(t *testing.T) {
+	progress, _ := runQuery(t, lines, 10, func(*query.Spec) {})
+	for _, id := range []string{progress[0].ID, progress[0].RunID} {
+		u, err := uuid.Parse(id)
+		if err != nil || u.Version() != 4 || u.Variant() != uuid.RFC4122 || u.String() != id {
+			t.Fatalf("id %q: parse %v, version %d, variant %v: want a canonical version-4 RFC 4122 UUID", id, err, u.Version(), u.Variant())
+		}
+	}
+	if progress[0].ID == progress[0].RunID {
+		t.Fatalf("query id and run id are the same: %s", progress[0].ID)
+	}
+}
+
+// runIdle runs the tile over src on store with trigger and returns the
+// Idle reports and the number of batches; runIdleOn runs the default
+// trigger and calls onIdle with the number of reports so far.
+func runIdle(t *testing.T, ctx context.Context, store objstore.Store, src *listSource, trigger query.Trigger) ([]scheduler.Idle, int) {
+	t.Helper()
+	return runIdleTrigger(t, ctx, store, src, trigger, func(int) {})
+}
+
+func runIdleOn(t *testing.T, ctx context.Context, store objstore.Store, src source.Source, onIdle func(n int)) ([]scheduler.Idle, int) {
+	t.Helper()
+	return runIdleTrigger(t, ctx, store, src, query.Trigger{}, onIdle)
+}
+
+func runIdleTrigger(t *testing.T, ctx context.Context, store objstore.Store, src source.Source, trigger query.Trigger, onIdle func(n int)) ([]scheduler.Idle, int) {
+	t.Helper()
+	var spec query.Spec
+	runQueryConfig(&spec, trigger)
+	var idles []scheduler.Idle
+	batches := 0
+	q, err := scheduler.Open(ctx, scheduler.Config{
+		Spec: spec, Checkpoint: store, Source: src, Writer: &collect{batches: map[int64][]row.Row{}},
+		Progress: func(*scheduler.Progress) { batches++ },
+		Idle: func(i scheduler.Idle) {
+			idles = append(idles, i)
+			onIdle(len(idles))
+		},
+		IdlePoll: time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &executor.Env{QueryID: q.QueryID(), Spec: &spec, Source: src, BadRecords: store,
+		State: statestore.NewMemory(store, statestore.MemoryOptions{})}
+	if env.Layout, err = agg.Compile(&spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Run(ctx, &executor.Local{Env: env}); err != nil {
+		t.Fatal(err)
+	}
+	return idles, batches
+}
+
+func runQueryConfig(s *query.Spec, trigger query.Trigger) {
+	*s = query.Spec{
+		Name: "t",
+		Source: query.Source{Schema: []query.Field{
+			{Name: "course_id", Type: "string"}, {Name: "event_time", Type: "timestamp"},
+		}},
+		Watermark:          &query.Watermark{Column: "event_time", Delay: query.Duration(10 * time.Minute)},
+		Aggregate:          &query.Aggregate{Window: &query.Window{Column: "event_time", Size: query.Duration(5 * time.Minute)}, GroupBy: []string{"course_id"}, Measures: []query.Measure{{Name: "n", Fn: "count"}}},
+		OutputMode:         query.Append,
+		CheckpointLocation: "mem",
+		Trigger:            trigger,
+		ShufflePartitions:  2,
+	}
+	*s = s.WithDefaults()
+}
+
+// Idle is reported when a run finds nothing to do, with the last commit and
+// the watermark held; never by an availableNow run that ran batches.
+func TestIdleIsReportedWhenThereIsNothingToRun(t *testing.T) {
+	ctx := context.Background()
+	store := objstore.NewMem()
+	src := &listSource{lines: lines, perBatch: 10}
+	idles, batches := runIdle(t, ctx, store, src, query.Trigger{AvailableNow: true})
+	if batches != 2 || len(idles) != 0 {
+		t.Fatalf("availableNow with data: %d batches, idle reports %v; want 2 batches and no idle report", batches, idles)
+	}
+	idles, batches = runIdle(t, ctx, store, src, query.Trigger{AvailableNow: true})
+	wm := time.Date(2026, 1, 1, 0, 23, 0, 0, time.UTC).UnixMilli()
+	if batches != 0 || len(idles) != 1 || idles[0].LastCommitted != 1 || idles[0].WatermarkMs != wm {
+		t.Fatalf("availableNow with nothing new: %d batches, idle reports %+v; want one report of batch 1, watermark %d", batches, idles, wm)
+	}
+	// The default trigger polls while idle: one report per idle spell, a
+	// new one after new data ran.
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	polling := &pollCounter{listSource: src}
+	idles, _ = runIdleOn(t, runCtx, store, polling, func(n int) {
+		if n == 1 {
+			src.lines = append(src.lines, line("a", 61))
+			return
+		}
+		polling.after(5, cancel) // five more idle polls, then stop
+	})
+	if len(idles) != 2 || idles[1].LastCommitted <= idles[0].LastCommitted {
+		t.Fatalf("default trigger: idle reports %+v; want two, the second after more commits", idles)
+	}
+}
+
+// pollCounter counts Latest calls (one per poll) and can cancel after n
+// more.
+type pollCounter struct {
+	*listSource
+	calls, stopAt int
+	stop          func()
+}
+
+func (p *pollCounter) Latest(ctx context.Context, start source.Offset, now time.Time) (source.Offset, error) {
+	p.calls++
+	if p.stop != nil && p.calls >= p.stopAt {
+		p.stop()
+	}
+	return p.listSource.Latest(ctx, start, now)
+}
+
+func (p *pollCounter) after(n int, stop func()) { p.stopAt, p.stop = p.calls+n, stop }
+
+func TestInputRowsPerSecondIsRowsOverTheGapSinceThePreviousBatchStarted(t *testing.T) {
+	// A clock that moves 250 ms each time it is read: batch starts are
+	// far apart and known from each progress's timestamp.
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { now = now.Add(250 * time.Millisecond); return now }
+	ps, _ := runQueryWith(t, lines, 2, func(*query.Spec) {}, func(c *scheduler.Config) { c.Now = clock })
+	if len(ps) < 3 {
+		t.Fatalf("want at least 3 batches, got %d", len(ps))
+	}
+	if ps[0].InputRowsPerSecond != 0 {
+		t.Fatalf("first batch of a run: inputRowsPerSecond = %v, want 0", ps[0].InputRowsPerSecond)
+	}
+	for i := 1; i < len(ps); i++ {
+		prev, _ := time.Parse(time.RFC3339Nano, ps[i-1].Timestamp)
+		cur, _ := time.Parse(time.RFC3339Nano, ps[i].Timestamp)
+		want := float64(ps[i].NumInputRows) / cur.Sub(prev).Seconds()
+		if got := ps[i].InputRowsPerSecond; got != want || ps[i].Sources[0].InputRowsPerSecond != want {
+			t.Fatalf("batch %d: %d rows, %v after the previous start: inputRowsPerSecond = %v (source %v), want %v",
+				ps[i].BatchID, ps[i].NumInputRows, cur.Sub(prev), got, ps[i].Sources[0].InputRowsPerSecond, want)
+		}
+		if ps[i].NumInputRows > 0 && want <= 0 {
+			t.Fatalf("batch %d: rows but no rate", ps[i].BatchID)
+		}
+	}
+}
+
+func TestInputRowsPerSecondEdges(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	for _, c := range []struct {
+		rows        int64
+		prev, start time.Time
+		want        float64
+	}{
+		{10, time.Time{}, t0, 0},                    // first batch of a run
+		{10, t0, t0, 0},                             // no time passed: no rate rather than +Inf
+		{10, t0.Add(time.Second), t0, 0},            // a clock that went back
+		{10, t0, t0.Add(2 * time.Second), 5},        // 10 rows over 2 s
+		{0, t0, t0.Add(time.Second), 0},             // a no-data batch
+		{3, t0, t0.Add(1500 * time.Millisecond), 2}, // fractional seconds
+	} {
+		if got := scheduler.InputRowsPerSecond(c.rows, c.prev, c.start); got != c.want {
+			t.Errorf("InputRowsPerSecond(%d, %v, %v) = %v, want %v", c.rows, c.prev, c.start, got, c.want)
+		}
 	}
 }

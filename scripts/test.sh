@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole test suite. Installs what the tests need first (the
-# S3-compatible test server, Helm) into a cache folder outside the repository, so
-# a fresh machine with only Go needs nothing else.
+# S3-compatible test server and Helm into a cache folder outside the
+# repository, Debian's chromium for the status page test), so a fresh machine
+# with only Go and apt needs nothing else. Artefacts go to ./test-artifacts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,12 +10,35 @@ cache="${SLUICE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice}"
 mkdir -p "$cache/bin"
 VERSITYGW_VERSION=v1.8.0
 gw="$cache/bin/versitygw-$VERSITYGW_VERSION"
+# progress reads `go install -v` output and prints a line every so often,
+# so the one-time install (about five minutes) is not silent; the full
+# output goes to $1 and is shown if the install fails.
+progress() {
+  local log=$1 start=$SECONDS dl=0 n=0 line
+  while IFS= read -r line; do
+    printf '%s\n' "$line" >>"$log"
+    case "$line" in
+      "go: downloading "*)
+        dl=$((dl + 1))
+        if (( dl % 20 == 1 )); then echo "  versitygw: downloading modules ($dl so far, $((SECONDS - start))s)" >&2; fi ;;
+      *)
+        n=$((n + 1))
+        if (( n % 100 == 0 )); then echo "  versitygw: compiled $n packages ($((SECONDS - start))s)" >&2; fi ;;
+    esac
+  done
+  echo "  versitygw: done: $dl modules downloaded, $n packages compiled in $((SECONDS - start))s" >&2
+}
+
 if [ ! -x "$gw" ]; then
-  echo "installing versitygw $VERSITYGW_VERSION into $cache/bin (a few minutes, once)" >&2
+  echo "installing the S3 test server versitygw $VERSITYGW_VERSION into $cache/bin (once: it downloads and compiles its dependencies, about five minutes)" >&2
   tmp=$(mktemp -d)
-  GOBIN="$tmp" GOFLAGS=-mod=mod go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
+  if ! GOBIN="$tmp" GOFLAGS=-mod=mod go install -v "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION" 2>&1 | progress "$tmp/install.log"; then
+    echo "installing versitygw failed; the last lines of its output:" >&2
+    tail -n 30 "$tmp/install.log" >&2
+    exit 1
+  fi
   mv "$tmp/versitygw" "$gw"
-  rmdir "$tmp"
+  rm -rf "$tmp"
 fi
 export SLUICE_VERSITYGW="$gw"
 HELM_VERSION=v3.22.0
@@ -29,6 +53,22 @@ if [ ! -x "$helm" ]; then
   rmdir "$tmp"
 fi
 export SLUICE_HELM="$helm"
+
+# Headless Chromium for the status page test (Debian's package). Under
+# CI=true the test fails when it is missing rather than skipping.
+if [ -z "${SLUICE_CHROMIUM:-}" ]; then
+  if ! command -v chromium >/dev/null 2>&1; then
+    echo "installing Debian's chromium for the status page test (once)" >&2
+    sudo=""
+    if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
+  fi
+  SLUICE_CHROMIUM="$(command -v chromium)"
+  export SLUICE_CHROMIUM
+fi
+# Test artefacts (the status page screenshot) land here.
+export SLUICE_ARTIFACTS="${SLUICE_ARTIFACTS:-$PWD/test-artifacts}"
 
 go vet ./...
 go test -count=1 -timeout 20m "$@" ./...

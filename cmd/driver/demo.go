@@ -107,6 +107,22 @@ talking gRPC on loopback, a local checkpoint and Parquet output in --dir.
 func announce(out io.Writer, spec query.Spec, how string) {
 	fmt.Fprintf(out, "demo: the course-activity tile (5-minute windows, 10-minute watermark, append) on %s\n", how)
 	fmt.Fprintf(out, "demo: checkpoint %s\ndemo: parquet    %s\ndemo: Ctrl-C stops; running again resumes from the checkpoint\n", spec.CheckpointLocation, spec.Sink.Parquet.Path)
+	fmt.Fprintf(out, "demo: %s\n", demoLateNote(spec))
+}
+
+// demoLateNote explains the first windows the demo prints: they are old,
+// because batch 0 runs with no watermark and so accepts the generator's
+// late rows (Spark's rule: the watermark takes effect from the next batch).
+func demoLateNote(spec query.Spec) string {
+	late := "late rows"
+	if g := spec.Source.Generator; g != nil && g.LateFraction > 0 {
+		late = fmt.Sprintf("late rows (%.1f%% of events, %s older than the rest)", g.LateFraction*100, generator.LateDelay)
+	} else if spec.Source.Kafka != nil {
+		d := demoEvents()
+		late = fmt.Sprintf("late rows (%.1f%% of events, %s older than the rest)", d.LateFraction*100, generator.LateDelay)
+	}
+	return fmt.Sprintf("the first windows printed are about %s older than the ones after them: the generator also sends %s, and batch 0 has no watermark yet, "+
+		"so it accepts them (as Spark does) and their windows close at once; from batch 1 on such rows are dropped as late", generator.LateDelay, late)
 }
 
 // runEmbeddedCluster runs kfake, a feeder, the driver service and two

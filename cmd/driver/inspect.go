@@ -1,16 +1,20 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
 	"github.com/sluicehq/sluice/sink/parquet"
 	"github.com/sluicehq/sluice/statestore"
@@ -53,14 +57,18 @@ type inspectReport struct {
 }
 
 func inspectCheckpoint(ctx context.Context, path string) (*inspectReport, error) {
-	store, err := objstore.Open(ctx, path, objstore.Options{})
+	store, err := openExisting(ctx, path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
 	}
 	log := checkpoint.New(store)
 	meta, err := log.ReadMetadata(ctx)
 	if errors.Is(err, objstore.ErrNotExist) {
-		return nil, fmt.Errorf("checkpoint %s: no metadata: not a checkpoint, or empty", path)
+		hint := ""
+		if isSink(ctx, store) {
+			hint = " (it is a Parquet sink: read it with driver sink cat)"
+		}
+		return nil, notFound{fmt.Errorf("checkpoint %s: no metadata file: not a checkpoint, or no query has started on it%s", path, hint)}
 	}
 	if err != nil {
 		return nil, err
@@ -131,26 +139,7 @@ func newSinkCmd() *cobra.Command {
 		Short: "Print the committed rows of a Parquet sink, following its log, as JSON lines",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			store, err := objstore.Open(ctx, args[0], objstore.Options{})
-			if err != nil {
-				return err
-			}
-			cols, rows, err := parquet.ReadCommitted(ctx, store)
-			if err != nil {
-				return err
-			}
-			enc := json.NewEncoder(cmd.OutOrStdout())
-			for _, r := range rows {
-				obj := make(map[string]any, len(cols))
-				for i, c := range cols {
-					obj[c.Name] = jsonValue(r[i])
-				}
-				if err := enc.Encode(obj); err != nil {
-					return err
-				}
-			}
-			return nil
+			return sinkCat(cmd.Context(), args[0], cmd.OutOrStdout())
 		},
 	}
 	cmd.AddCommand(cat)
@@ -173,4 +162,107 @@ func jsonValue(v row.Value) any {
 		return row.FormatTimestamp(v.I)
 	}
 	return nil
+}
+
+// errNotFound marks a path that is not what the command reads (no such
+// directory, not a sink, not a checkpoint).
+var errNotFound = errors.New("not found")
+
+// notFound is an error matching errNotFound whose text is its own.
+type notFound struct{ error }
+
+func (notFound) Is(target error) bool { return target == errNotFound }
+
+// openExisting opens a store for reading without creating anything: a
+// local path must be an existing directory (objstore.Open would create it,
+// so a typo would look like an empty sink).
+func openExisting(ctx context.Context, path string) (objstore.Store, error) {
+	u, err := objstore.ParseURI(path)
+	if err != nil {
+		return nil, err
+	}
+	if u.Scheme == "file" {
+		fi, err := os.Stat(u.Path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, notFound{errors.New("no such directory")}
+		case err != nil:
+			return nil, err
+		case !fi.IsDir():
+			return nil, notFound{errors.New("not a directory")}
+		}
+	}
+	return objstore.Open(ctx, path, objstore.Options{})
+}
+
+// isSink reports whether store holds a Parquet sink log.
+func isSink(ctx context.Context, store objstore.Store) bool {
+	keys, err := store.List(ctx, parquet.LogDir)
+	return err == nil && len(keys) > 0
+}
+
+// isCheckpoint reports whether store holds a checkpoint's metadata.
+func isCheckpoint(ctx context.Context, store objstore.Store) bool {
+	_, err := checkpoint.New(store).ReadMetadata(ctx)
+	return err == nil
+}
+
+// sinkCat prints the committed rows of the Parquet sink at path as JSON
+// lines, window_start and window_end first, then the other columns in the
+// files' order.
+func sinkCat(ctx context.Context, path string, w io.Writer) error {
+	store, err := openExisting(ctx, path)
+	if err != nil {
+		return fmt.Errorf("sink %s: %w", path, err)
+	}
+	if !isSink(ctx, store) {
+		hint := ""
+		if isCheckpoint(ctx, store) {
+			hint = " (it is a checkpoint: read it with driver checkpoint inspect)"
+		}
+		return notFound{fmt.Errorf("sink %s: no %s directory: not a Parquet sink, or no batch has committed to it yet%s", path, parquet.LogDir, hint)}
+	}
+	cols, rows, err := parquet.ReadCommitted(ctx, store)
+	if err != nil {
+		return fmt.Errorf("sink %s: %w", path, err)
+	}
+	order := columnOrder(cols)
+	bw := bufio.NewWriter(w)
+	for _, r := range rows {
+		bw.WriteByte('{')
+		for n, i := range order {
+			if n > 0 {
+				bw.WriteByte(',')
+			}
+			k, _ := json.Marshal(cols[i].Name)
+			v, err := json.Marshal(jsonValue(r[i]))
+			if err != nil {
+				return err
+			}
+			bw.Write(k)
+			bw.WriteByte(':')
+			bw.Write(v)
+		}
+		bw.WriteString("}\n")
+	}
+	return bw.Flush()
+}
+
+// columnOrder puts window_start and window_end first (a window reads
+// start to end), the rest in the given order.
+func columnOrder(cols []query.Column) []int {
+	var first, rest []int
+	for _, name := range []string{query.WindowStart, query.WindowEnd} {
+		for i, c := range cols {
+			if c.Name == name {
+				first = append(first, i)
+			}
+		}
+	}
+	for i, c := range cols {
+		if c.Name != query.WindowStart && c.Name != query.WindowEnd {
+			rest = append(rest, i)
+		}
+	}
+	return append(first, rest...)
 }

@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/internal/cliflags"
 )
 
 func main() {
@@ -30,14 +32,14 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentFlags().String("log-level", "info", "log level: debug, info, warn, error")
+	cliflags.LogLevel(root.PersistentFlags(), new(string)) // refuses unknown levels
 	root.AddCommand(newRunCmd(), newServeCmd(), newDemoCmd(), newCheckpointCmd(), newSinkCmd())
+	root.AddCommand(newExplainCmd())
 	return root
 }
 
 func logger(cmd *cobra.Command) *slog.Logger {
-	lvl := slog.LevelInfo
 	s, _ := cmd.Flags().GetString("log-level")
-	_ = lvl.UnmarshalText([]byte(s))
+	lvl, _ := cliflags.ParseLogLevel(s) // the flag refused anything else
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/fault"
 	"github.com/sluicehq/sluice/internal/cliflags"
+	"github.com/sluicehq/sluice/internal/tlsconf"
+	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/scheduler"
@@ -27,7 +29,8 @@ func newServeCmd() *cobra.Command {
 	var minExecutors int
 	var s3 objstore.S3Options
 	var sourceRetry time.Duration
-	var metricsAddr string
+	var tlsFlags tlsconf.Config
+	var hc httpConfig
 	cmd := &cobra.Command{
 		Use:   "serve --query QUERY.yaml [--query ...]",
 		Short: "Serve the driver service and run the given queries on the executors that register (SIGINT/SIGTERM stops)",
@@ -50,9 +53,12 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts.Token, opts.Logger = tok, log
-			if tok == "" {
-				log.Warn("no cluster token (--token-file or " + cluster.TokenEnv + "): any local process can join; fine on loopback only")
+			opts.Token, opts.Logger, opts.Insecure = tok, log, tlsFlags.Insecure
+			if opts.TLS, err = tlsconf.Open(tlsFlags); err != nil {
+				return err
+			}
+			if tok == "" && (opts.TLS == nil || !opts.TLS.Mutual()) {
+				log.Warn("no cluster token (--token-file or " + cluster.TokenEnv + ") and no mutual TLS (--tls-ca): any process that reaches the listen address can join; fine on loopback only")
 			}
 			hook, err := fault.FromEnv()
 			if err != nil {
@@ -63,19 +69,24 @@ func newServeCmd() *cobra.Command {
 				return err
 			}
 			defer closeProgress()
-			if metricsAddr != "" {
-				observe, stop, err := serveMetrics(metricsAddr)
-				if err != nil {
-					return err
-				}
-				defer stop()
-				progress = chain(progress, observe)
-			}
+			tr := monitor.New(monitor.Options{})
+			progress = chain(progress, tr.Observe)
 			drv, err := cluster.NewDriver(opts)
 			if err != nil {
 				return err
 			}
 			log.Info("driver listening", "address", drv.Addr())
+			if hc.Addr != "" {
+				hc.TLS = opts.TLS
+				// Ready once the driver serves executors (there is no
+				// registry or lease yet).
+				stop, err := serveHTTPWith(ctx, hc, tr, func() error { return nil }, log)
+				if err != nil {
+					return err
+				}
+				defer stop()
+				go trackExecutors(ctx, tr, drv)
+			}
 			serveCtx, stopServe := context.WithCancel(context.Background())
 			served := make(chan error, 1)
 			go func() { served <- drv.Serve(serveCtx) }()
@@ -84,8 +95,8 @@ func newServeCmd() *cobra.Command {
 			errs := make([]error, len(specs))
 			for i, spec := range specs {
 				wg.Go(func() {
-					errs[i] = serveQuery(ctx, drv, spec, minExecutors, engine.Options{
-						Logger: log, Hook: hook, Stdout: cmd.OutOrStdout(),
+					errs[i] = serveQueryTracked(ctx, drv, tr, spec, minExecutors, engine.Options{
+						Logger: log, Hook: hook, Stdout: cmd.OutOrStdout(), WrapStore: countStores(tr),
 						Store: objstore.Options{S3: s3}, SourceRetryFor: sourceRetry,
 						AllowFirstStart: allowFirst, AllowReplay: allowReplay,
 						Progress: func(p *scheduler.Progress) {
@@ -119,21 +130,32 @@ func newServeCmd() *cobra.Command {
 	f.IntVar(&minExecutors, "min-executors", 1, "executors that must register before a query's first batch")
 	f.BoolVar(&exitWhenDone, "exit-when-done", false, "exit once every query has stopped (availableNow, once) instead of serving on")
 	f.StringVar(&progressJSON, "progress-json", "", "append one JSON progress object per batch to this file")
-	f.BoolVar(&allowFirst, "allow-first-start", false, "let a production query start on an empty checkpoint (a first start)")
-	f.BoolVar(&allowReplay, "allow-replay", false, "let a production query start on an empty checkpoint (an intended replay)")
-	f.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9464)")
+	cliflags.ProductionGuards(f, &allowFirst, &allowReplay)
+	addHTTPFlags(f, &hc, "")
 	f.DurationVar(&sourceRetry, "source-retry-for", 5*time.Minute, "keep retrying this long when the source or a store is unreachable before failing")
 	cliflags.S3(f, &s3)
+	tlsFlags.Register(f)
 	return cmd
 }
 
 // serveQuery builds one query and runs it on the driver's executors.
 func serveQuery(ctx context.Context, drv *cluster.Driver, spec query.Spec, minExecutors int, opts engine.Options) error {
+	return serveQueryTracked(ctx, drv, monitor.New(monitor.Options{}), spec, minExecutors, opts)
+}
+
+// serveQueryTracked is serveQuery recording the query's states in tr.
+func serveQueryTracked(ctx context.Context, drv *cluster.Driver, tr *monitor.Tracker, spec query.Spec, minExecutors int, opts engine.Options) (err error) {
+	ref := monitor.Ref{Name: spec.Name}
+	tr.SetDesired(ref, monitor.DesiredRunning, 0)
+	tr.SetState(ref, monitor.Starting, nil)
+	defer func() { tr.SetState(ref, endState(ctx, err), err) }()
 	job, err := engine.Build(ctx, spec, opts)
 	if err != nil {
 		return err
 	}
 	defer job.Close()
+	ref.ID = job.Query.QueryID()
+	tr.SetState(ref, monitor.Running, nil)
 	runner, err := drv.NewRunner(cluster.RunnerOptions{QueryID: job.Query.QueryID(), Spec: job.Spec, Logger: opts.Logger, Hook: opts.Hook, MinExecutors: minExecutors})
 	if err != nil {
 		return err

@@ -4,7 +4,9 @@ package cliflags
 
 import (
 	"fmt"
+	"log/slog"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -44,3 +46,60 @@ func (v pathStyle) Set(s string) error {
 }
 
 func (v pathStyle) Type() string { return "bool" }
+
+// LogLevels are the values --log-level takes.
+var LogLevels = []string{"debug", "info", "warn", "error"}
+
+// ParseLogLevel reads a --log-level value: exactly one of LogLevels (any
+// case). Anything else is refused rather than read as info, so a typo
+// (verbose, trace, warning) is not silently ignored.
+func ParseLogLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("--log-level %q is not a level: use %s", s, strings.Join(LogLevels, ", "))
+}
+
+// LogLevel adds --log-level to fs. The flag refuses an unknown level when
+// the command line is parsed, before any command runs.
+func LogLevel(fs *pflag.FlagSet, p *string) {
+	*p = "info"
+	fs.Var((*levelValue)(p), "log-level", "log level: "+strings.Join(LogLevels, ", ")+" (anything else is refused)")
+}
+
+// levelValue is a --log-level value: a string that only takes LogLevels.
+type levelValue string
+
+func (l *levelValue) String() string { return string(*l) }
+func (l *levelValue) Type() string   { return "string" }
+func (l *levelValue) Set(s string) error {
+	if _, err := ParseLogLevel(s); err != nil {
+		return fmt.Errorf("not a level: use %s", strings.Join(LogLevels, ", "))
+	}
+	*l = levelValue(s)
+	return nil
+}
+
+// Help text of the production guards, shared by every command that starts
+// queries.
+const (
+	AllowFirstStartHelp = "a production query (environment: production in its spec) refuses to start on an empty checkpoint, " +
+		"because a lost checkpoint would silently start it over; this flag says the empty checkpoint is expected: " +
+		"it is the query's first start (startingOffsets apply). Lab queries never need it"
+	AllowReplayHelp = "like --allow-first-start, but says the empty checkpoint is an intended replay of a query that ran before: " +
+		"it reprocesses from startingOffsets and writes its windows again next to the earlier output (a production " +
+		"Parquet sink that holds another query's log still refuses). Lab queries never need it"
+)
+
+// ProductionGuards adds --allow-first-start and --allow-replay to fs.
+func ProductionGuards(fs *pflag.FlagSet, allowFirst, allowReplay *bool) {
+	fs.BoolVar(allowFirst, "allow-first-start", false, AllowFirstStartHelp)
+	fs.BoolVar(allowReplay, "allow-replay", false, AllowReplayHelp)
+}

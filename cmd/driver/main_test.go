@@ -1,0 +1,203 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/query"
+)
+
+// TestMain lets the tests run this test binary as the driver binary
+// (SLUICE_DRIVER_MAIN=1), so they see real exit codes, stdout and stderr.
+func TestMain(m *testing.M) {
+	if os.Getenv("SLUICE_DRIVER_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// driver runs the driver with args in dir.
+func driver(t *testing.T, dir string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "SLUICE_DRIVER_MAIN=1")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("run driver %v: %v", args, err)
+	}
+	return result{code, out.String(), errb.String()}
+}
+
+func (r result) expect(t *testing.T, code int, stderrHas ...string) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("exit code %d, want %d\nstdout: %s\nstderr: %s", r.code, code, r.stdout, r.stderr)
+	}
+	for _, s := range stderrHas {
+		if !strings.Contains(r.stderr, s) {
+			t.Fatalf("stderr does not say %q:\n%s", s, r.stderr)
+		}
+	}
+}
+
+// labSpec is examples/tile-file.yaml, read from the repository so the test
+// follows the example.
+func labSpec(t *testing.T, dir string) {
+	t.Helper()
+	b, err := os.ReadFile("../../examples/tile-file.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "q.yaml"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func write(t *testing.T, path string, lines ...string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func entries(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		out = append(out, strings.TrimPrefix(p, dir))
+		return err
+	})
+	return out
+}
+
+// The README's lab, with the messages a new user sees at each step.
+func TestCLILab(t *testing.T) {
+	dir := t.TempDir()
+	labSpec(t, dir)
+
+	// No input directory yet: refused, and nothing is created (not the
+	// checkpoint, not the --progress-json file).
+	before := entries(t, dir)
+	driver(t, dir, "run", "-f", "q.yaml", "--progress-json", "p.json").expect(t, 1,
+		`error: source.file.path: "./lab/in" is not a readable directory: it does not exist`)
+	if after := entries(t, dir); strings.Join(after, " ") != strings.Join(before, " ") {
+		t.Fatalf("a refused run created files: before %v, after %v", before, after)
+	}
+
+	write(t, filepath.Join(dir, "lab/in/001.jsonl"),
+		`{"event_id":"e1","course_id":"c1","lesson_id":"l1","event_time":"2026-03-02T09:01:00Z"}`,
+		`not json`,
+		`{"event_id":"e2","course_id":"c1","lesson_id":"l2","event_time":"2026-03-02T09:03:30Z"}`)
+	driver(t, dir, "run", "-f", "q.yaml").expect(t, 0,
+		"batch 0: 3 rows read (2 good, 1 malformed)",
+		"malformed records set aside in ./lab/checkpoint/bad_records/batch_id=0/")
+	if _, err := os.Stat(filepath.Join(dir, "lab/checkpoint/bad_records/batch_id=0")); err != nil {
+		t.Fatalf("the batch line names a bad-records directory that is not there: %v", err)
+	}
+
+	write(t, filepath.Join(dir, "lab/in/003.jsonl"), `{"event_id":"e3","course_id":"c1","lesson_id":"l1","event_time":"2026-03-02T09:31:00Z"}`)
+	driver(t, dir, "run", "-f", "q.yaml").expect(t, 0, "1 out")
+
+	// Nothing new: one line saying so, with the watermark held.
+	r := driver(t, dir, "run", "-f", "q.yaml")
+	r.expect(t, 0, "nothing new", "watermark 2026-03-02T09:21:00Z")
+	if n := strings.Count(strings.TrimSpace(r.stderr), "\n") + 1; n != 1 {
+		t.Fatalf("a run with nothing new printed %d lines, want 1:\n%s", n, r.stderr)
+	}
+
+	r = driver(t, dir, "sink", "cat", "lab/course_activity_tile")
+	r.expect(t, 0)
+	want := `{"window_start":"2026-03-02T09:00:00Z","window_end":"2026-03-02T09:05:00Z","course_id":"c1","event_count":2}` + "\n"
+	if r.stdout != want {
+		t.Fatalf("sink cat printed\n%s\nwant\n%s", r.stdout, want)
+	}
+
+	r = driver(t, dir, "checkpoint", "inspect", "lab/checkpoint")
+	r.expect(t, 0)
+	if !strings.Contains(r.stdout, "last committed     3") {
+		t.Fatalf("inspect:\n%s", r.stdout)
+	}
+
+	// The wrong path for each reader: a message and a non-zero exit.
+	driver(t, dir, "sink", "cat", "lab/checkpoint").expect(t, 1,
+		"sink lab/checkpoint: no _sink_log/ directory: not a Parquet sink", "it is a checkpoint: read it with driver checkpoint inspect")
+	driver(t, dir, "checkpoint", "inspect", "lab/course_activity_tile").expect(t, 1,
+		"checkpoint lab/course_activity_tile: no metadata file: not a checkpoint", "it is a Parquet sink: read it with driver sink cat")
+	before = entries(t, dir)
+	driver(t, dir, "sink", "cat", "lab/typo").expect(t, 1, "sink lab/typo: no such directory")
+	driver(t, dir, "checkpoint", "inspect", "lab/typo").expect(t, 1, "checkpoint lab/typo: no such directory")
+	driver(t, dir, "sink", "cat", "q.yaml").expect(t, 1, "sink q.yaml: not a directory")
+	if after := entries(t, dir); strings.Join(after, " ") != strings.Join(before, " ") {
+		t.Fatalf("reading a wrong path created it: before %v, after %v", before, after)
+	}
+	empty := filepath.Join(dir, "empty")
+	os.Mkdir(empty, 0o755)
+	driver(t, dir, "sink", "cat", "empty").expect(t, 1, "not a Parquet sink, or no batch has committed to it yet")
+}
+
+func TestCLIRefusesUnknownLogLevel(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"--log-level", "verbose", "sink", "cat", "x"},
+		{"run", "-f", "q.yaml", "--log-level", "trace"},
+		{"checkpoint", "inspect", "x", "--log-level=warning"},
+	} {
+		driver(t, dir, args...).expect(t, 1, `for "--log-level" flag: not a level: use debug, info, warn, error`)
+	}
+	driver(t, dir, "--log-level", "WARN", "sink", "cat", "nowhere").expect(t, 1, "no such directory")
+}
+
+func TestCLIUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	driver(t, dir, "run").expect(t, 1, "run: -f QUERY.yaml is required")
+	driver(t, dir, "run", "-f", "missing.yaml").expect(t, 1, "load query", "missing.yaml")
+	driver(t, dir, "sink", "cat").expect(t, 1, "accepts 1 arg(s), received 0")
+	driver(t, dir, "nosuch").expect(t, 1, `unknown command "nosuch"`)
+	write(t, filepath.Join(dir, "bad.yaml"), "name: Bad_Name")
+	driver(t, dir, "run", "-f", "bad.yaml").expect(t, 1, `name: "Bad_Name" must match [a-z0-9-]+`)
+}
+
+func TestProductionFlagsHelpSaysWhatTheyAllow(t *testing.T) {
+	r := driver(t, t.TempDir(), "run", "--help")
+	r.expect(t, 0)
+	for _, s := range []string{"environment: production", "--allow-first-start", "first start", "--allow-replay", "intended replay"} {
+		if !strings.Contains(r.stdout, s) {
+			t.Fatalf("run --help does not say %q:\n%s", s, r.stdout)
+		}
+	}
+}
+
+func TestDemoBannerExplainsTheOldFirstWindows(t *testing.T) {
+	gen := demoEvents()
+	for _, src := range []query.Source{{Generator: &gen}, {Kafka: &query.KafkaSource{BootstrapServers: "x:1", Subscribe: demoTopic}}} {
+		var b bytes.Buffer
+		announce(&b, demoSpec(t.TempDir(), src), "test")
+		for _, want := range []string{"first windows printed are about 2h0m0s older than the ones after them", "0.2% of events", "batch 0 has no watermark yet"} {
+			if !strings.Contains(b.String(), want) {
+				t.Fatalf("banner does not say %q:\n%s", want, b.String())
+			}
+		}
+	}
+}

@@ -1,0 +1,131 @@
+package engine
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/query"
+	"github.com/sluicehq/sluice/scheduler"
+	"github.com/sluicehq/sluice/source/kafka"
+)
+
+// Check is everything that can be known about spec before anything is
+// opened or created: CheckSpec, then every location the spec names (each
+// must parse; the file source's local directory must exist and be readable;
+// a local checkpoint, sink or bad-records path that exists must be a
+// directory; a Kafka *.location option must be a readable file), then the
+// production guard on the checkpoint's store. It
+// reads the filesystem and writes nothing, so a refused query leaves no
+// trace. Build calls it first; the CLI calls it before it opens its own
+// files. It returns a *query.ValidationError for spec and path problems,
+// or an error matching scheduler.ErrProductionGuard.
+func Check(spec query.Spec) error {
+	if err := CheckSpec(spec); err != nil {
+		return err
+	}
+	s := spec.WithDefaults()
+	var problems []query.Problem
+	add := func(field, value, rule string) {
+		problems = append(problems, query.Problem{Field: field, Value: value, Rule: rule})
+	}
+	type loc struct {
+		field, uri string
+		mustExist  bool
+	}
+	locs := []loc{{"checkpointLocation", s.CheckpointLocation, false}}
+	if f := s.Source.File; f != nil {
+		locs = append(locs, loc{"source.file.path", f.Path, true})
+	}
+	if p := s.Sink.Parquet; p != nil {
+		locs = append(locs, loc{"sink.parquet.path", p.Path, false})
+	}
+	if j := s.Sink.JSONBatches; j != nil {
+		locs = append(locs, loc{"sink.jsonBatches.path", j.Path, false})
+	}
+	if s.BadRecordsPath != "" {
+		locs = append(locs, loc{"badRecordsPath", s.BadRecordsPath, false})
+	}
+	for _, l := range locs {
+		u, err := objstore.ParseURI(l.uri)
+		if err != nil {
+			add(l.field, l.uri, "is not a location: "+unwrapURIError(err))
+			continue
+		}
+		if u.Scheme != "file" {
+			continue // an object store is reached only when the query opens it
+		}
+		fi, err := os.Stat(u.Path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && l.mustExist:
+			add(l.field, l.uri, "is not a readable directory: it does not exist (create it, or fix the path)")
+		case errors.Is(err, fs.ErrNotExist):
+			// created on start
+		case err != nil:
+			add(l.field, l.uri, "is not a readable directory: "+err.Error())
+		case !fi.IsDir():
+			add(l.field, l.uri, "is not a directory: it is a file")
+		case l.mustExist:
+			if d, err := os.Open(u.Path); err != nil {
+				add(l.field, l.uri, "is not a readable directory: "+err.Error())
+			} else {
+				d.Close()
+			}
+		}
+	}
+	if k := s.Source.Kafka; k != nil {
+		for _, name := range sortedKeys(k.Options) {
+			if !strings.HasSuffix(name, ".location") {
+				continue
+			}
+			field := "source.kafka.kafka." + name
+			fi, err := os.Stat(k.Options[name])
+			switch {
+			case err != nil:
+				add(field, k.Options[name], "is not a readable file: "+strings.TrimPrefix(err.Error(), "stat "+k.Options[name]+": "))
+			case fi.IsDir():
+				add(field, k.Options[name], "is a directory: give the PEM file")
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return &query.ValidationError{Problems: problems}
+	}
+	return scheduler.CheckProductionCheckpoint(&s, objstore.IsObjectStore(s.CheckpointLocation))
+}
+
+// CheckSpec is the part of Check that reads nothing: Validate, then the
+// Kafka client options (kafka.Validate), which Validate leaves to the
+// source. driver explain refuses a spec on exactly these errors.
+func CheckSpec(spec query.Spec) error {
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	if k := spec.Source.Kafka; k != nil {
+		if err := kafka.Validate(*k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// unwrapURIError drops ParseURI's `parse store uri "x": ` prefix, which
+// would repeat the value.
+func unwrapURIError(err error) string {
+	if _, rest, ok := strings.Cut(err.Error(), "\": "); ok {
+		return rest
+	}
+	return err.Error()
+}

@@ -1,0 +1,83 @@
+package explain_test
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/explain"
+	"github.com/sluicehq/sluice/internal/validatecases"
+	"github.com/sluicehq/sluice/query"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// TestGolden explains every query in examples/ and testdata/specs/ and
+// compares with testdata/NAME.golden (go test ./explain -run TestGolden
+// -update rewrites them).
+func TestGolden(t *testing.T) {
+	examples, _ := filepath.Glob("../examples/*.yaml")
+	specs, _ := filepath.Glob("testdata/specs/*.yaml")
+	if len(examples) == 0 {
+		t.Fatal("no examples found")
+	}
+	for _, f := range append(examples, specs...) {
+		name := strings.TrimSuffix(filepath.Base(f), ".yaml")
+		t.Run(name, func(t *testing.T) {
+			spec, err := query.Load(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := explain.Plan(spec)
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			golden := filepath.Join("testdata", name+".golden")
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if got != string(want) {
+				t.Fatalf("plan of %s differs from %s (run with -update if intended):\n%s", f, golden, got)
+			}
+		})
+	}
+}
+
+// Every case of the validation tests: explain refuses exactly what
+// Validate refuses, with the same message, and plans every valid spec.
+func TestSameMessagesAsValidate(t *testing.T) {
+	n := 0
+	validatecases.Each(t, func(t *testing.T, pos string, data []byte, want string) {
+		want = strings.TrimSpace(want)
+		spec, err := query.Parse(data)
+		if err != nil {
+			return // a parse error: explain and run share query.Load
+		}
+		n++
+		plan, err := explain.Plan(spec)
+		switch {
+		case want == "ok" && err != nil:
+			t.Fatalf("%s: valid spec, explain refused it: %v", pos, err)
+		case want == "ok" && !strings.Contains(plan, "== Incremental plan: "):
+			t.Fatalf("%s: no plan:\n%s", pos, plan)
+		case want != "ok":
+			var ve *query.ValidationError
+			if !errors.As(err, &ve) || err.Error() != want {
+				t.Fatalf("%s: explain said\n%v\nvalidate said\n%s", pos, err, want)
+			}
+		}
+	})
+	if n < 50 {
+		t.Fatalf("only %d cases checked", n)
+	}
+}
