@@ -74,7 +74,9 @@ type LeaseState struct {
 }
 
 // Holds reports whether the participant holds the lease at now.
-func (s LeaseState) Holds(now time.Time) bool { return !s.HeldUntil.IsZero() && now.Before(s.HeldUntil) }
+func (s LeaseState) Holds(now time.Time) bool {
+	return !s.HeldUntil.IsZero() && now.Before(s.HeldUntil)
+}
 
 // LeaseAction is what the runner does after a step.
 type LeaseAction struct {

@@ -164,7 +164,9 @@ func testLeaseOnStore(t *testing.T, st objstore.Store) {
 	ctx := context.Background()
 	now := time.Unix(1_000_000, 0)
 	clock := func() time.Time { return now }
-	cfg := func(h string) LeaseConfig { return LeaseConfig{Holder: h, TTL: 9 * time.Second, Renew: 3 * time.Second} }
+	cfg := func(h string) LeaseConfig {
+		return LeaseConfig{Holder: h, TTL: 9 * time.Second, Renew: 3 * time.Second}
+	}
 	a := NewLease(st, cfg("a"), clock, nil)
 	b := NewLease(st, cfg("b"), clock, nil)
 	tick := func(l *Lease) bool {
