@@ -64,6 +64,13 @@ type Config struct {
 	Now func() time.Time
 	// Progress receives each batch's report.
 	Progress func(*Progress)
+	// OnRetry, if set, is told each time a batch or the planning of one
+	// fails for a retryable reason and will be tried again (the query is
+	// recovering, not failed).
+	OnRetry func(batch int64, attempt int, err error)
+	// NewQueryID, if set, is the id a new checkpoint records (the driver
+	// service's registry id); an existing checkpoint keeps its own.
+	NewQueryID string
 	// Hook, if set, is called at named points (fault injection):
 	// after-offsets, before-sink-commit, after-sink-commit, after-commit.
 	Hook func(point string, batch int64)
@@ -128,6 +135,9 @@ func Open(ctx context.Context, cfg Config) (*Query, error) {
 				s.Name, s.CheckpointLocation, ErrProductionGuard)
 		}
 		want.QueryID = newID()
+		if cfg.NewQueryID != "" {
+			want.QueryID = cfg.NewQueryID
+		}
 		want.CreatedAt = cfg.Now().UTC().Format(time.RFC3339)
 		if err := q.log.CreateMetadata(ctx, &want); err != nil {
 			return nil, err
@@ -286,6 +296,7 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 				return fmt.Errorf("planning has failed for %v: %w", cfg.PlanRetryFor, err)
 			}
 			cfg.Logger.Warn("cannot plan the next batch; waiting for the source", "query", cfg.Spec.Name, "batch", lp.next, "retry_in", planBackoff, "err", err)
+			q.retrying(lp.next, 0, err)
 			if !sleep(ctx, planBackoff) {
 				return nil
 			}
@@ -333,6 +344,12 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return false
 	case <-t.C:
 		return true
+	}
+}
+
+func (q *Query) retrying(batch int64, attempt int, err error) {
+	if q.cfg.OnRetry != nil {
+		q.cfg.OnRetry(batch, attempt, err)
 	}
 }
 
@@ -421,6 +438,7 @@ func (q *Query) runBatch(ctx context.Context, lp *loop, e *checkpoint.OffsetEntr
 			return fmt.Errorf("batch %d failed after %d attempts: %w", e.BatchID, attempts, err)
 		}
 		cfg.Logger.Warn("batch failed; retrying from its logged offsets", "query", cfg.Spec.Name, "batch", e.BatchID, "attempt", attempts, "retry_in", backoff, "err", err)
+		q.retrying(e.BatchID, attempts, err)
 		if !sleep(ctx, backoff) {
 			return ctx.Err()
 		}
