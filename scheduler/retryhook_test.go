@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
@@ -70,5 +71,47 @@ func TestOnRetryIsToldOfARetriedBatchAndNewQueryIDIsRecorded(t *testing.T) {
 	}
 	if out.rows != len(lines) {
 		t.Fatalf("rows written %d, want %d", out.rows, len(lines))
+	}
+}
+
+// Admit refuses what Open would refuse, and creates nothing.
+func TestAdmitRunsOpensGuardsWithoutCreatingTheCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	spec := query.Spec{
+		Name:               "t",
+		Environment:        query.Production,
+		Source:             query.Source{Schema: []query.Field{{Name: "course_id", Type: "string"}, {Name: "event_time", Type: "timestamp"}}},
+		OutputMode:         query.Append,
+		CheckpointLocation: "s3://b/cp",
+		Trigger:            query.Trigger{Once: true},
+	}
+	spec = spec.WithDefaults()
+	store := objstore.NewMem()
+	cfg := scheduler.Config{Spec: spec, Checkpoint: store}
+	if err := scheduler.Admit(ctx, cfg); !errors.Is(err, scheduler.ErrProductionGuard) {
+		t.Fatalf("production on a local checkpoint: %v", err)
+	}
+	cfg.CheckpointOnObjectStore = true
+	if err := scheduler.Admit(ctx, cfg); !errors.Is(err, scheduler.ErrProductionGuard) {
+		t.Fatalf("production on an empty checkpoint: %v", err)
+	}
+	if keys, _ := store.List(ctx, ""); len(keys) != 0 {
+		t.Fatalf("Admit created %v", keys)
+	}
+	cfg.AllowFirstStart = true
+	if err := scheduler.Admit(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Source, cfg.Writer = &listSource{lines: lines, perBatch: 1}, &flaky{failed: true}
+	if _, err := scheduler.Open(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	changed := cfg
+	changed.Spec.ShufflePartitions = 3
+	if err := scheduler.Admit(ctx, changed); !errors.Is(err, checkpoint.ErrIncompatibleCheckpoint) {
+		t.Fatalf("changed shufflePartitions: %v, want new checkpoint required", err)
+	}
+	if err := scheduler.Admit(ctx, cfg); err != nil {
+		t.Fatalf("same spec on its checkpoint: %v", err)
 	}
 }

@@ -114,25 +114,15 @@ func Open(ctx context.Context, cfg Config) (*Query, error) {
 		}
 		q.layout = l
 	}
-	if s.Environment == query.Production && !cfg.CheckpointOnObjectStore {
-		return nil, fmt.Errorf("query %s: environment production needs checkpointLocation on an object store (s3://...), not %q: a local checkpoint is lost with its node: %w",
-			s.Name, s.CheckpointLocation, ErrProductionGuard)
+	if err := guardObjectStore(&cfg); err != nil {
+		return nil, err
 	}
-	want := checkpoint.Metadata{
-		Name:              s.Name,
-		Fingerprint:       s.Fingerprint(),
-		StateFingerprint:  s.StateFingerprint(),
-		StateDescription:  s.StateSchemaDescription(),
-		StateStore:        s.StateStore,
-		ShufflePartitions: s.ShufflePartitions,
-		KeyHash:           agg.KeyHashName,
-	}
+	want := wantMetadata(s)
 	meta, err := q.log.ReadMetadata(ctx)
 	switch {
 	case errors.Is(err, objstore.ErrNotExist):
-		if s.Environment == query.Production && !cfg.AllowFirstStart && !cfg.AllowReplay {
-			return nil, fmt.Errorf("query %s: checkpoint %s is empty; a production query starts on an empty checkpoint only when told this is a first start (--allow-first-start) or an intended replay (--allow-replay): a lost checkpoint must be loud: %w",
-				s.Name, s.CheckpointLocation, ErrProductionGuard)
+		if err := guardEmpty(&cfg); err != nil {
+			return nil, err
 		}
 		want.QueryID = newID()
 		if cfg.NewQueryID != "" {
@@ -159,6 +149,61 @@ func Open(ctx context.Context, cfg Config) (*Query, error) {
 		"watermarkPolicy":   "max",
 	}
 	return q, nil
+}
+
+// Admit runs the checks Open runs before it binds a query to its
+// checkpoint, without creating anything: the production guards (an error
+// matching ErrProductionGuard) and the compatibility of an existing
+// checkpoint (matching checkpoint.ErrIncompatibleCheckpoint). cfg.Spec must
+// be validated with defaults applied; only Spec, Checkpoint,
+// CheckpointOnObjectStore, AllowFirstStart and AllowReplay are used.
+func Admit(ctx context.Context, cfg Config) error {
+	if err := guardObjectStore(&cfg); err != nil {
+		return err
+	}
+	s := &cfg.Spec
+	meta, err := checkpoint.New(cfg.Checkpoint).ReadMetadata(ctx)
+	switch {
+	case errors.Is(err, objstore.ErrNotExist):
+		return guardEmpty(&cfg)
+	case err != nil:
+		return err
+	}
+	want := wantMetadata(s)
+	if err := compatible(meta, &want); err != nil {
+		return fmt.Errorf("query %s on checkpoint %s: %w", s.Name, s.CheckpointLocation, err)
+	}
+	return nil
+}
+
+func guardObjectStore(cfg *Config) error {
+	s := &cfg.Spec
+	if s.Environment == query.Production && !cfg.CheckpointOnObjectStore {
+		return fmt.Errorf("query %s: environment production needs checkpointLocation on an object store (s3://...), not %q: a local checkpoint is lost with its node: %w",
+			s.Name, s.CheckpointLocation, ErrProductionGuard)
+	}
+	return nil
+}
+
+func guardEmpty(cfg *Config) error {
+	s := &cfg.Spec
+	if s.Environment == query.Production && !cfg.AllowFirstStart && !cfg.AllowReplay {
+		return fmt.Errorf("query %s: checkpoint %s is empty; a production query starts on an empty checkpoint only when told this is a first start (--allow-first-start) or an intended replay (--allow-replay): a lost checkpoint must be loud: %w",
+			s.Name, s.CheckpointLocation, ErrProductionGuard)
+	}
+	return nil
+}
+
+func wantMetadata(s *query.Spec) checkpoint.Metadata {
+	return checkpoint.Metadata{
+		Name:              s.Name,
+		Fingerprint:       s.Fingerprint(),
+		StateFingerprint:  s.StateFingerprint(),
+		StateDescription:  s.StateSchemaDescription(),
+		StateStore:        s.StateStore,
+		ShufflePartitions: s.ShufflePartitions,
+		KeyHash:           agg.KeyHashName,
+	}
 }
 
 // compatible refuses a query whose state layout or frozen settings differ
