@@ -388,7 +388,12 @@ func (s *Service) runQuery(ctx context.Context, r *run, rec registry.Record, ref
 	if err != nil {
 		return err
 	}
-	return job.RunWith(ctx, runner)
+	start := s.opts.Now()
+	err = job.RunWith(ctx, runner)
+	st := runner.Stats()
+	s.log.Info("query run ended", "query", rec.Name, "id", job.Query.QueryID(), "batches", st.Batches, "inputRows", st.InputRows,
+		"shuffleBytes", st.ShuffleBytes, "shuffleRecords", st.ShuffleRecords, "mapRetries", st.MapRetries, "seconds", s.opts.Now().Sub(start).Seconds())
+	return err
 }
 
 // ended returns a channel closed when name's current run ends (nil if it
@@ -398,3 +403,6 @@ func (s *Service) runOf(name string) *run {
 	defer s.mu.Unlock()
 	return s.runs[name]
 }
+
+// SetCluster sets the cluster queries run on (before Run).
+func (s *Service) SetCluster(d *cluster.Driver) { s.opts.Cluster = d }
