@@ -32,6 +32,7 @@ func newRoot() *cobra.Command {
 	}
 	root.PersistentFlags().String("log-level", "info", "log level: debug, info, warn, error")
 	root.AddCommand(newRunCmd(), newServeCmd(), newDemoCmd(), newCheckpointCmd(), newSinkCmd())
+	root.AddCommand(newSubmitCmd(), newStopCmd(), newListCmd(), newStatusCmd(), newProgressCmd(), newContractCmd())
 	return root
 }
 
