@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/internal/cliflags"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/row"
 	"github.com/sluicehq/sluice/sink/parquet"
@@ -19,12 +20,13 @@ import (
 func newCheckpointCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "checkpoint", Short: "Read a query's checkpoint"}
 	var asJSON bool
+	var s3 objstore.S3Options
 	inspect := &cobra.Command{
 		Use:   "inspect PATH",
 		Short: "Show the last planned and committed batch, the next watermark, offsets and state size",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rep, err := inspectCheckpoint(cmd.Context(), args[0])
+			rep, err := inspectCheckpoint(cmd.Context(), args[0], objstore.Options{S3: s3})
 			if err != nil {
 				return err
 			}
@@ -32,6 +34,7 @@ func newCheckpointCmd() *cobra.Command {
 		},
 	}
 	inspect.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cliflags.S3(inspect.Flags(), &s3)
 	cmd.AddCommand(inspect)
 	return cmd
 }
@@ -52,8 +55,8 @@ type inspectReport struct {
 	Conf                 map[string]string `json:"conf,omitempty"`
 }
 
-func inspectCheckpoint(ctx context.Context, path string) (*inspectReport, error) {
-	store, err := objstore.Open(ctx, path, objstore.Options{})
+func inspectCheckpoint(ctx context.Context, path string, opts objstore.Options) (*inspectReport, error) {
+	store, err := objstore.Open(ctx, path, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -126,13 +129,14 @@ func (r *inspectReport) write(w io.Writer, asJSON bool) error {
 
 func newSinkCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "sink", Short: "Read a sink's committed output"}
+	var s3 objstore.S3Options
 	cat := &cobra.Command{
 		Use:   "cat PATH",
 		Short: "Print the committed rows of a Parquet sink, following its log, as JSON lines",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			store, err := objstore.Open(ctx, args[0], objstore.Options{})
+			store, err := objstore.Open(ctx, args[0], objstore.Options{S3: s3})
 			if err != nil {
 				return err
 			}
@@ -153,6 +157,7 @@ func newSinkCmd() *cobra.Command {
 			return nil
 		},
 	}
+	cliflags.S3(cat.Flags(), &s3)
 	cmd.AddCommand(cat)
 	return cmd
 }
