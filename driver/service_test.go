@@ -250,3 +250,48 @@ func TestWatcherAddChangeRemove(t *testing.T) {
 		t.Fatalf("with --prune a removed file stops its query: %+v %s", rec, state(s, name))
 	}
 }
+
+// A batch failing for a retryable reason (the sink's store refusing writes)
+// shows RECOVERING with the error, not FAILED; once the store is back the
+// query is RUNNING again and the output is exact.
+func TestServiceRetryableFailureIsRecovering(t *testing.T) {
+	dir := t.TempDir()
+	l := newLab(t, dir)
+	l.add(t, 300)
+	st, err := objstore.NewFS(filepath.Join(dir, "registry"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sinkFaults *objstore.Faulty
+	s := New(Options{
+		Registry: registry.New(st, registry.Options{}),
+		Lease:    registry.LeaseConfig{TTL: 2 * time.Second, Renew: 200 * time.Millisecond},
+		Poll:     50 * time.Millisecond,
+		Engine: engine.Options{Parallelism: 2, SourceRetryFor: time.Minute, WrapStore: func(role string, s objstore.Store) objstore.Store {
+			if role != engine.RoleSink {
+				return s
+			}
+			sinkFaults = objstore.NewFaulty(s, objstore.FaultRule{Name: "down", Op: objstore.OpPut}, objstore.FaultRule{Name: "down2", Op: objstore.OpPutIfAbsent})
+			return sinkFaults
+		}},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "active", func() bool { return s.Ready() == nil })
+	if _, err := s.Submit(ctx, Submission{Spec: l.spec(nil)}); err != nil {
+		t.Fatal(err)
+	}
+	const name = "course-activity-tile"
+	waitFor(t, "RECOVERING", func() bool { return state(s, name) == monitor.Recovering })
+	v, _ := s.tr.Get(name)
+	if v.LastError == "" || v.LastErrorAt.IsZero() {
+		t.Fatalf("RECOVERING without the error: %+v", v)
+	}
+	sinkFaults.ClearRules()
+	waitFor(t, "the output after the store is back", func() bool { return l.check(t) == "" })
+	if st := state(s, name); st != monitor.Running {
+		t.Fatalf("after recovery: %s", st)
+	}
+}
