@@ -247,7 +247,7 @@ func (c *Control) QueryProgress(req *sluicepb.QueryProgressRequest, stream sluic
 			if !ok {
 				return nil
 			}
-			if p.BatchID <= last && p.ID == rec.ID {
+			if p.BatchID <= last {
 				continue
 			}
 			if err := send(p); err != nil {

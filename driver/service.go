@@ -118,7 +118,10 @@ func (s *Service) Holder() string { return s.lease.Config().Holder }
 // flight within StopTimeout), releases the lease and returns nil. It
 // returns ErrLeaseLost if another driver takes the lease.
 func (s *Service) Run(ctx context.Context) error {
-	t := time.NewTicker(s.opts.Poll)
+	// Tick at least twice per renewal period so a renewal is never late
+	// by a whole poll.
+	every := min(s.opts.Poll, s.lease.Config().Renew/2)
+	t := time.NewTicker(every)
 	defer t.Stop()
 	standbyLogged := false
 	for {
