@@ -243,6 +243,22 @@ func TestServiceDriverKilledNewDriverElsewhereResumesEveryQuery(t *testing.T) {
 	if reruns != 1 {
 		t.Fatalf("the new driver should re-run the killed batch 3 of exactly one query; re-runs of batch 3: %d", reruns)
 	}
+	// checkpoint inspect and sink cat reach the server through the S3
+	// flags alone (no AWS_ENDPOINT_URL_S3 in the environment).
+	var keysOnly []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "AWS_ENDPOINT_URL_S3=") {
+			keysOnly = append(keysOnly, kv)
+		}
+	}
+	out, errs, code := cli(t, keysOnly, "checkpoint", "inspect", files.Checkpoint, "--json", "--s3-endpoint", srv.Endpoint)
+	if code != 0 || !strings.Contains(out, `"name":"tile-files"`) && !strings.Contains(out, `"name": "tile-files"`) {
+		t.Fatalf("checkpoint inspect with --s3-endpoint: exit %d\n%s%s", code, out, errs)
+	}
+	out, errs, code = cli(t, keysOnly, "sink", "cat", files.Sink, "--s3-endpoint", srv.Endpoint)
+	if code != 0 || strings.Count(out, "\n") != len(fileWant) {
+		t.Fatalf("sink cat with --s3-endpoint: exit %d, %d lines, want %d\n%s", code, strings.Count(out, "\n"), len(fileWant), errs)
+	}
 	recs2, err := registryAt(t, regURI, kafka.Store).List(context.Background())
 	if err != nil || len(recs2) != 2 || recs2[0].Desired != registry.Running || recs2[1].Desired != registry.Running {
 		t.Fatalf("registry after the run: %+v %v", recs2, err)
