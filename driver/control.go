@@ -163,7 +163,20 @@ func (c *Control) info(rec registry.Record) *sluicepb.QueryInfo {
 			qi.LastErrorAt = v.LastErrorAt.UTC().Format(time.RFC3339)
 		}
 		v.Desired, v.Generation = monitor.Desired(rec.Desired), rec.Generation
-		qi.ViewJson, _ = json.Marshal(v)
+		// The last batch that read data, for the max event time and
+		// rates when the latest one was a no-data batch.
+		var lastData *scheduler.Progress
+		recent := c.S.tr.Progress(rec.Name, 0)
+		for i := len(recent) - 1; i >= 0; i-- {
+			if !recent[i].NoData {
+				lastData = recent[i]
+				break
+			}
+		}
+		qi.ViewJson, _ = json.Marshal(struct {
+			monitor.View
+			LastData *scheduler.Progress `json:"lastData,omitempty"`
+		}{v, lastData})
 	}
 	return qi
 }

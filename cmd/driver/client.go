@@ -54,7 +54,7 @@ func (c *clientFlags) add(fs *pflag.FlagSet, defaultOutput string) {
 	if def == "" {
 		def = cluster.DefaultDriverListen
 	}
-	fs.StringVar(&c.server, "server", def, "driver address HOST:PORT (default $"+ServerEnv+", else "+cluster.DefaultDriverListen+")")
+	fs.StringVar(&c.server, "server", def, "driver address HOST:PORT (env $"+ServerEnv+")")
 	fs.StringVar(&c.tokenFile, "token-file", "", "file holding the cluster token (default: $"+cluster.TokenEnv+")")
 	fs.StringVarP(&c.output, "output", "o", defaultOutput, "output format: table or json")
 }
@@ -288,15 +288,21 @@ type queryJSON struct {
 	ChangedAt   string              `json:"changedAt"`
 	Restarts    int                 `json:"restarts"`
 	Latest      *scheduler.Progress `json:"latest,omitempty"`
-	Executors   *int32              `json:"executors,omitempty"`
+	// LastData is the last batch that read data (Latest may be a no-data
+	// batch).
+	LastData  *scheduler.Progress `json:"lastData,omitempty"`
+	Executors *int32              `json:"executors,omitempty"`
 }
 
 func toJSON(q *sluicepb.QueryInfo) queryJSON {
 	out := queryJSON{Name: q.Name, ID: q.Id, Desired: q.Desired, Generation: q.Generation, State: q.State, StateSince: q.StateSince,
 		LastError: q.LastError, LastErrorAt: q.LastErrorAt, ChangedBy: q.ChangedBy, ChangedAt: q.ChangedAt}
-	var v monitor.View
+	var v struct {
+		monitor.View
+		LastData *scheduler.Progress `json:"lastData"`
+	}
 	if len(q.ViewJson) > 0 && json.Unmarshal(q.ViewJson, &v) == nil {
-		out.Latest, out.Restarts = v.Latest, v.Restarts
+		out.Latest, out.Restarts, out.LastData = v.Latest, v.Restarts, v.LastData
 	}
 	return out
 }
@@ -372,9 +378,16 @@ func writeStatus(w io.Writer, q queryJSON) error {
 	if p := q.Latest; p != nil {
 		row("last batch", fmt.Sprintf("%d at %s (%d rows)", p.BatchID, p.Timestamp, p.NumInputRows))
 		row("watermark", orDash(p.EventTime["watermark"]))
-		row("max event time", orDash(p.EventTime["max"]))
-		row("input rate", fmt.Sprintf("%.1f rows/s", p.InputRowsPerSecond))
-		row("processing rate", fmt.Sprintf("%.1f rows/s", p.ProcessedRowsPerSecond))
+		d := p
+		if q.LastData != nil {
+			d = q.LastData
+		}
+		row("max event time", orDash(d.EventTime["max"]))
+		if d != p {
+			row("last data batch", fmt.Sprintf("%d at %s (%d rows)", d.BatchID, d.Timestamp, d.NumInputRows))
+		}
+		row("input rate", fmt.Sprintf("%.1f rows/s (batch %d)", d.InputRowsPerSecond, d.BatchID))
+		row("processing rate", fmt.Sprintf("%.1f rows/s (batch %d)", d.ProcessedRowsPerSecond, d.BatchID))
 		lag := "-"
 		for _, s := range p.Sources {
 			if v, ok := s.Metrics["totalLag"]; ok {
