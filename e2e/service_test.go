@@ -23,6 +23,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/internal/kafkatest"
 	"github.com/sluicehq/sluice/internal/s3test"
 	"github.com/sluicehq/sluice/internal/tiletest"
@@ -311,8 +312,21 @@ func TestServiceStopResumeStopNowAndSIGTERM(t *testing.T) {
 	if err := exe.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "a batch in flight", 60*time.Second, s.logs, func() bool { return pendingBatch(t, mustFS(t, l.Checkpoint)) != nil })
-	pending := pendingBatch(t, mustFS(t, l.Checkpoint))
+	// A batch logged just before the freeze may still commit (its tasks
+	// were done); wait for one that stays uncommitted.
+	var pending *checkpoint.OffsetEntry
+	waitUntil(t, "a batch stuck in flight", 60*time.Second, s.logs, func() bool {
+		p := pendingBatch(t, mustFS(t, l.Checkpoint))
+		if p == nil {
+			return false
+		}
+		time.Sleep(3 * time.Second)
+		if q := pendingBatch(t, mustFS(t, l.Checkpoint)); q != nil && q.BatchID == p.BatchID {
+			pending = q
+			return true
+		}
+		return false
+	})
 	if out := s.mustCLI("stop", name, "--now"); !strings.Contains(out, "STOPPED") {
 		t.Fatalf("stop --now: %q", out)
 	}
