@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -293,5 +294,46 @@ func TestServiceRetryableFailureIsRecovering(t *testing.T) {
 	waitFor(t, "the output after the store is back", func() bool { return l.check(t) == "" })
 	if st := state(s, name); st != monitor.Running {
 		t.Fatalf("after recovery: %s", st)
+	}
+}
+
+// Two clients submitting the same name at once: one wins, the other is
+// told the query changed concurrently.
+func TestConcurrentSubmitsOfOneNameHaveOneWinner(t *testing.T) {
+	dir := t.TempDir()
+	l := newLab(t, dir)
+	s, cancel, done := newService(t, filepath.Join(dir, "registry"))
+	defer func() { cancel(); <-done }()
+	specs := [][]byte{
+		l.spec(func(q *query.Spec) { q.Trigger.ProcessingTime = query.Duration(time.Second) }),
+		l.spec(func(q *query.Spec) { q.Trigger.ProcessingTime = query.Duration(2 * time.Second) }),
+	}
+	errs := make([]error, len(specs))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range specs {
+		wg.Go(func() {
+			<-start
+			_, errs[i] = s.Submit(context.Background(), Submission{Spec: specs[i]})
+		})
+	}
+	close(start)
+	wg.Wait()
+	won, lost := 0, 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			won++
+		case errors.Is(err, registry.ErrConflict):
+			lost++
+		default:
+			t.Fatalf("submit: %v", err)
+		}
+	}
+	// Both may also succeed one after the other (the second an update);
+	// never two first generations.
+	rec, err := s.reg.Get(context.Background(), "course-activity-tile")
+	if err != nil || won+lost != 2 || won == 0 || (lost == 1 && rec.Generation != 1) || (won == 2 && rec.Generation != 2) {
+		t.Fatalf("won %d lost %d, registry at %+v (%v)", won, lost, rec, err)
 	}
 }
