@@ -337,3 +337,43 @@ func TestConcurrentSubmitsOfOneNameHaveOneWinner(t *testing.T) {
 		t.Fatalf("won %d lost %d, registry at %+v (%v)", won, lost, rec, err)
 	}
 }
+
+// A driver that sees another holder in the lease abandons its queries and
+// Run returns ErrLeaseLost (the process exits; the checkpoint's fencing
+// stays the last line of defence).
+func TestLostLeaseStopsTheDriver(t *testing.T) {
+	dir := t.TempDir()
+	l := newLab(t, dir)
+	l.add(t, 100)
+	regDir := filepath.Join(dir, "registry")
+	s, _, done := newService(t, regDir)
+	if _, err := s.Submit(context.Background(), Submission{Spec: l.spec(nil)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WaitStarted(context.Background(), "course-activity-tile", 1); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := objstore.NewFS(regDir)
+	latest, err := s.lease.Latest(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(registry.LeaseRecord{Seq: latest.Seq + 5, Holder: "intruder"})
+	if err := st.PutIfAbsent(context.Background(), fmt.Sprintf("lease/%020d.json", latest.Seq+5), b); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrLeaseLost) {
+			t.Fatalf("Run returned %v, want ErrLeaseLost", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the driver kept running after losing the lease")
+	}
+	if s.Ready() == nil {
+		t.Fatal("a driver that lost the lease is still ready")
+	}
+	if r := s.runOf("course-activity-tile"); r == nil || !r.ended() {
+		t.Fatal("the query still runs after the lease was lost")
+	}
+}
