@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/monitor"
@@ -376,6 +377,13 @@ func (s *Service) runQuery(ctx context.Context, r *run, rec registry.Record, ref
 	defer job.Close()
 	if id := job.Query.QueryID(); id != rec.ID {
 		s.log.Info("the checkpoint has its own query id (it was created before the registry entry)", "query", rec.Name, "registry_id", rec.ID, "checkpoint_id", id)
+	}
+	// A batch logged but not committed is re-run first: it is in flight
+	// from the start, so a graceful stop lets it commit.
+	if last, commit, err := checkpoint.New(job.Env.Checkpoint).Latest(ctx); err == nil {
+		if res, err := checkpoint.Decide(last, commit); err == nil && res.Rerun != nil {
+			r.batchStarted()
+		}
 	}
 	r.mu.Lock()
 	stopping := r.stopReq
