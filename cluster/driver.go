@@ -35,6 +35,9 @@ type DriverOptions struct {
 	Logger           *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Control, if set, serves the CLI's ControlService (the driver
+	// service); without it the service answers Unimplemented.
+	Control sluicepb.ControlServiceServer
 }
 
 // DefaultDriverListen is the driver's default address: loopback only.
@@ -80,7 +83,11 @@ func NewDriver(opts DriverOptions) (*Driver, error) {
 	d.Members = NewMembership(opts.HeartbeatTimeout, opts.Logger, func(m Member) { d.pool.Drop(m.Address) })
 	d.srv = grpc.NewServer(ServerOptions(opts.Token, serverTLS, opts.Logger)...)
 	sluicepb.RegisterDriverServiceServer(d.srv, &driverService{d: d})
-	sluicepb.RegisterControlServiceServer(d.srv, controlService{})
+	if opts.Control != nil {
+		sluicepb.RegisterControlServiceServer(d.srv, opts.Control)
+	} else {
+		sluicepb.RegisterControlServiceServer(d.srv, controlService{})
+	}
 	return d, nil
 }
 

@@ -66,6 +66,11 @@ type Options struct {
 	// WrapStore, if set, wraps every store the query opens (role is one of
 	// the Role constants): counting, tracing, fault injection.
 	WrapStore func(role string, s objstore.Store) objstore.Store
+	// OnRetry is told when a batch fails for a retryable reason and is
+	// retried (see scheduler.Config.OnRetry).
+	OnRetry func(batch int64, attempt int, err error)
+	// QueryID, if set, is the id a new checkpoint records.
+	QueryID string
 	// SourceRetryFor is how long the query keeps retrying when it cannot
 	// plan a batch because the source is unreachable (zero: fail at once).
 	SourceRetryFor time.Duration
@@ -240,6 +245,8 @@ func Build(ctx context.Context, spec query.Spec, opts Options) (_ *Job, err erro
 		Idle:                    opts.Idle,
 		Hook:                    opts.Hook,
 		PlanRetryFor:            opts.SourceRetryFor,
+		OnRetry:                 opts.OnRetry,
+		NewQueryID:              opts.QueryID,
 	}
 	out := spec.OutputSchema()
 	switch {

@@ -70,6 +70,13 @@ type Config struct {
 	// availableNow or once it is called only when the run stops without
 	// having run a batch.
 	Idle func(Idle)
+	// OnRetry, if set, is told each time a batch or the planning of one
+	// fails for a retryable reason and will be tried again (the query is
+	// recovering, not failed).
+	OnRetry func(batch int64, attempt int, err error)
+	// NewQueryID, if set, is the id a new checkpoint records (the driver
+	// service's registry id); an existing checkpoint keeps its own.
+	NewQueryID string
 	// Hook, if set, is called at named points (fault injection):
 	// after-offsets, before-sink-commit, after-sink-commit, after-commit.
 	Hook func(point string, batch int64)
@@ -121,26 +128,20 @@ func Open(ctx context.Context, cfg Config) (*Query, error) {
 		}
 		q.layout = l
 	}
-	if err := CheckProductionCheckpoint(s, cfg.CheckpointOnObjectStore); err != nil {
+	if err := guardObjectStore(&cfg); err != nil {
 		return nil, err
 	}
-	want := checkpoint.Metadata{
-		Name:              s.Name,
-		Fingerprint:       s.Fingerprint(),
-		StateFingerprint:  s.StateFingerprint(),
-		StateDescription:  s.StateSchemaDescription(),
-		StateStore:        s.StateStore,
-		ShufflePartitions: s.ShufflePartitions,
-		KeyHash:           agg.KeyHashName,
-	}
+	want := wantMetadata(s)
 	meta, err := q.log.ReadMetadata(ctx)
 	switch {
 	case errors.Is(err, objstore.ErrNotExist):
-		if s.Environment == query.Production && !cfg.AllowFirstStart && !cfg.AllowReplay {
-			return nil, fmt.Errorf("query %s: checkpoint %s is empty; a production query starts on an empty checkpoint only when told this is a first start (--allow-first-start) or an intended replay (--allow-replay): a lost checkpoint must be loud: %w",
-				s.Name, s.CheckpointLocation, ErrProductionGuard)
+		if err := guardEmpty(&cfg); err != nil {
+			return nil, err
 		}
 		want.QueryID = newID()
+		if cfg.NewQueryID != "" {
+			want.QueryID = cfg.NewQueryID
+		}
 		want.CreatedAt = cfg.Now().UTC().Format(time.RFC3339)
 		if err := q.log.CreateMetadata(ctx, &want); err != nil {
 			return nil, err
@@ -162,6 +163,56 @@ func Open(ctx context.Context, cfg Config) (*Query, error) {
 		"watermarkPolicy":   "max",
 	}
 	return q, nil
+}
+
+// Admit runs the checks Open runs before it binds a query to its
+// checkpoint, without creating anything: the production guards (an error
+// matching ErrProductionGuard) and the compatibility of an existing
+// checkpoint (matching checkpoint.ErrIncompatibleCheckpoint). cfg.Spec must
+// be validated with defaults applied; only Spec, Checkpoint,
+// CheckpointOnObjectStore, AllowFirstStart and AllowReplay are used.
+func Admit(ctx context.Context, cfg Config) error {
+	if err := guardObjectStore(&cfg); err != nil {
+		return err
+	}
+	s := &cfg.Spec
+	meta, err := checkpoint.New(cfg.Checkpoint).ReadMetadata(ctx)
+	switch {
+	case errors.Is(err, objstore.ErrNotExist):
+		return guardEmpty(&cfg)
+	case err != nil:
+		return err
+	}
+	want := wantMetadata(s)
+	if err := compatible(meta, &want); err != nil {
+		return fmt.Errorf("query %s on checkpoint %s: %w", s.Name, s.CheckpointLocation, err)
+	}
+	return nil
+}
+
+func guardObjectStore(cfg *Config) error {
+	return CheckProductionCheckpoint(&cfg.Spec, cfg.CheckpointOnObjectStore)
+}
+
+func guardEmpty(cfg *Config) error {
+	s := &cfg.Spec
+	if s.Environment == query.Production && !cfg.AllowFirstStart && !cfg.AllowReplay {
+		return fmt.Errorf("query %s: checkpoint %s is empty; a production query starts on an empty checkpoint only when told this is a first start (--allow-first-start) or an intended replay (--allow-replay): a lost checkpoint must be loud: %w",
+			s.Name, s.CheckpointLocation, ErrProductionGuard)
+	}
+	return nil
+}
+
+func wantMetadata(s *query.Spec) checkpoint.Metadata {
+	return checkpoint.Metadata{
+		Name:              s.Name,
+		Fingerprint:       s.Fingerprint(),
+		StateFingerprint:  s.StateFingerprint(),
+		StateDescription:  s.StateSchemaDescription(),
+		StateStore:        s.StateStore,
+		ShufflePartitions: s.ShufflePartitions,
+		KeyHash:           agg.KeyHashName,
+	}
 }
 
 // compatible refuses a query whose state layout or frozen settings differ
@@ -317,6 +368,7 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 				return fmt.Errorf("planning has failed for %v: %w", cfg.PlanRetryFor, err)
 			}
 			cfg.Logger.Warn("cannot plan the next batch; waiting for the source", "query", cfg.Spec.Name, "batch", lp.next, "retry_in", planBackoff, "err", err)
+			q.retrying(lp.next, 0, err)
 			if !sleep(ctx, planBackoff) {
 				return nil
 			}
@@ -369,6 +421,12 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return false
 	case <-t.C:
 		return true
+	}
+}
+
+func (q *Query) retrying(batch int64, attempt int, err error) {
+	if q.cfg.OnRetry != nil {
+		q.cfg.OnRetry(batch, attempt, err)
 	}
 }
 
@@ -457,6 +515,7 @@ func (q *Query) runBatch(ctx context.Context, lp *loop, e *checkpoint.OffsetEntr
 			return fmt.Errorf("batch %d failed after %d attempts: %w", e.BatchID, attempts, err)
 		}
 		cfg.Logger.Warn("batch failed; retrying from its logged offsets", "query", cfg.Spec.Name, "batch", e.BatchID, "attempt", attempts, "retry_in", backoff, "err", err)
+		q.retrying(e.BatchID, attempts, err)
 		if !sleep(ctx, backoff) {
 			return ctx.Err()
 		}
