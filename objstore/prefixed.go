@@ -66,3 +66,47 @@ func (p *prefixed) Delete(ctx context.Context, key string) error {
 	}
 	return p.inner.Delete(ctx, p.prefix+key)
 }
+
+func (p *prefixed) CreateMultipart(ctx context.Context, key string) (string, error) {
+	if err := checkKey(key); err != nil {
+		return "", err
+	}
+	mp, err := multipartOf(p.inner, OpCreateMultipart, key)
+	if err != nil {
+		return "", err
+	}
+	return mp.CreateMultipart(ctx, p.prefix+key)
+}
+
+func (p *prefixed) UploadPart(ctx context.Context, key, uploadID string, number int, data []byte) (Part, error) {
+	if err := checkKey(key); err != nil {
+		return Part{}, err
+	}
+	mp, err := multipartOf(p.inner, OpUploadPart, key)
+	if err != nil {
+		return Part{}, err
+	}
+	return mp.UploadPart(ctx, p.prefix+key, uploadID, number, data)
+}
+
+func (p *prefixed) CompleteMultipart(ctx context.Context, key, uploadID string, parts []Part) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	mp, err := multipartOf(p.inner, OpCompleteMultipart, key)
+	if err != nil {
+		return err
+	}
+	return mp.CompleteMultipart(ctx, p.prefix+key, uploadID, parts)
+}
+
+func (p *prefixed) AbortMultipart(ctx context.Context, key, uploadID string) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	mp, err := multipartOf(p.inner, OpAbortMultipart, key)
+	if err != nil {
+		return err
+	}
+	return mp.AbortMultipart(ctx, p.prefix+key, uploadID)
+}

@@ -509,3 +509,116 @@ func (s *S3) Delete(ctx context.Context, key string) error {
 	}
 	return nil
 }
+
+func isNoSuchUpload(err error) bool {
+	var nsu *types.NoSuchUpload
+	return errors.As(err, &nsu) || apiCode(err) == "NoSuchUpload"
+}
+
+// CreateMultipart starts a multipart upload. Its object stays invisible to
+// GET and LIST until CompleteMultipart. An upload never completed nor
+// aborted costs storage until a bucket lifecycle rule
+// (AbortIncompleteMultipartUpload) removes it.
+func (s *S3) CreateMultipart(ctx context.Context, key string) (string, error) {
+	if err := checkKey(key); err != nil {
+		return "", s.fail("create-multipart", key, err)
+	}
+	out, err := s.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{
+		Bucket: aws.String(s.bucket),
+		Key:    aws.String(s.prefix + key),
+	})
+	if err != nil {
+		return "", s.fail("create-multipart", key, err)
+	}
+	return aws.ToString(out.UploadId), nil
+}
+
+// UploadPart uploads one part; any process may upload parts of an upload.
+func (s *S3) UploadPart(ctx context.Context, key, uploadID string, number int, data []byte) (Part, error) {
+	if err := checkKey(key); err != nil {
+		return Part{}, s.fail("upload-part", key, err)
+	}
+	if number < 1 || number > 10000 {
+		return Part{}, s.fail("upload-part", key, fmt.Errorf("part number %d: must be 1..10000", number))
+	}
+	out, err := s.client.UploadPart(ctx, &s3.UploadPartInput{
+		Bucket:        aws.String(s.bucket),
+		Key:           aws.String(s.prefix + key),
+		UploadId:      aws.String(uploadID),
+		PartNumber:    aws.Int32(int32(number)),
+		Body:          bytes.NewReader(data),
+		ContentLength: aws.Int64(int64(len(data))),
+	})
+	if err != nil {
+		if isNoSuchUpload(err) {
+			return Part{}, s.fail("upload-part", key, fmt.Errorf("upload %s: %w", uploadID, ErrNoSuchUpload))
+		}
+		return Part{}, s.fail("upload-part", key, err)
+	}
+	etag := aws.ToString(out.ETag)
+	if want := PartETag(data); etag != want {
+		return Part{}, s.fail("upload-part", key, fmt.Errorf("part %d: server answered etag %s, the bytes sent have %s", number, etag, want))
+	}
+	return Part{Number: number, ETag: etag, Size: int64(len(data))}, nil
+}
+
+// CompleteMultipart completes the upload. A second call (after a lost
+// response, or by a restarted driver) gets NoSuchUpload from some servers
+// (MinIO, AWS after a while) and 200 from others (versitygw); on
+// NoSuchUpload a HeadObject whose ETag is MultipartETag(parts) means done.
+func (s *S3) CompleteMultipart(ctx context.Context, key, uploadID string, parts []Part) error {
+	if err := checkKey(key); err != nil {
+		return s.fail("complete-multipart", key, err)
+	}
+	if err := checkParts(key, parts); err != nil {
+		return s.fail("complete-multipart", key, err)
+	}
+	want, err := MultipartETag(parts)
+	if err != nil {
+		return s.fail("complete-multipart", key, err)
+	}
+	completed := make([]types.CompletedPart, len(parts))
+	for i, p := range parts {
+		completed[i] = types.CompletedPart{ETag: aws.String(p.ETag), PartNumber: aws.Int32(int32(p.Number))}
+	}
+	_, err = s.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
+		Bucket:          aws.String(s.bucket),
+		Key:             aws.String(s.prefix + key),
+		UploadId:        aws.String(uploadID),
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: completed},
+	})
+	if err == nil {
+		return nil
+	}
+	if !isNoSuchUpload(err) && !isNotFound(err) {
+		return s.fail("complete-multipart", key, err)
+	}
+	head, herr := s.client.HeadObject(ctx, &s3.HeadObjectInput{
+		Bucket: aws.String(s.bucket),
+		Key:    aws.String(s.prefix + key),
+	})
+	if herr == nil && aws.ToString(head.ETag) == want {
+		return nil
+	}
+	if herr != nil && !isNotFound(herr) {
+		return s.fail("complete-multipart", key, fmt.Errorf("upload %s is gone and reading the object failed: %w", uploadID, herr))
+	}
+	return s.fail("complete-multipart", key, fmt.Errorf("upload %s: %w", uploadID, ErrNoSuchUpload))
+}
+
+// AbortMultipart aborts the upload; an unknown upload is not an error, and
+// a completed object is left alone.
+func (s *S3) AbortMultipart(ctx context.Context, key, uploadID string) error {
+	if err := checkKey(key); err != nil {
+		return s.fail("abort-multipart", key, err)
+	}
+	_, err := s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
+		Bucket:   aws.String(s.bucket),
+		Key:      aws.String(s.prefix + key),
+		UploadId: aws.String(uploadID),
+	})
+	if err != nil && !isNoSuchUpload(err) && !isNotFound(err) {
+		return s.fail("abort-multipart", key, err)
+	}
+	return nil
+}
