@@ -489,6 +489,13 @@ func (q *Query) attempt(ctx context.Context, e *checkpoint.OffsetEntry, wm event
 	}
 	q.hook("before-sink-commit", e.BatchID)
 	switch {
+	case skipSink && cfg.FileSink != nil:
+		// The sink log has the batch: finish its commit (complete the
+		// logged uploads; idempotent) in case a crash came between the
+		// log entry and the completion.
+		if err := cfg.FileSink.Commit(ctx, sink.Batch{QueryID: q.meta.QueryID, ID: e.BatchID}, nil); err != nil {
+			return nil, false, fmt.Errorf("batch %d: finish sink commit: %w", e.BatchID, err)
+		}
 	case skipSink:
 	case cfg.FileSink != nil:
 		var files []string
