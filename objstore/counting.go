@@ -218,3 +218,15 @@ func (c *Counting) AbortMultipart(ctx context.Context, key, uploadID string) err
 	c.record(OpAbortMultipart, key, 0, err)
 	return err
 }
+
+func (c *Counting) ListInfo(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	il, ok := c.inner.(InfoLister)
+	if !ok {
+		err := fmt.Errorf("list %s: the store cannot list modification times", prefix)
+		c.record(OpList, prefix, 0, err)
+		return nil, err
+	}
+	infos, err := il.ListInfo(ctx, prefix)
+	c.record(OpList, prefix, 0, err)
+	return infos, err
+}

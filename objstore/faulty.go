@@ -290,3 +290,20 @@ func (f *Faulty) AbortMultipart(ctx context.Context, key, uploadID string) error
 		return mp.AbortMultipart(ctx, key, uploadID)
 	})
 }
+
+func (f *Faulty) ListInfo(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	var infos []ObjectInfo
+	err := f.do(OpList, prefix, func() error {
+		il, ok := f.inner.(InfoLister)
+		if !ok {
+			return fmt.Errorf("list %s: the store cannot list modification times", prefix)
+		}
+		var err error
+		infos, err = il.ListInfo(ctx, prefix)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return infos, nil
+}

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Mem is a Store in memory, for logic tests. It satisfies the whole Store
@@ -14,6 +15,7 @@ type Mem struct {
 	mu      sync.Mutex
 	objects map[string][]byte
 	uploads map[string]*memUpload // upload id -> staged parts
+	mtimes  map[string]time.Time
 }
 
 type memUpload struct {
@@ -23,7 +25,7 @@ type memUpload struct {
 
 // NewMem returns an empty in-memory Store.
 func NewMem() *Mem {
-	return &Mem{objects: make(map[string][]byte), uploads: make(map[string]*memUpload)}
+	return &Mem{objects: make(map[string][]byte), uploads: make(map[string]*memUpload), mtimes: make(map[string]time.Time)}
 }
 
 func (m *Mem) Get(ctx context.Context, key string) ([]byte, error) {
@@ -52,6 +54,7 @@ func (m *Mem) Put(ctx context.Context, key string, data []byte) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.objects[key] = append([]byte{}, data...)
+	m.mtimes[key] = time.Now()
 	return nil
 }
 
@@ -68,6 +71,7 @@ func (m *Mem) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 		return fmt.Errorf("put-if-absent %s: %w", key, ErrExists)
 	}
 	m.objects[key] = append([]byte{}, data...)
+	m.mtimes[key] = time.Now()
 	return nil
 }
 
@@ -159,6 +163,7 @@ func (m *Mem) CompleteMultipart(ctx context.Context, key, uploadID string, parts
 		all = append(all, b...)
 	}
 	m.objects[key] = all
+	m.mtimes[key] = time.Now()
 	delete(m.uploads, uploadID)
 	return nil
 }
@@ -181,4 +186,31 @@ func (m *Mem) PendingUploads() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.uploads)
+}
+
+// ListInfo is List with sizes and the time of each object's last write.
+func (m *Mem) ListInfo(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	keys, err := m.List(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]ObjectInfo, 0, len(keys))
+	for _, k := range keys {
+		if b, ok := m.objects[k]; ok {
+			out = append(out, ObjectInfo{Key: k, Size: int64(len(b)), ModTime: m.mtimes[k]})
+		}
+	}
+	return out, nil
+}
+
+// SetModTime sets an object's modification time (tests of sources that
+// order by it).
+func (m *Mem) SetModTime(key string, t time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.objects[key]; ok {
+		m.mtimes[key] = t
+	}
 }

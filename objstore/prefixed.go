@@ -2,6 +2,7 @@ package objstore
 
 import (
 	"context"
+	"fmt"
 	"strings"
 )
 
@@ -109,4 +110,23 @@ func (p *prefixed) AbortMultipart(ctx context.Context, key, uploadID string) err
 		return err
 	}
 	return mp.AbortMultipart(ctx, p.prefix+key, uploadID)
+}
+
+func (p *prefixed) ListInfo(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	il, ok := p.inner.(InfoLister)
+	if !ok {
+		return nil, fmt.Errorf("list %s: the store cannot list modification times", prefix)
+	}
+	infos, err := il.ListInfo(ctx, p.prefix+prefix)
+	if err != nil {
+		return nil, err
+	}
+	out := infos[:0]
+	for _, o := range infos {
+		if rel, ok := strings.CutPrefix(o.Key, p.prefix); ok {
+			o.Key = rel
+			out = append(out, o)
+		}
+	}
+	return out, nil
 }

@@ -622,3 +622,30 @@ func (s *S3) AbortMultipart(ctx context.Context, key, uploadID string) error {
 	}
 	return nil
 }
+
+// ListInfo is List with each object's size and LastModified.
+func (s *S3) ListInfo(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	var out []ObjectInfo
+	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{
+		Bucket: aws.String(s.bucket),
+		Prefix: aws.String(s.prefix + prefix),
+	}, func(o *s3.ListObjectsV2PaginatorOptions) {
+		if s.pageSize > 0 {
+			o.Limit = s.pageSize
+		}
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("s3 list s3://%s/%s%s: %w", s.bucket, s.prefix, prefix, err)
+		}
+		for _, obj := range page.Contents {
+			k := aws.ToString(obj.Key)
+			if rel, ok := strings.CutPrefix(k, s.prefix); ok && rel != "" && strings.HasPrefix(rel, prefix) {
+				out = append(out, ObjectInfo{Key: rel, Size: aws.ToInt64(obj.Size), ModTime: aws.ToTime(obj.LastModified)})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}

@@ -486,6 +486,11 @@ func (q *Query) runBatch(ctx context.Context, lp *loop, e *checkpoint.OffsetEntr
 		return err
 	}
 	q.hook("after-commit", e.BatchID)
+	if c, ok := cfg.Source.(source.Committer); ok && len(e.Sources) > 0 && !e.NoData {
+		if err := c.Commit(ctx, e.Sources[0].End); err != nil {
+			cfg.Logger.Warn("source clean-up after commit failed (the batch is committed)", "query", cfg.Spec.Name, "batch", e.BatchID, "err", err)
+		}
+	}
 	if gc, ok := cfg.Source.(source.GroupCommitter); ok && len(e.Sources) > 0 {
 		if err := gc.CommitToGroup(ctx, e.Sources[0].End); err != nil {
 			cfg.Logger.Warn("commit offsets to group failed (display only; the checkpoint is the cursor)", "query", cfg.Spec.Name, "batch", e.BatchID, "err", err)
