@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/statestore"
 )
 
 // FormatVersion is written in every log entry.
@@ -81,6 +82,9 @@ type CommitEntry struct {
 	Version              int   `json:"version"`
 	BatchID              int64 `json:"batchId"`
 	NextBatchWatermarkMs int64 `json:"nextBatchWatermarkMs"`
+	// State says which state partitions' files make version N+1 (absent
+	// for a query without state, and in entries of older versions).
+	State *statestore.CommitRecord `json:"state,omitempty"`
 	// RunID is the driver run that wrote the entry (see OffsetEntry).
 	RunID string `json:"runId,omitempty"`
 }

@@ -482,6 +482,23 @@ func (q *Query) runBatch(ctx context.Context, lp *loop, e *checkpoint.OffsetEntr
 	}
 	commitStart := cfg.Now()
 	ce := &checkpoint.CommitEntry{BatchID: e.BatchID, NextBatchWatermarkMs: next / 1000, RunID: q.runID}
+	if q.layout != nil {
+		// Which partitions' state files make version N+1: a delta (or a
+		// snapshot) of an abandoned attempt for a partition not listed is
+		// never loaded, and a listed one that is missing is an error.
+		rec := &statestore.CommitRecord{Deltas: []int{}}
+		for _, r := range res.Reduces {
+			if r.StateWrites >= 1 {
+				rec.Deltas = append(rec.Deltas, r.Partition)
+			}
+			if r.StateWrites >= 2 {
+				rec.Snapshots = append(rec.Snapshots, r.Partition)
+			}
+		}
+		sort.Ints(rec.Deltas)
+		sort.Ints(rec.Snapshots)
+		ce.State = rec
+	}
 	if err := q.writeLog(ctx, fmt.Sprintf("commits/%d", e.BatchID), func(ctx context.Context) error { return q.log.WriteCommit(ctx, ce) }); err != nil {
 		return err
 	}
