@@ -28,9 +28,6 @@ import (
 type listingReader struct {
 	t    *testing.T
 	list func(ctx context.Context) (map[string][]byte, error)
-	// query, when set, takes a snapshot instead of list (a real DuckDB,
-	// duckdb_test.go).
-	query func(ctx context.Context) ([]tiletest.Window, error)
 
 	stop chan struct{}
 	done chan struct{}
@@ -107,13 +104,6 @@ func (r *listingReader) run() {
 		case <-time.After(20 * time.Millisecond):
 		}
 		snap := listingSnapshot{at: time.Now()}
-		if r.query != nil {
-			snap.windows, snap.err = r.query(context.Background())
-			r.mu.Lock()
-			r.snapshots = append(r.snapshots, snap)
-			r.mu.Unlock()
-			continue
-		}
 		files, err := r.list(context.Background())
 		snap.files, snap.err = len(files), err
 		for name, data := range files {
@@ -190,16 +180,11 @@ func (r *listingReader) check(want []tiletest.Window) int {
 		t.Fatal("the listing reader took no snapshot")
 	}
 	// A final snapshot after everything committed.
-	var got []tiletest.Window
-	var files map[string][]byte
-	var err error
-	if r.query != nil {
-		if got, err = r.query(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-	} else if files, err = r.list(context.Background()); err != nil {
+	files, err := r.list(context.Background())
+	if err != nil {
 		t.Fatal(err)
 	}
+	var got []tiletest.Window
 	for name, data := range files {
 		cols, rows, err := parquet.ReadFile(data)
 		if err != nil {
