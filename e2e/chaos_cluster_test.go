@@ -113,6 +113,7 @@ func randomExecutorKills(t *testing.T, secure ...string) {
 	rng := chaosRand(seed)
 	iterations := chaosIterations(t, 4)
 	q := startClusterQuery(t, seed, localPlace(t), 3, secure...)
+	reader := startListingReader(t, q.p)
 	var kills []time.Time
 	for range iterations {
 		time.Sleep(time.Duration(300+rng.IntN(1200)) * time.Millisecond) // spacing the kills
@@ -159,6 +160,8 @@ func randomExecutorKills(t *testing.T, secure ...string) {
 	finish(t, q.p, q.f.oracle(), summary{scenario: scenario, seed: seed, kills: len(kills), retries: retries(prog),
 		extra: []string{fmt.Sprintf("files=%d", files), fmt.Sprintf("executors_removed=%d", removed),
 			"kill_to_next_commit_ms(median/max)=" + durations(killToCommit)}})
+	n := reader.check(q.f.oracle())
+	t.Logf("listing reader: %d snapshots of the sink directory, each only committed windows, each once", n)
 }
 
 func chaosFreePort(t *testing.T) int {

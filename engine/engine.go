@@ -295,7 +295,15 @@ func openSource(ctx context.Context, spec *query.Spec, opts Options) (source.Sou
 		if err != nil {
 			return nil, fmt.Errorf("open source.file.path: %w", err)
 		}
-		return file.New(st, *spec.Source.File, opts.Logger), nil
+		src := file.New(st, *spec.Source.File, opts.Logger)
+		if dir := spec.Source.File.SourceArchiveDir; dir != "" && spec.Source.File.CleanSource == query.CleanSourceArchive {
+			ast, err := opts.open(ctx, RoleSource, dir)
+			if err != nil {
+				return nil, fmt.Errorf("open source.file.sourceArchiveDir: %w", err)
+			}
+			src.SetArchive(ast)
+		}
+		return src, nil
 	case spec.Source.Generator != nil:
 		return generator.New(*spec.Source.Generator), nil
 	case spec.Source.Kafka != nil:

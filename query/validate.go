@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -183,6 +184,24 @@ func (v *validator) source() {
 		}
 		if f.MaxFilesPerTrigger < 0 {
 			v.add("source.file.maxFilesPerTrigger", strconv.Itoa(f.MaxFilesPerTrigger), "must be >= 0 (0 means no cap)")
+		}
+		if f.MaxFileAge < 0 {
+			v.add("source.file.maxFileAge", f.MaxFileAge.D().String(), "must be positive (default 7d): files older than this, relative to the newest file, are ignored")
+		}
+		switch f.CleanSource {
+		case "", CleanSourceOff, CleanSourceDelete:
+			if f.SourceArchiveDir != "" {
+				v.add("source.file.sourceArchiveDir", f.SourceArchiveDir, "is only used with cleanSource: archive")
+			}
+		case CleanSourceArchive:
+			switch {
+			case f.SourceArchiveDir == "":
+				v.add("source.file.sourceArchiveDir", "", "required with cleanSource: archive: the directory consumed files are moved to")
+			case f.Path != "" && underDir(f.SourceArchiveDir, f.Path):
+				v.add("source.file.sourceArchiveDir", f.SourceArchiveDir, "must not be inside source.file.path %q: archived files would be read again", f.Path)
+			}
+		default:
+			v.add("source.file.cleanSource", f.CleanSource, "must be off, delete or archive")
 		}
 	}
 	if src.Generator != nil {
@@ -745,4 +764,16 @@ func sortedKeysOf[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// underDir reports whether path is dir or inside it, comparing cleaned
+// slash paths (URIs compare as strings).
+func underDir(path, dir string) bool {
+	p := strings.TrimSuffix(strings.TrimPrefix(path, "file://"), "/") + "/"
+	d := strings.TrimSuffix(strings.TrimPrefix(dir, "file://"), "/") + "/"
+	if !strings.Contains(p, "://") {
+		p = filepath.ToSlash(filepath.Clean(p)) + "/"
+		d = filepath.ToSlash(filepath.Clean(d)) + "/"
+	}
+	return strings.HasPrefix(p, d)
 }

@@ -392,7 +392,8 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 			continue
 		}
 		lp.lastRun = triggerStart
-		if err := q.log.WriteOffsets(ctx, entry); err != nil {
+		entry.RunID = q.runID
+		if err := q.writeLog(ctx, fmt.Sprintf("offsets/%d", entry.BatchID), func(ctx context.Context) error { return q.log.WriteOffsets(ctx, entry) }); err != nil {
 			return stopErr(ctx, err)
 		}
 		q.hook("after-offsets", entry.BatchID)
@@ -402,6 +403,50 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 		if cfg.Spec.Trigger.Once {
 			return nil
 		}
+	}
+}
+
+// writeLog makes one create-if-absent log write (offsets/N, commits/N),
+// retried with backoff while it fails for less than PlanRetryFor (an object
+// store away for a while), as planning and batches are. The fencing answer
+// (the entry exists) is never retried; but when an earlier attempt failed
+// with its outcome unknown (a lost response), an existing entry written by
+// this run is that attempt, and the write succeeded.
+func (q *Query) writeLog(ctx context.Context, key string, write func(context.Context) error) error {
+	cfg := q.cfg
+	backoff := cfg.RetryBackoff
+	var failingSince time.Time
+	for {
+		err := write(ctx)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, checkpoint.ErrFenced) {
+			if !failingSince.IsZero() {
+				if mine, rerr := q.log.WrittenBy(ctx, key, q.runID); rerr == nil && mine {
+					cfg.Logger.Info("a retried log write found its own earlier attempt", "query", cfg.Spec.Name, "object", key)
+					return nil
+				}
+			}
+			return err
+		}
+		if permanent(err) || ctx.Err() != nil {
+			return err
+		}
+		if failingSince.IsZero() {
+			failingSince = cfg.Now()
+		}
+		if cfg.PlanRetryFor == 0 {
+			return err
+		}
+		if cfg.Now().Sub(failingSince) > cfg.PlanRetryFor {
+			return fmt.Errorf("write %s has failed for %v: %w", key, cfg.PlanRetryFor, err)
+		}
+		cfg.Logger.Warn("cannot write the checkpoint log; retrying", "query", cfg.Spec.Name, "object", key, "retry_in", backoff, "err", err)
+		if !sleep(ctx, backoff) {
+			return ctx.Err()
+		}
+		backoff = min(backoff*2, 10*time.Second)
 	}
 }
 
@@ -531,10 +576,33 @@ func (q *Query) runBatch(ctx context.Context, lp *loop, e *checkpoint.OffsetEntr
 		next = int64(eventtime.Advance(wm.Evict, res.MaxEventTime, res.HasEventTime, delay))
 	}
 	commitStart := cfg.Now()
-	if err := q.log.WriteCommit(ctx, &checkpoint.CommitEntry{BatchID: e.BatchID, NextBatchWatermarkMs: next / 1000}); err != nil {
+	ce := &checkpoint.CommitEntry{BatchID: e.BatchID, NextBatchWatermarkMs: next / 1000, RunID: q.runID}
+	if q.layout != nil {
+		// Which partitions' state files make version N+1: a delta (or a
+		// snapshot) of an abandoned attempt for a partition not listed is
+		// never loaded, and a listed one that is missing is an error.
+		rec := &statestore.CommitRecord{Deltas: []int{}}
+		for _, r := range res.Reduces {
+			if r.StateWrites >= 1 {
+				rec.Deltas = append(rec.Deltas, r.Partition)
+			}
+			if r.StateWrites >= 2 {
+				rec.Snapshots = append(rec.Snapshots, r.Partition)
+			}
+		}
+		sort.Ints(rec.Deltas)
+		sort.Ints(rec.Snapshots)
+		ce.State = rec
+	}
+	if err := q.writeLog(ctx, fmt.Sprintf("commits/%d", e.BatchID), func(ctx context.Context) error { return q.log.WriteCommit(ctx, ce) }); err != nil {
 		return err
 	}
 	q.hook("after-commit", e.BatchID)
+	if c, ok := cfg.Source.(source.Committer); ok && len(e.Sources) > 0 && !e.NoData {
+		if err := c.Commit(ctx, e.Sources[0].End); err != nil {
+			cfg.Logger.Warn("source clean-up after commit failed (the batch is committed)", "query", cfg.Spec.Name, "batch", e.BatchID, "err", err)
+		}
+	}
 	if gc, ok := cfg.Source.(source.GroupCommitter); ok && len(e.Sources) > 0 {
 		if err := gc.CommitToGroup(ctx, e.Sources[0].End); err != nil {
 			cfg.Logger.Warn("commit offsets to group failed (display only; the checkpoint is the cursor)", "query", cfg.Spec.Name, "batch", e.BatchID, "err", err)
@@ -586,6 +654,13 @@ func (q *Query) attempt(ctx context.Context, e *checkpoint.OffsetEntry, wm event
 	}
 	q.hook("before-sink-commit", e.BatchID)
 	switch {
+	case skipSink && cfg.FileSink != nil:
+		// The sink log has the batch: finish its commit (complete the
+		// logged uploads; idempotent) in case a crash came between the
+		// log entry and the completion.
+		if err := cfg.FileSink.Commit(ctx, sink.Batch{QueryID: q.meta.QueryID, ID: e.BatchID}, nil); err != nil {
+			return nil, false, fmt.Errorf("batch %d: finish sink commit: %w", e.BatchID, err)
+		}
 	case skipSink:
 	case cfg.FileSink != nil:
 		var files []string
