@@ -38,6 +38,10 @@ type config struct {
 	kafka             KafkaConfig
 	kafkaRSS          string
 	kafkaOptions      string
+	partitions        PartitionsConfig
+	partCounts        string
+	partExecutors     string
+	partBatch         string
 }
 
 func main() {
@@ -75,7 +79,35 @@ func main() {
 	flag.DurationVar(&c.latencyFor, "latency-for", 30*time.Second, "latency: steady load per trigger (0 and 1s)")
 	executors := flag.String("executors", "1,2,3", "executors: executor process counts to run against one driver run process")
 	groupsCourses := flag.String("groups-courses", "10000,1000000", "bytes per open group: course counts (3 rows each, a minute of event time); the figure is the heap difference between the first and the last")
+	flag.IntVar(&c.partitions.Rows, "partitions-n", 2_000_000, "partitions: events per throughput topic (0: no throughput runs)")
+	flag.StringVar(&c.partCounts, "partitions-counts", "8,64,512,1024", "partitions: partition counts of the throughput topics (the first is the base of the ratios)")
+	flag.StringVar(&c.partExecutors, "partitions-executors", "0,2,16", "partitions: executors of the throughput runs (0: one process; n: n in-process executors over loopback gRPC)")
+	flag.Int64Var(&c.partitions.MaxOffsets, "partitions-max-offsets", 500_000, "partitions: maxOffsetsPerTrigger of the throughput runs")
+	flag.IntVar(&c.partitions.Runs, "partitions-runs", 1, "partitions: rounds of the throughput and batch runs (figures are medians)")
+	flag.IntVar(&c.partitions.State, "partitions-state", 64, "partitions: state partitions (shufflePartitions) of the throughput and batch runs")
+	flag.Int64Var(&c.partitions.BatchRows, "partitions-batch-rows", 20_000, "partitions: rows per batch of the batch figures (each topic holds ten batches; 0: none)")
+	flag.StringVar(&c.partBatch, "partitions-batch-counts", "8,1024", "partitions: partition counts of the batch figures")
+	flag.IntVar(&c.partitions.ScaleExecutors, "partitions-scale-executors", 64, "partitions: executor processes of the scale simulation (0: none)")
+	flag.IntVar(&c.partitions.ScalePartitions, "partitions-scale-partitions", 1024, "partitions: topic partitions of the scale simulation")
+	flag.IntVar(&c.partitions.ScaleLeave, "partitions-scale-leave", 16, "partitions: executors that leave at once (SIGTERM) half-way through the scale simulation")
+	flag.IntVar(&c.partitions.ScaleRows, "partitions-scale-n", 400_000, "partitions: events of the scale simulation (batches of 20000)")
+	flag.DurationVar(&c.partitions.ScaleIdle, "partitions-scale-idle", 10*time.Second, "partitions: how long the idle driver's CPU is measured with every executor heartbeating")
 	flag.Parse()
+	var err error
+	if c.partitions.Counts, err = int32List(c.partCounts); err == nil {
+		c.partitions.BatchPartitions, err = int32List(c.partBatch)
+	}
+	if err == nil {
+		var ex []int32
+		ex, err = int32List(c.partExecutors)
+		for _, e := range ex {
+			c.partitions.Executors = append(c.partitions.Executors, int(e))
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sluicebench: -partitions-*:", err)
+		os.Exit(2)
+	}
 	c.kafka.Partitions = int32(partitions)
 	for _, f := range []struct {
 		name, v string
@@ -152,9 +184,10 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	}
 	all := len(want) == 0
 	// kafka preloads a broker with millions of records: only when named.
-	// A -report runs it too: the report is the whole suite.
+	// A -report runs it too: the report is the whole suite (but for the
+	// partitions scale simulation, which is run on its own).
 	do := func(s string) bool {
-		return (all && ((s != "kafka" && s != "scaling" && s != "nodata-s3" && s != "recovery" && s != "executors" && s != "latency") || c.report != "")) || want[s]
+		return (all && s != "partitions" && ((s != "kafka" && s != "scaling" && s != "nodata-s3" && s != "recovery" && s != "executors" && s != "latency") || c.report != "")) || want[s]
 	}
 
 	dir := c.dir
@@ -186,6 +219,15 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		}
 		load = startLoadSampler()
 		machine.Start = time.Now()
+	}
+	if do("partitions") {
+		c.partitions.Dir = filepath.Join(dir, "partitions")
+		if err := runPartitions(ctx, c.partitions, out); err != nil {
+			return fmt.Errorf("partitions measurement: %w", err)
+		}
+		if len(want) == 1 {
+			return nil
+		}
 	}
 	fmt.Fprintf(out, "sluicebench: %d events, %d rounds, maxRowsPerTrigger %d, GOMAXPROCS %d, %s, %s\n",
 		c.rows, c.runs, c.maxRowsPerTrigger, runtime.GOMAXPROCS(0), runtime.Version(), time.Now().UTC().Format(time.RFC3339))
@@ -547,4 +589,20 @@ func printMarkdown(out io.Writer, res *Results, c config) {
 	for _, l := range tableLines(res, c) {
 		fmt.Fprintf(out, "| %s | %s | %s |\n", strings.TrimSpace(l.name), l.value, l.target)
 	}
+}
+
+// int32List parses "8,64,512" (empty: none).
+func int32List(s string) ([]int32, error) {
+	var out []int32
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(f, 10, 32)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q is not a count", f)
+		}
+		out = append(out, int32(n))
+	}
+	return out, nil
 }

@@ -38,7 +38,7 @@ func exists(p string) bool {
 }
 
 // waitFor polls cond until it holds, the process exits or the deadline passes.
-func waitFor(ctx context.Context, cond func() bool, exited <-chan error, d time.Duration) error {
+func waitForCond(ctx context.Context, cond func() bool, exited <-chan error, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for !cond() {
 		select {
@@ -101,7 +101,7 @@ func runRecovery(ctx context.Context, c config, driver, dir string, kills int, o
 		if err != nil {
 			return nil, err
 		}
-		err = waitFor(ctx, func() bool { return exists(offsets1) }, exited, 2*time.Minute)
+		err = waitForCond(ctx, func() bool { return exists(offsets1) }, exited, 2*time.Minute)
 		if err == nil && exists(commit1) {
 			err = errors.New("batch 1 committed before the kill: use larger -rows-per-file")
 		}
@@ -120,7 +120,7 @@ func runRecovery(ctx context.Context, c config, driver, dir string, kills int, o
 		if err != nil {
 			return nil, err
 		}
-		err = waitFor(ctx, func() bool { return exists(commit1) }, exited2, 2*time.Minute)
+		err = waitForCond(ctx, func() bool { return exists(commit1) }, exited2, 2*time.Minute)
 		committed := time.Now()
 		second.Process.Signal(syscall.SIGKILL)
 		<-exited2

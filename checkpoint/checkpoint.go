@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/statestore"
 )
 
 // FormatVersion is written in every log entry.
@@ -71,6 +72,9 @@ type OffsetEntry struct {
 	Sources          []SourceRange `json:"sources"`
 	// Conf holds the settings frozen for the query's life.
 	Conf map[string]string `json:"conf"`
+	// RunID is the driver run that wrote the entry: a retried write that
+	// finds the entry already there recognises its own earlier attempt.
+	RunID string `json:"runId,omitempty"`
 }
 
 // CommitEntry is commits/N.
@@ -78,6 +82,11 @@ type CommitEntry struct {
 	Version              int   `json:"version"`
 	BatchID              int64 `json:"batchId"`
 	NextBatchWatermarkMs int64 `json:"nextBatchWatermarkMs"`
+	// State says which state partitions' files make version N+1 (absent
+	// for a query without state, and in entries of older versions).
+	State *statestore.CommitRecord `json:"state,omitempty"`
+	// RunID is the driver run that wrote the entry (see OffsetEntry).
+	RunID string `json:"runId,omitempty"`
 }
 
 // Log reads and writes a checkpoint's log entries.
@@ -207,6 +216,18 @@ func (l *Log) create(ctx context.Context, key string, batch int64, v any) error 
 func (l *Log) WriteOffsets(ctx context.Context, e *OffsetEntry) error {
 	e.Version = FormatVersion
 	return l.create(ctx, fmt.Sprintf("offsets/%d", e.BatchID), e.BatchID, e)
+}
+
+// WrittenBy reports whether the log entry at key (offsets/N or commits/N)
+// was written by the driver run runID.
+func (l *Log) WrittenBy(ctx context.Context, key, runID string) (bool, error) {
+	var e struct {
+		RunID string `json:"runId"`
+	}
+	if err := l.getJSON(ctx, key, &e); err != nil {
+		return false, err
+	}
+	return runID != "" && e.RunID == runID, nil
 }
 
 // WriteCommit creates commits/N after the sink committed batch N.

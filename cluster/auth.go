@@ -3,8 +3,10 @@ package cluster
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
@@ -24,10 +27,19 @@ const TokenEnv = "SLUICE_TOKEN"
 
 // LoadToken returns the cluster token: the content of file (surrounding
 // whitespace trimmed) when file is set, else $SLUICE_TOKEN; "" when
-// neither is set.
+// neither is set. A token that is empty or only whitespace is an error: a
+// blank token must not silently turn authentication off.
 func LoadToken(file string) (string, error) {
 	if file == "" {
-		return strings.TrimSpace(os.Getenv(TokenEnv)), nil
+		v, ok := os.LookupEnv(TokenEnv)
+		if !ok {
+			return "", nil
+		}
+		tok := strings.TrimSpace(v)
+		if tok == "" {
+			return "", fmt.Errorf("%s is set but empty or only whitespace: the cluster token must not be empty; unset it to run without a token", TokenEnv)
+		}
+		return tok, nil
 	}
 	b, err := os.ReadFile(file)
 	if err != nil {
@@ -35,23 +47,34 @@ func LoadToken(file string) (string, error) {
 	}
 	tok := strings.TrimSpace(string(b))
 	if tok == "" {
-		return "", fmt.Errorf("--token-file %s is empty: the cluster token must not be empty", file)
+		return "", fmt.Errorf("--token-file %s is empty or only whitespace: the cluster token must not be empty", file)
 	}
 	return tok, nil
 }
 
-// MaxMessageBytes bounds one gRPC message: a reduce task's rows returned
-// to the driver for a driver-side sink travel in one message.
-const MaxMessageBytes = 1 << 30
+// MaxMessageBytes bounds one gRPC message, received or sent, on every
+// server and client: gRPC reads a whole message before any interceptor
+// checks the token, so this is what an unauthenticated peer can make a
+// server allocate per stream. Large payloads (shuffle partials, a reduce
+// task's rows for a driver-side sink) travel in chunks well below it.
+const MaxMessageBytes = 4 << 20
 
 // refusal is the error a peer without the token gets.
 const refusal = "refused: the call carries no Sluice cluster token or a wrong one; give every driver, executor and CLI the same --token-file or " + TokenEnv
 
 // ServerOptions returns the options of a server that refuses every call,
-// on every service, whose token differs from token ("" disables the check).
-// Refusals are logged with the method and the peer's address.
-func ServerOptions(token string, logger *slog.Logger) []grpc.ServerOption {
+// on every service, whose token differs from token ("" disables the check),
+// and serves TLS with tlsCfg (nil: plaintext; see tlsconf.Source's
+// ServerConfig). Refusals, and failed TLS handshakes with their cause, are
+// logged with the peer's address.
+func ServerOptions(token string, tlsCfg *tls.Config, logger *slog.Logger) []grpc.ServerOption {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes)}
+	if tlsCfg != nil {
+		opts = append(opts, grpc.Creds(loggedCreds{credentials.NewTLS(tlsCfg), logger}))
+	}
 	if token == "" {
 		return opts
 	}
@@ -92,16 +115,39 @@ func (t tokenCreds) GetRequestMetadata(context.Context, ...string) (map[string]s
 	return map[string]string{"authorization": "Bearer " + string(t)}, nil
 }
 
-// RequireTransportSecurity is false: on loopback or inside a cluster
-// network the token rides in clear; use mTLS where the network is not
-// trusted.
+// RequireTransportSecurity is false: without TLS (on loopback, or with
+// --insecure) the token rides in clear; with TLS it is encrypted.
 func (t tokenCreds) RequireTransportSecurity() bool { return false }
 
+// loggedCreds logs why a server-side TLS handshake failed: a plaintext
+// client, a certificate of another CA, an expired one, none.
+type loggedCreds struct {
+	credentials.TransportCredentials
+	log *slog.Logger
+}
+
+func (c loggedCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	conn, info, err := c.TransportCredentials.ServerHandshake(raw)
+	if err != nil {
+		c.log.Warn("refused a connection: TLS handshake failed", "peer", raw.RemoteAddr().String(), "err", err)
+	}
+	return conn, info, err
+}
+
+func (c loggedCreds) Clone() credentials.TransportCredentials {
+	return loggedCreds{c.TransportCredentials.Clone(), c.log}
+}
+
 // DialOptions returns the options of a client that presents token ("" for
-// none).
-func DialOptions(token string) []grpc.DialOption {
+// none) and speaks TLS with tlsCfg (nil: plaintext; see tlsconf.Source's
+// ClientConfig).
+func DialOptions(token string, tlsCfg *tls.Config) []grpc.DialOption {
+	creds := insecure.NewCredentials()
+	if tlsCfg != nil {
+		creds = credentials.NewTLS(tlsCfg)
+	}
 	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		// Reconnect quickly: a peer that restarts (a driver, an executor)
 		// is back within a second, and gRPC's default first backoff is 1s.
 		grpc.WithConnectParams(grpc.ConnectParams{

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/tiletest"
+	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/scheduler"
@@ -27,6 +28,7 @@ type testCluster struct {
 	t      testing.TB
 	driver *Driver
 	token  string
+	tls    *tlsconf.Source
 	mu     sync.Mutex
 	nodes  []*Node
 	stops  []context.CancelFunc
@@ -42,14 +44,21 @@ func testLogger(t testing.TB) *slog.Logger {
 
 func newTestCluster(t testing.TB, executors int, token string) *testCluster {
 	t.Helper()
-	d, err := NewDriver(DriverOptions{Listen: "127.0.0.1:0", Token: token, HeartbeatTimeout: 2 * time.Second, Logger: testLogger(t).With("proc", "driver")})
+	return newSecureTestCluster(t, executors, token, nil, testLogger(t))
+}
+
+// newSecureTestCluster is newTestCluster with TLS from src (nil: none) on
+// every server and client; the driver logs to log.
+func newSecureTestCluster(t testing.TB, executors int, token string, src *tlsconf.Source, log *slog.Logger) *testCluster {
+	t.Helper()
+	d, err := NewDriver(DriverOptions{Listen: "127.0.0.1:0", Token: token, TLS: src, HeartbeatTimeout: 2 * time.Second, Logger: log.With("proc", "driver")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Serve(ctx) }()
-	c := &testCluster{t: t, driver: d, token: token}
+	c := &testCluster{t: t, driver: d, token: token, tls: src}
 	t.Cleanup(func() {
 		c.stopAll()
 		cancel()
@@ -64,7 +73,7 @@ func newTestCluster(t testing.TB, executors int, token string) *testCluster {
 
 func (c *testCluster) addNode(edit ...func(*NodeOptions)) *Node {
 	c.t.Helper()
-	opts := NodeOptions{Driver: c.driver.Addr(), DataDir: c.t.TempDir(), Token: c.token, Slots: 2,
+	opts := NodeOptions{Driver: c.driver.Addr(), DataDir: c.t.TempDir(), Token: c.token, TLS: c.tls, Slots: 2,
 		Logger: testLogger(c.t).With("proc", fmt.Sprintf("exec%d", len(c.nodes)))}
 	for _, e := range edit {
 		e(&opts)

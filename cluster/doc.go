@@ -53,10 +53,22 @@
 //   - a reduce task decodes one partition's partials from every map task at
 //     once (agg.Layout.Reduce takes them together);
 //   - rows returned to the driver for a driver-side sink (jsonBatches,
-//     console, foreachBatch) travel in one message per partition, at most
-//     MaxMessageBytes (1 GiB); Parquet output is written by executors;
+//     console, foreachBatch) stream in whole-row chunks of about 256 KiB,
+//     gathered by the driver per partition; Parquet output is written by
+//     executors;
+//   - no gRPC message, either way, exceeds MaxMessageBytes (4 MiB): gRPC
+//     buffers a whole message before the token is checked, so that is what
+//     an unauthenticated peer can make a server allocate per stream;
 //   - the in-memory state provider keeps partitions that moved away cached
 //     until the executor restarts (statestore has no call to evict them).
+//
+// Security (auth.go): ServerOptions and DialOptions are the one place
+// credentials are built: the cluster token checked on every call of every
+// service, and TLS from internal/tlsconf (mutual with a CA, certificates
+// re-read when their files change). checkListen refuses a non-loopback
+// listen address where no peer must authenticate (no token, no mutual
+// TLS) unless Insecure is set, and NewRunner refuses to send a spec with
+// secrets to executors over plaintext beyond loopback.
 //
 // Generated protobuf types stay in this package and in shuffle; the engine
 // packages it calls take domain types.

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/proto/sluicepb"
 )
 
@@ -21,12 +23,21 @@ type DriverOptions struct {
 	Listen string
 	// Token is the cluster token every peer must present ("" disables).
 	Token string
+	// TLS is the certificate source (nil: plaintext). With a CA it is
+	// mutual: executors and the CLI must present certificates it signed.
+	TLS *tlsconf.Source
+	// Insecure accepts a non-loopback Listen with no authentication (it
+	// logs a warning).
+	Insecure bool
 	// HeartbeatTimeout removes an executor silent for longer (default 5s);
 	// executors heartbeat every HeartbeatTimeout/5.
 	HeartbeatTimeout time.Duration
 	Logger           *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Control, if set, serves the CLI's ControlService (the driver
+	// service); without it the service answers Unimplemented.
+	Control sluicepb.ControlServiceServer
 }
 
 // DefaultDriverListen is the driver's default address: loopback only.
@@ -57,34 +68,77 @@ func NewDriver(opts DriverOptions) (*Driver, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if err := checkListen(opts.Listen, opts.Token); err != nil {
+	if err := checkListen(opts.Listen, opts.Token, opts.TLS, opts.Insecure, opts.Logger); err != nil {
+		return nil, err
+	}
+	serverTLS, clientTLS, err := transport(opts.TLS)
+	if err != nil {
 		return nil, err
 	}
 	lis, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", opts.Listen, err)
 	}
-	d := &Driver{opts: opts, lis: lis, pool: NewPool(opts.Token)}
+	d := &Driver{opts: opts, lis: lis, pool: NewPool(opts.Token, clientTLS)}
 	d.Members = NewMembership(opts.HeartbeatTimeout, opts.Logger, func(m Member) { d.pool.Drop(m.Address) })
-	d.srv = grpc.NewServer(ServerOptions(opts.Token, opts.Logger)...)
+	d.srv = grpc.NewServer(ServerOptions(opts.Token, serverTLS, opts.Logger)...)
 	sluicepb.RegisterDriverServiceServer(d.srv, &driverService{d: d})
-	sluicepb.RegisterControlServiceServer(d.srv, controlService{})
+	if opts.Control != nil {
+		sluicepb.RegisterControlServiceServer(d.srv, opts.Control)
+	} else {
+		sluicepb.RegisterControlServiceServer(d.srv, controlService{})
+	}
 	return d, nil
 }
 
-// checkListen refuses to serve beyond loopback without a token.
-func checkListen(addr, token string) error {
-	if token != "" {
-		return nil
-	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
+// checkListen refuses to serve beyond loopback when no peer has to
+// authenticate: neither a cluster token nor mutual TLS (a CA). insecure is
+// the explicit way out; it is logged at every start.
+func checkListen(addr, token string, src *tlsconf.Source, insecure bool, log *slog.Logger) error {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("listen address %q: %w", addr, err)
 	}
-	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+	loopback := isLoopback(addr)
+	mutual := src != nil && src.Mutual()
+	if insecure {
+		log.Warn("--insecure: serving without requiring authentication where none is configured; any process that can reach this address may join the cluster, receive query specs with their secrets and run tasks",
+			"listen", addr, "token", token != "", "tls", src != nil, "mutualTLS", mutual)
 		return nil
 	}
-	return fmt.Errorf("listen address %s is not loopback and no cluster token is set: any peer could run tasks; set --token-file or %s, or listen on 127.0.0.1", addr, TokenEnv)
+	if loopback || token != "" || mutual {
+		if !loopback && src == nil {
+			log.Warn("serving beyond loopback without TLS: the cluster token and the secrets in query specs cross the network in clear; add --tls-dir (or --tls-cert, --tls-key, --tls-ca)", "listen", addr)
+		}
+		return nil
+	}
+	what := "no TLS and no cluster token"
+	if src != nil {
+		what = "TLS without a CA (clients are not authenticated) and no cluster token"
+	}
+	return fmt.Errorf("listen address %s is not loopback and %s is set: any peer could join, receive secrets and run tasks; add --tls-ca (mutual TLS, with --tls-cert/--tls-key or --tls-dir) or --token-file (or %s), listen on 127.0.0.1, or pass --insecure to accept an open cluster", addr, what, TokenEnv)
+}
+
+// isLoopback reports whether the host of addr is a loopback address.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
+}
+
+// transport returns the server and client TLS configs of src (nil, nil
+// when src is nil).
+func transport(src *tlsconf.Source) (server, client *tls.Config, err error) {
+	if src == nil {
+		return nil, nil, nil
+	}
+	server, err = src.ServerConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	return server, src.ClientConfig(), nil
 }
 
 // Addr returns the address the driver listens on.

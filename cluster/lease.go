@@ -79,3 +79,50 @@ func (s *leasedStore) Delete(ctx context.Context, key string) error {
 	}
 	return s.Store.Delete(ctx, key)
 }
+
+// The multipart calls a reduce task makes (create, upload part) are writes
+// and need the lease; completing and aborting are the driver's, but pass
+// the same check when an executor makes them.
+
+func (s *leasedStore) multipart(op, key string) (objstore.Multipart, error) {
+	if err := s.check(op, key); err != nil {
+		return nil, err
+	}
+	mp, ok := s.Store.(objstore.Multipart)
+	if !ok {
+		return nil, fmt.Errorf("%s %s: %w", op, key, objstore.ErrMultipartUnsupported)
+	}
+	return mp, nil
+}
+
+func (s *leasedStore) CreateMultipart(ctx context.Context, key string) (string, error) {
+	mp, err := s.multipart("create-multipart", key)
+	if err != nil {
+		return "", err
+	}
+	return mp.CreateMultipart(ctx, key)
+}
+
+func (s *leasedStore) UploadPart(ctx context.Context, key, uploadID string, number int, data []byte) (objstore.Part, error) {
+	mp, err := s.multipart("upload-part", key)
+	if err != nil {
+		return objstore.Part{}, err
+	}
+	return mp.UploadPart(ctx, key, uploadID, number, data)
+}
+
+func (s *leasedStore) CompleteMultipart(ctx context.Context, key, uploadID string, parts []objstore.Part) error {
+	mp, err := s.multipart("complete-multipart", key)
+	if err != nil {
+		return err
+	}
+	return mp.CompleteMultipart(ctx, key, uploadID, parts)
+}
+
+func (s *leasedStore) AbortMultipart(ctx context.Context, key, uploadID string) error {
+	mp, err := s.multipart("abort-multipart", key)
+	if err != nil {
+		return err
+	}
+	return mp.AbortMultipart(ctx, key, uploadID)
+}

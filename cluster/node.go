@@ -23,12 +23,14 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/executor"
+	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/proto/sluicepb"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
 	"github.com/sluicehq/sluice/shuffle"
 	"github.com/sluicehq/sluice/source"
+	"github.com/sluicehq/sluice/source/kafka"
 )
 
 // NodeOptions configure an executor process's node.
@@ -46,6 +48,12 @@ type NodeOptions struct {
 	DataDir string
 	// Token is the cluster token ("" disables the check).
 	Token string
+	// TLS is the certificate source (nil: plaintext): the node serves
+	// with it and presents it to the driver and to other executors.
+	TLS *tlsconf.Source
+	// Insecure accepts a non-loopback Listen with no authentication (it
+	// logs a warning).
+	Insecure bool
 	// Slots bounds the map tasks run at once (default GOMAXPROCS).
 	Slots int
 	// ShuffleMemory bounds shuffle data held in memory before spilling
@@ -97,6 +105,8 @@ type Node struct {
 	regCtx    context.Context
 	regCancel context.CancelFunc
 
+	counters nodeCounters
+
 	// aborted is closed by abort (tests): stop at once, without draining.
 	aborted   chan struct{}
 	abortOnce sync.Once
@@ -131,10 +141,19 @@ func NewNode(opts NodeOptions) (*Node, error) {
 	if opts.ReduceWait <= 0 {
 		opts.ReduceWait = 30 * time.Second
 	}
+	if opts.Engine.KafkaClients == nil {
+		// One client per Kafka cluster for all the queries this executor
+		// runs, kept across their batches, closed with the last of them.
+		opts.Engine.KafkaClients = kafka.NewClients()
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if err := checkListen(opts.Listen, opts.Token); err != nil {
+	if err := checkListen(opts.Listen, opts.Token, opts.TLS, opts.Insecure, opts.Logger); err != nil {
+		return nil, err
+	}
+	serverTLS, clientTLS, err := transport(opts.TLS)
+	if err != nil {
 		return nil, err
 	}
 	spill := filepath.Join(opts.DataDir, "shuffle")
@@ -152,7 +171,7 @@ func NewNode(opts NodeOptions) (*Node, error) {
 		opts.Advertise = lis.Addr().String()
 	}
 	n := &Node{
-		opts: opts, log: opts.Logger, lis: lis, pool: NewPool(opts.Token),
+		opts: opts, log: opts.Logger, lis: lis, pool: NewPool(opts.Token, clientTLS),
 		buffer:  shuffle.NewBuffer(shuffle.BufferOptions{MemoryLimit: opts.ShuffleMemory, SpillDir: spill, Logger: opts.Logger}),
 		slots:   make(chan struct{}, opts.Slots),
 		queries: map[string]*queryEnv{},
@@ -160,7 +179,7 @@ func NewNode(opts NodeOptions) (*Node, error) {
 		lease:   newLease(),
 	}
 	n.life, n.endLife = context.WithCancel(context.Background())
-	n.srv = grpc.NewServer(ServerOptions(opts.Token, opts.Logger)...)
+	n.srv = grpc.NewServer(ServerOptions(opts.Token, serverTLS, opts.Logger)...)
 	sluicepb.RegisterExecutorServiceServer(n.srv, &executorService{n: n})
 	sluicepb.RegisterShuffleServiceServer(n.srv, &shuffle.Server{Buffer: n.buffer, Accept: n.accept, Logger: opts.Logger})
 	return n, nil
@@ -559,6 +578,7 @@ func (s *executorService) RunMapTask(ctx context.Context, req *sluicepb.RunMapTa
 	})
 	n.releaseSlot()
 	if err != nil {
+		n.counters.failures.Add(1)
 		return nil, taskError(ctx, err)
 	}
 	owners := make([]shuffle.Owner, len(req.Owners))
@@ -569,8 +589,11 @@ func (s *executorService) RunMapTask(ctx context.Context, req *sluicepb.RunMapTa
 	tag := shuffle.Tag{BatchKey: shuffle.BatchKey{Query: req.QueryId, Run: req.RunId, Batch: req.Batch}, Map: int(req.MapIndex), Attempt: req.Attempt}
 	stats, err := pusher.Push(ctx, tag, &shuffle.Output{Layout: q.env.Layout, Partials: res.Partials, Rows: res.Rows}, owners)
 	if err != nil {
+		n.counters.failures.Add(1)
 		return nil, pushError(ctx, err, string(n.ID()))
 	}
+	n.counters.maps.Add(1)
+	n.counters.shuffle.Add(stats.Bytes)
 	return &sluicepb.RunMapTaskResponse{Metrics: &sluicepb.MapMetrics{
 		InputRows: res.InputRows, Malformed: res.Malformed, DroppedByWatermark: res.DroppedByWatermark,
 		HasEventTime: res.HasEventTime, MinEventTimeUs: res.MinEventTime, MaxEventTimeUs: res.MaxEventTime,
@@ -600,7 +623,37 @@ func pushError(ctx context.Context, err error, self string) error {
 	return status.Error(codes.Aborted, err.Error())
 }
 
-func (s *executorService) RunReduceTask(ctx context.Context, req *sluicepb.RunReduceTaskRequest) (*sluicepb.RunReduceTaskResponse, error) {
+// reduceRowChunkBytes is the target size of one message of a reduce
+// task's rows, far below MaxMessageBytes.
+const reduceRowChunkBytes = 256 << 10
+
+func (s *executorService) RunReduceTask(req *sluicepb.RunReduceTaskRequest, stream grpc.ServerStreamingServer[sluicepb.RunReduceTaskResponse]) error {
+	resp, err := s.runReduceTask(stream.Context(), req)
+	if err != nil {
+		return err
+	}
+	// Whole rows per chunk: the driver concatenates the chunks.
+	var chunk []byte
+	for _, r := range resp.rows {
+		chunk = shuffle.AppendRow(chunk, r)
+		if len(chunk) >= reduceRowChunkBytes {
+			if err := stream.Send(&sluicepb.RunReduceTaskResponse{Rows: chunk}); err != nil {
+				return err
+			}
+			chunk = nil
+		}
+	}
+	resp.last.Rows, resp.last.Last = chunk, true
+	return stream.Send(resp.last)
+}
+
+// reduceOutput is a reduce task's result before it is streamed.
+type reduceOutput struct {
+	last *sluicepb.RunReduceTaskResponse
+	rows []row.Row
+}
+
+func (s *executorService) runReduceTask(ctx context.Context, req *sluicepb.RunReduceTaskRequest) (*reduceOutput, error) {
 	n := s.n
 	ctx, cancel := n.taskContext(ctx)
 	defer cancel()
@@ -643,16 +696,15 @@ func (s *executorService) RunReduceTask(ctx context.Context, req *sluicepb.RunRe
 		Watermark: eventtime.Batch{Late: eventtime.Watermark(req.LateWatermarkUs), Evict: eventtime.Watermark(req.EvictWatermarkUs)},
 	}, partials, rows)
 	if err != nil {
+		n.counters.failures.Add(1)
 		return nil, taskError(ctx, err)
 	}
-	resp := &sluicepb.RunReduceTaskResponse{
+	n.counters.reduces.Add(1)
+	n.counters.setStateRows(req.QueryId, p, req.Batch, rr.StateRows)
+	return &reduceOutput{rows: rr.Rows, last: &sluicepb.RunReduceTaskResponse{
 		Files: rr.Files, NumOutputRows: rr.NumOutputRows, StateRows: rr.StateRows, Updated: rr.Updated,
 		Removed: rr.Removed, MemoryBytes: rr.MemoryBytes, StateWrites: int32(rr.StateWrites),
-	}
-	for _, r := range rr.Rows {
-		resp.Rows = shuffle.AppendRow(resp.Rows, r)
-	}
-	return resp, nil
+	}}, nil
 }
 
 func (s *executorService) ReleaseBatch(ctx context.Context, req *sluicepb.ReleaseBatchRequest) (*sluicepb.ReleaseBatchResponse, error) {

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"errors"
 	"sync"
 
@@ -15,9 +16,10 @@ type Pool struct {
 	closed bool
 }
 
-// NewPool returns a pool whose connections present token.
-func NewPool(token string) *Pool {
-	return &Pool{opts: DialOptions(token), conns: map[string]*grpc.ClientConn{}}
+// NewPool returns a pool whose connections present token and speak TLS
+// with tlsCfg (nil: plaintext).
+func NewPool(token string, tlsCfg *tls.Config) *Pool {
+	return &Pool{opts: DialOptions(token, tlsCfg), conns: map[string]*grpc.ClientConn{}}
 }
 
 // Conn returns the connection to addr, creating it (lazily connected).

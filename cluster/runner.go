@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sort"
 	"strings"
@@ -76,6 +77,10 @@ func (d *Driver) NewRunner(opts RunnerOptions) (*Runner, error) {
 	}
 	if opts.MapAttempts <= 0 {
 		opts.MapAttempts = 3
+	}
+	if names := opts.Spec.SecretOptions(); len(names) > 0 && d.opts.TLS == nil && !d.opts.Insecure && !isLoopback(d.opts.Listen) {
+		return nil, fmt.Errorf("query %s has secret options (%s) and the driver listens on %s without TLS: executors would receive them in clear; add --tls-dir (or --tls-cert, --tls-key, --tls-ca)",
+			opts.Spec.Name, strings.Join(names, ", "), d.opts.Listen)
 	}
 	js, err := json.Marshal(opts.Spec)
 	if err != nil {
@@ -192,6 +197,7 @@ func (r *Runner) RunBatch(ctx context.Context, plan executor.BatchPlan) (*execut
 		records += m.ShuffleRecords
 	}
 	res.MapDuration = time.Since(start)
+	res.ShuffleBytes = shuffled
 	if r.opts.Hook != nil {
 		r.opts.Hook("maps-done", plan.Batch)
 	}
@@ -470,10 +476,27 @@ func (b *batchRun) runReduces(ctx context.Context, accepted []uint64) ([]*execut
 				SkipSink: b.plan.SkipSink, MapAttempts: accepted,
 			}
 			var resp *sluicepb.RunReduceTaskResponse
+			var rows []byte
 			err := b.call(gctx, m, func(ctx context.Context, c sluicepb.ExecutorServiceClient) error {
-				var err error
-				resp, err = c.RunReduceTask(ctx, req)
-				return err
+				resp, rows = nil, nil
+				stream, err := c.RunReduceTask(ctx, req)
+				if err != nil {
+					return err
+				}
+				for {
+					msg, err := stream.Recv()
+					if err != nil {
+						if err == io.EOF {
+							err = status.Error(codes.Unavailable, "reduce task result ended before its last message")
+						}
+						return err
+					}
+					rows = append(rows, msg.Rows...)
+					if msg.Last {
+						resp = msg
+						return nil
+					}
+				}
 			})
 			if err != nil {
 				return fmt.Errorf("batch %d: reduce partition %d on executor %s: %w", b.plan.Batch, p, m.ID, err)
@@ -482,8 +505,8 @@ func (b *batchRun) runReduces(ctx context.Context, accepted []uint64) ([]*execut
 				Partition: p, Files: resp.Files, NumOutputRows: resp.NumOutputRows, StateRows: resp.StateRows,
 				Updated: resp.Updated, Removed: resp.Removed, MemoryBytes: resp.MemoryBytes, StateWrites: int(resp.StateWrites),
 			}
-			if len(resp.Rows) > 0 {
-				if rr.Rows, err = shuffle.DecodeRows(resp.Rows, make([]row.Row, 0, resp.NumOutputRows)); err != nil {
+			if len(rows) > 0 {
+				if rr.Rows, err = shuffle.DecodeRows(rows, make([]row.Row, 0, resp.NumOutputRows)); err != nil {
 					return fmt.Errorf("batch %d: reduce partition %d: %w", b.plan.Batch, p, err)
 				}
 			}

@@ -34,7 +34,7 @@ type clusterQuery struct {
 	run  *queryRun
 }
 
-func startClusterQuery(t *testing.T, seed uint64, p place, executors int) *clusterQuery {
+func startClusterQuery(t *testing.T, seed uint64, p place, executors int, secure ...string) *clusterQuery {
 	t.Helper()
 	if bins.executor == "" {
 		t.Skip("no executor binary")
@@ -44,7 +44,7 @@ func startClusterQuery(t *testing.T, seed uint64, p place, executors int) *clust
 	spec := chaosSpec(f.dir, p, 3, query.Trigger{ProcessingTime: query.Duration(100 * time.Millisecond)})
 	spec.MinBatchesToRetain = 10
 	spec.SnapshotInterval = 4
-	run := executorsTopology(executors).start(t, queryArgs{spec: writeSpec(t, spec), progress: filepath.Join(t.TempDir(), "progress.jsonl"), env: p.Env})
+	run := executorsTopology(executors, secure...).start(t, queryArgs{spec: writeSpec(t, spec), progress: filepath.Join(t.TempDir(), "progress.jsonl"), env: p.Env})
 	q := &clusterQuery{t: t, p: p, f: f, spec: spec, run: run}
 	q.waitFor("the first committed batch", 60*time.Second, func() bool { return len(q.progress()) > 0 })
 	f.run(t, 50*time.Millisecond)
@@ -103,10 +103,17 @@ func (q *clusterQuery) drain() ([]scheduler.Progress, int) {
 // stops the output is exact, and a fresh driver continues from the
 // checkpoint exactly.
 func TestChaosRandomExecutorKillsLoseAndDoubleNothing(t *testing.T) {
+	randomExecutorKills(t)
+}
+
+// randomExecutorKills runs the executor-kill scenario; secure are flags
+// for the driver and every executor (secureArgs).
+func randomExecutorKills(t *testing.T, secure ...string) {
 	seed := chaosSeed(t)
 	rng := chaosRand(seed)
 	iterations := chaosIterations(t, 4)
-	q := startClusterQuery(t, seed, localPlace(t), 3)
+	q := startClusterQuery(t, seed, localPlace(t), 3, secure...)
+	reader := startListingReader(t, q.p)
 	var kills []time.Time
 	for range iterations {
 		time.Sleep(time.Duration(300+rng.IntN(1200)) * time.Millisecond) // spacing the kills
@@ -146,9 +153,15 @@ func TestChaosRandomExecutorKillsLoseAndDoubleNothing(t *testing.T) {
 		}
 	}
 	removed := len(lost.FindAllString(q.run.driver.Logs(), -1))
-	finish(t, q.p, q.f.oracle(), summary{scenario: "random-executor-kills/serve+3-executors/local", seed: seed, kills: len(kills), retries: retries(prog),
+	scenario := "random-executor-kills/serve+3-executors/local"
+	if len(secure) > 0 {
+		scenario = "random-executor-kills/serve+3-executors+mtls/local"
+	}
+	finish(t, q.p, q.f.oracle(), summary{scenario: scenario, seed: seed, kills: len(kills), retries: retries(prog),
 		extra: []string{fmt.Sprintf("files=%d", files), fmt.Sprintf("executors_removed=%d", removed),
 			"kill_to_next_commit_ms(median/max)=" + durations(killToCommit)}})
+	n := reader.check(q.f.oracle())
+	t.Logf("listing reader: %d snapshots of the sink directory, each only committed windows, each once", n)
 }
 
 func chaosFreePort(t *testing.T) int {

@@ -216,9 +216,14 @@ var oneProcess = topology{name: "driver-run", start: func(t *testing.T, a queryA
 var chaosListening = regexp.MustCompile(`msg="driver listening" address=(\S+)`)
 
 // executorsTopology runs the query on `driver serve` with n executor
-// processes, each in a fresh directory (another node).
-func executorsTopology(n int) topology {
-	return topology{name: fmt.Sprintf("serve+%d-executors", n), start: func(t *testing.T, a queryArgs) *queryRun {
+// processes, each in a fresh directory (another node). secure are flags
+// given to the driver and every executor (TLS, token; see secureArgs).
+func executorsTopology(n int, secure ...string) topology {
+	name := fmt.Sprintf("serve+%d-executors", n)
+	if len(secure) > 0 {
+		name += "+mtls"
+	}
+	return topology{name: name, start: func(t *testing.T, a queryArgs) *queryRun {
 		t.Helper()
 		if len(a.runArgs) > 0 {
 			t.Skipf("driver serve has no equivalent of %v", a.runArgs)
@@ -228,6 +233,7 @@ func executorsTopology(n int) topology {
 		}
 		args := []string{"serve", "--listen", "127.0.0.1:0", "--heartbeat-timeout", "3s", "--min-executors", strconv.Itoa(n),
 			"--exit-when-done", "--query", a.spec, "--progress-json", a.progress}
+		args = append(args, secure...)
 		d := NewProc(t, "driver", bins.driver, args...).Env(a.env...)
 		r := &queryRun{started: time.Now(), driver: d, progress: a.progress}
 		d.Start()
@@ -239,7 +245,7 @@ func executorsTopology(n int) topology {
 		r.addr = m[1]
 		r.extra = func(env []string, args ...string) *Proc {
 			e := NewProc(t, fmt.Sprintf("executor-%d", len(r.executors)+1), bins.executor,
-				append([]string{"--driver", r.addr, "--data-dir", "data", "--listen", "127.0.0.1:0"}, args...)...).Env(a.env...).Env(env...)
+				append(append([]string{"--driver", r.addr, "--data-dir", "data", "--listen", "127.0.0.1:0"}, secure...), args...)...).Env(a.env...).Env(env...)
 			e.Start()
 			r.executors = append(r.executors, e)
 			return e

@@ -47,6 +47,8 @@ func randomKills(t *testing.T, topo topology, p place) {
 	spec.SnapshotInterval = 4
 	specPath := writeSpec(t, spec)
 	f.run(t, 50*time.Millisecond)
+	// A directory reader polls the sink through every kill.
+	reader := startListingReader(t, p)
 
 	dir := t.TempDir()
 	var (
@@ -127,6 +129,8 @@ func randomKills(t *testing.T, topo topology, p place) {
 			"kill_to_next_commit_ms(median/max)=" + durations(killToCommit),
 		},
 	})
+	n := reader.check(f.oracle())
+	t.Logf("listing reader: %d snapshots of the sink directory, each only committed windows, each once", n)
 }
 
 // awaitPending polls the checkpoint until a batch is in flight, or the

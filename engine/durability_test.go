@@ -149,6 +149,37 @@ func (s *tracing) Delete(ctx context.Context, key string) error {
 	return err
 }
 
+// The multipart calls are writes too; passing them on keeps the sink's
+// files staged until commit, as without the tracer.
+
+func (s *tracing) CreateMultipart(ctx context.Context, key string) (string, error) {
+	id, err := s.Store.(objstore.Multipart).CreateMultipart(ctx, key)
+	s.emit(fmt.Sprintf("%s create-multipart %s", s.role, key))
+	return id, err
+}
+
+func (s *tracing) UploadPart(ctx context.Context, key, uploadID string, n int, data []byte) (objstore.Part, error) {
+	p, err := s.Store.(objstore.Multipart).UploadPart(ctx, key, uploadID, n, data)
+	s.emit(fmt.Sprintf("%s upload-part %s", s.role, key))
+	return p, err
+}
+
+func (s *tracing) CompleteMultipart(ctx context.Context, key, uploadID string, parts []objstore.Part) error {
+	err := s.Store.(objstore.Multipart).CompleteMultipart(ctx, key, uploadID, parts)
+	s.emit(fmt.Sprintf("%s complete-multipart %s", s.role, key))
+	return err
+}
+
+func (s *tracing) AbortMultipart(ctx context.Context, key, uploadID string) error {
+	err := s.Store.(objstore.Multipart).AbortMultipart(ctx, key, uploadID)
+	s.emit(fmt.Sprintf("%s abort-multipart %s", s.role, key))
+	return err
+}
+
+// pendingRecord matches a sink pending-upload record; its attempt id is
+// random.
+var pendingRecord = regexp.MustCompile(`(_sink_pending/\d+/\d{4})-[0-9a-f]+\.json`)
+
 // normalizeTrace replaces the query id and sorts runs of task writes
 // between driver points (their order across parallel tasks is free).
 func normalizeTrace(trace []string, queryID string) []string {
@@ -160,6 +191,7 @@ func normalizeTrace(trace []string, queryID string) []string {
 	}
 	for _, l := range trace {
 		l = strings.ReplaceAll(l, queryID, "QUERYID")
+		l = pendingRecord.ReplaceAllString(l, "${1}-ATTEMPT.json")
 		taskPoint := strings.HasPrefix(l, "-- map-done") || strings.HasPrefix(l, "-- state-commit")
 		if strings.HasPrefix(l, "checkpoint put-if-absent") || strings.HasPrefix(l, "sink put-if-absent") || strings.HasPrefix(l, "--") && !taskPoint {
 			flush()
@@ -212,9 +244,16 @@ func TestFaultOnEachWriteOfABatchNeverCommitsAMissingWrite(t *testing.T) {
 	}
 	for i, k := range keys {
 		f := strings.Fields(k)
-		role, op, key := f[0], map[string]string{"put": objstore.OpPut, "put-if-absent": objstore.OpPutIfAbsent, "delete": objstore.OpDelete}[f[1]], f[2]
-		if strings.Contains(key, "part-") && strings.Contains(key, ".parquet") {
-			key = "" // query id differs per run: match by batch prefix below
+		role, key := f[0], f[2]
+		op := map[string]string{"put": objstore.OpPut, "put-if-absent": objstore.OpPutIfAbsent, "delete": objstore.OpDelete,
+			"create-multipart": objstore.OpCreateMultipart, "upload-part": objstore.OpUploadPart,
+			"complete-multipart": objstore.OpCompleteMultipart, "abort-multipart": objstore.OpAbortMultipart}[f[1]]
+		var keyRe *regexp.Regexp
+		switch {
+		case strings.Contains(key, "part-") && strings.Contains(key, ".parquet"):
+			keyRe = parquetFileOfBatch(2) // query id differs per run
+		case pendingRecord.MatchString(key):
+			keyRe = regexp.MustCompile(`^_sink_pending/2/`) // attempt ids are random
 		}
 		for _, persistent := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%d-%s-%s-persistent=%v", i, role, f[2], persistent), func(t *testing.T) {
@@ -222,8 +261,8 @@ func TestFaultOnEachWriteOfABatchNeverCommitsAMissingWrite(t *testing.T) {
 				spec := tiletest.Spec(in, filepath.Join(dir, "out"), filepath.Join(dir, "cp"))
 				spec.Source.File.MaxFilesPerTrigger = 2
 				rule := objstore.FaultRule{Op: op, Key: key}
-				if key == "" {
-					rule.KeyRegexp = parquetFileOfBatch(2)
+				if keyRe != nil {
+					rule.Key, rule.KeyRegexp = "", keyRe
 				}
 				if !persistent {
 					rule.Limit = 1

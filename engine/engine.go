@@ -66,6 +66,11 @@ type Options struct {
 	// WrapStore, if set, wraps every store the query opens (role is one of
 	// the Role constants): counting, tracing, fault injection.
 	WrapStore func(role string, s objstore.Store) objstore.Store
+	// OnRetry is told when a batch fails for a retryable reason and is
+	// retried (see scheduler.Config.OnRetry).
+	OnRetry func(batch int64, attempt int, err error)
+	// QueryID, if set, is the id a new checkpoint records.
+	QueryID string
 	// SourceRetryFor is how long the query keeps retrying when it cannot
 	// plan a batch because the source is unreachable (zero: fail at once).
 	SourceRetryFor time.Duration
@@ -73,6 +78,10 @@ type Options struct {
 	// databases (a cache); empty means a temporary directory removed on
 	// Close.
 	StateDir string
+	// KafkaClients, if set, is the process's Kafka client cache: queries
+	// reading the same Kafka cluster with the same connection settings
+	// share a client (nil: one client per query).
+	KafkaClients *kafka.Clients
 }
 
 func (o *Options) defaults() {
@@ -236,6 +245,8 @@ func Build(ctx context.Context, spec query.Spec, opts Options) (_ *Job, err erro
 		Idle:                    opts.Idle,
 		Hook:                    opts.Hook,
 		PlanRetryFor:            opts.SourceRetryFor,
+		OnRetry:                 opts.OnRetry,
+		NewQueryID:              opts.QueryID,
 	}
 	out := spec.OutputSchema()
 	switch {
@@ -284,11 +295,19 @@ func openSource(ctx context.Context, spec *query.Spec, opts Options) (source.Sou
 		if err != nil {
 			return nil, fmt.Errorf("open source.file.path: %w", err)
 		}
-		return file.New(st, *spec.Source.File, opts.Logger), nil
+		src := file.New(st, *spec.Source.File, opts.Logger)
+		if dir := spec.Source.File.SourceArchiveDir; dir != "" && spec.Source.File.CleanSource == query.CleanSourceArchive {
+			ast, err := opts.open(ctx, RoleSource, dir)
+			if err != nil {
+				return nil, fmt.Errorf("open source.file.sourceArchiveDir: %w", err)
+			}
+			src.SetArchive(ast)
+		}
+		return src, nil
 	case spec.Source.Generator != nil:
 		return generator.New(*spec.Source.Generator), nil
 	case spec.Source.Kafka != nil:
-		src, err := kafka.New(kafka.Config{Kafka: *spec.Source.Kafka, Logger: opts.Logger})
+		src, err := kafka.New(kafka.Config{Kafka: *spec.Source.Kafka, Logger: opts.Logger, Clients: opts.KafkaClients})
 		if err != nil {
 			return nil, fmt.Errorf("source.kafka: %w", err)
 		}

@@ -33,6 +33,9 @@ type BatchResult struct {
 	Reduces            []*ReduceResult
 	MapDuration        time.Duration
 	ReduceDuration     time.Duration
+	// ShuffleBytes are the bytes map tasks pushed to other executors (0 in
+	// process).
+	ShuffleBytes int64
 }
 
 // Runner runs a planned batch's map and reduce tasks somewhere.

@@ -1,6 +1,3 @@
-// Package metrics exposes each batch's progress as Prometheus metrics, with
-// the same figures as the progress report. It owns metric names and labels;
-// it does not serve HTTP (the command wires a handler).
 package metrics
 
 import (
@@ -12,49 +9,56 @@ import (
 	"github.com/sluicehq/sluice/scheduler"
 )
 
-// Metrics holds the collectors, registered on a caller's registerer.
+// Label names of per-query series.
+const (
+	LabelQuery   = "query"
+	LabelQueryID = "query_id"
+)
+
+// Metrics holds the counters and histograms fed by each batch's progress,
+// registered on a caller's registerer.
 type Metrics struct {
 	batches        *prometheus.CounterVec
 	inputRows      *prometheus.CounterVec
 	outputRows     *prometheus.CounterVec
 	malformed      *prometheus.CounterVec
 	dropped        *prometheus.CounterVec
-	attempts       *prometheus.CounterVec
+	retries        *prometheus.CounterVec
 	duration       *prometheus.HistogramVec
-	watermark      *prometheus.GaugeVec
-	lastBatch      *prometheus.GaugeVec
-	stateRows      *prometheus.GaugeVec
-	stateMemory    *prometheus.GaugeVec
-	lag            *prometheus.GaugeVec
+	phase          *prometheus.CounterVec
+	shuffleBytes   *prometheus.CounterVec
 	skippedOffsets *prometheus.CounterVec
 }
 
 // New creates the collectors and registers them on reg.
 func New(reg prometheus.Registerer) *Metrics {
-	q := []string{"query"}
-	m := &Metrics{
-		batches:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_batches_total", Help: "Committed micro-batches, by kind (data, no_data, rerun)."}, []string{"query", "kind"}),
-		inputRows:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_input_rows_total", Help: "Records read by committed batches, malformed included."}, q),
-		outputRows:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_output_rows_total", Help: "Rows written to the sink."}, q),
-		malformed:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_rows_malformed_total", Help: "Records set aside as malformed."}, q),
-		dropped:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_rows_dropped_by_watermark_total", Help: "Row-window pairs dropped as later than the watermark."}, q),
-		attempts:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_batch_retries_total", Help: "Batch attempts beyond the first."}, q),
-		duration:       prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_batch_duration_seconds", Help: "Batch duration by phase.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, []string{"query", "phase"}),
-		watermark:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_watermark_seconds", Help: "The watermark the last batch evicted with, seconds since the epoch."}, q),
-		lastBatch:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_last_committed_batch", Help: "Id of the last committed batch."}, q),
-		stateRows:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_state_rows", Help: "Rows in the aggregation state after the last batch."}, q),
-		stateMemory:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_state_memory_bytes", Help: "Estimated memory of the aggregation state."}, q),
-		lag:            prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_source_lag", Help: "Offsets between the last batch's end and the source's latest, per source partition."}, []string{"query", "partition"}),
-		skippedOffsets: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_source_skipped_offsets_total", Help: "Offsets skipped because the source lost them (failOnDataLoss: false)."}, q),
+	q := []string{LabelQuery, LabelQueryID}
+	counter := func(name, help string, extra ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, append(append([]string(nil), q...), extra...))
 	}
-	reg.MustRegister(m.batches, m.inputRows, m.outputRows, m.malformed, m.dropped, m.attempts, m.duration,
-		m.watermark, m.lastBatch, m.stateRows, m.stateMemory, m.lag, m.skippedOffsets)
+	m := &Metrics{
+		batches:        counter("sluice_batches_total", "Committed micro-batches, by kind (data, no_data, rerun).", "kind"),
+		inputRows:      counter("sluice_input_rows_total", "Records read by committed batches, malformed included."),
+		outputRows:     counter("sluice_output_rows_total", "Rows written to the sink by committed batches."),
+		malformed:      counter("sluice_malformed_rows_total", "Records set aside as malformed."),
+		dropped:        counter("sluice_rows_dropped_by_watermark_total", "Row-window pairs dropped as later than the watermark."),
+		retries:        counter("sluice_batch_retries_total", "Batch attempts beyond the first (retryable failures)."),
+		phase:          counter("sluice_batch_phase_seconds_total", "Seconds spent in each phase of committed batches (map, reduce, addBatch, commitOffsets, triggerExecution).", "phase"),
+		shuffleBytes:   counter("sluice_shuffle_bytes_total", "Bytes map tasks shuffled between executors."),
+		skippedOffsets: counter("sluice_source_skipped_offsets_total", "Offsets skipped because the source lost them (failOnDataLoss: false)."),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "sluice_batch_duration_seconds", Help: "Duration of committed batches, trigger start to commit (Spark's triggerExecution).",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
+		}, q),
+	}
+	reg.MustRegister(m.batches, m.inputRows, m.outputRows, m.malformed, m.dropped, m.retries, m.duration,
+		m.phase, m.shuffleBytes, m.skippedOffsets)
 	return m
 }
 
 // Observe records one committed batch's progress.
 func (m *Metrics) Observe(p *scheduler.Progress) {
-	q := p.Name
+	q, id := p.Name, p.ID
 	kind := "data"
 	switch {
 	case p.Rerun:
@@ -62,33 +66,66 @@ func (m *Metrics) Observe(p *scheduler.Progress) {
 	case p.NoData:
 		kind = "no_data"
 	}
-	m.batches.WithLabelValues(q, kind).Inc()
-	m.inputRows.WithLabelValues(q).Add(float64(p.NumInputRows))
-	m.outputRows.WithLabelValues(q).Add(float64(p.Sink.NumOutputRows))
-	m.malformed.WithLabelValues(q).Add(float64(p.NumRowsMalformed))
-	if p.Attempts > 1 {
-		m.attempts.WithLabelValues(q).Add(float64(p.Attempts - 1))
-	}
-	for phase, ms := range p.DurationMs {
-		m.duration.WithLabelValues(q, phase).Observe((time.Duration(ms) * time.Millisecond).Seconds())
-	}
-	m.watermark.WithLabelValues(q).Set(float64(p.BatchWatermarkMs) / 1000)
-	m.lastBatch.WithLabelValues(q).Set(float64(p.BatchID))
+	m.batches.WithLabelValues(q, id, kind).Inc()
+	m.inputRows.WithLabelValues(q, id).Add(float64(p.NumInputRows))
+	m.outputRows.WithLabelValues(q, id).Add(float64(p.Sink.NumOutputRows))
+	m.malformed.WithLabelValues(q, id).Add(float64(p.NumRowsMalformed))
+	m.shuffleBytes.WithLabelValues(q, id).Add(float64(p.ShuffleBytes))
+	m.retries.WithLabelValues(q, id).Add(float64(max(p.Attempts-1, 0)))
+	var dropped int64
 	for _, s := range p.StateOperators {
-		m.stateRows.WithLabelValues(q).Set(float64(s.NumRowsTotal))
-		m.stateMemory.WithLabelValues(q).Set(float64(s.MemoryUsedBytes))
-		m.dropped.WithLabelValues(q).Add(float64(s.NumRowsDroppedByWatermark))
+		dropped += s.NumRowsDroppedByWatermark
 	}
+	m.dropped.WithLabelValues(q, id).Add(float64(dropped))
+	for phase, ms := range p.DurationMs {
+		m.phase.WithLabelValues(q, id, phase).Add(seconds(ms))
+	}
+	if ms, ok := p.DurationMs["triggerExecution"]; ok {
+		m.duration.WithLabelValues(q, id).Observe(seconds(ms))
+	}
+	var skipped int64
+	for _, s := range p.Sources {
+		skipped += s.Metrics["skippedOffsets"]
+	}
+	m.skippedOffsets.WithLabelValues(q, id).Add(float64(skipped))
+}
+
+func seconds(ms int64) float64 { return (time.Duration(ms) * time.Millisecond).Seconds() }
+
+// Lag sums up a progress's source lag: the total over partitions, the
+// smallest and largest partition lag, and each partition's (keys are the
+// source's partition names, e.g. "topic-3"). ok is false when the source
+// reports no lag (file and generator sources).
+type Lag struct {
+	Total, Min, Max int64
+	Partitions      map[string]int64
+}
+
+// SourceLag reads the lag a progress reports.
+func SourceLag(p *scheduler.Progress) (Lag, bool) {
+	var l Lag
+	ok := false
+	first := true
 	for _, s := range p.Sources {
 		for k, v := range s.Metrics {
 			switch {
-			case k == "skippedOffsets":
-				m.skippedOffsets.WithLabelValues(q).Add(float64(v))
-			case strings.HasPrefix(k, "lag."):
-				m.lag.WithLabelValues(q, strings.TrimPrefix(k, "lag.")).Set(float64(v))
 			case k == "totalLag":
-				m.lag.WithLabelValues(q, "total").Set(float64(v))
+				l.Total += v
+				ok = true
+			case strings.HasPrefix(k, "lag."):
+				if l.Partitions == nil {
+					l.Partitions = map[string]int64{}
+				}
+				l.Partitions[strings.TrimPrefix(k, "lag.")] = v
+				if first || v < l.Min {
+					l.Min = v
+				}
+				if first || v > l.Max {
+					l.Max = v
+				}
+				first = false
 			}
 		}
 	}
+	return l, ok
 }

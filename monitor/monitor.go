@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/scheduler"
 )
 
@@ -79,6 +80,15 @@ type Tracker struct {
 	keep    int
 	now     func() time.Time
 	queries map[string]*entry
+
+	executors      int
+	executorsKnown bool
+	stores         map[string][]*objstore.Counting
+
+	// lmu guards the listeners; Observe calls them outside mu.
+	lmu          sync.Mutex
+	listeners    map[int]func(*scheduler.Progress)
+	nextListener int
 }
 
 type entry struct {
@@ -138,6 +148,11 @@ func (t *Tracker) SetState(r Ref, s State, err error) {
 
 // Observe records a committed batch's progress and passes it to followers.
 func (t *Tracker) Observe(p *scheduler.Progress) {
+	t.observe(p)
+	t.notify(p)
+}
+
+func (t *Tracker) observe(p *scheduler.Progress) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.get(Ref{Name: p.Name, ID: p.ID})

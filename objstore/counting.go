@@ -14,15 +14,23 @@ const (
 	OpPutIfAbsent = "put_if_absent"
 	OpList        = "list"
 	OpDelete      = "delete"
+
+	OpCreateMultipart   = "create_multipart"
+	OpUploadPart        = "upload_part"
+	OpCompleteMultipart = "complete_multipart"
+	OpAbortMultipart    = "abort_multipart"
 )
 
 // OpStats counts the calls of one operation. Bytes are the object bytes
 // read (get) or written (put, put_if_absent); 0 for list and delete.
-// Requests include the calls that failed; Errors counts those.
+// Requests include the calls that failed; Errors counts those, and
+// Answers the part of them that are expected answers rather than faults
+// (ErrNotExist, ErrExists).
 type OpStats struct {
 	Requests int64
 	Bytes    int64
 	Errors   int64
+	Answers  int64
 }
 
 // TraceEntry is one recorded call. Key is the key, or the prefix for list.
@@ -116,6 +124,8 @@ func errClass(err error) string {
 		return "ErrNotExist"
 	case errors.Is(err, ErrInjected):
 		return "ErrInjected"
+	case errors.Is(err, ErrNoSuchUpload):
+		return "ErrNoSuchUpload"
 	default:
 		return err.Error()
 	}
@@ -129,6 +139,9 @@ func (c *Counting) record(op, key string, n int, err error) {
 	s.Bytes += int64(n)
 	if err != nil {
 		s.Errors++
+		if errors.Is(err, ErrNotExist) || errors.Is(err, ErrExists) {
+			s.Answers++
+		}
 	}
 	c.stats[op] = s
 	if c.tracing {
@@ -164,4 +177,62 @@ func (c *Counting) Delete(ctx context.Context, key string) error {
 	err := c.inner.Delete(ctx, key)
 	c.record(OpDelete, key, 0, err)
 	return err
+}
+
+func multipartOf(inner Store, op, key string) (Multipart, error) {
+	mp, ok := inner.(Multipart)
+	if !ok {
+		return nil, fmt.Errorf("%s %s: %w", op, key, ErrMultipartUnsupported)
+	}
+	return mp, nil
+}
+
+func (c *Counting) CreateMultipart(ctx context.Context, key string) (string, error) {
+	mp, err := multipartOf(c.inner, OpCreateMultipart, key)
+	id := ""
+	if err == nil {
+		id, err = mp.CreateMultipart(ctx, key)
+	}
+	c.record(OpCreateMultipart, key, 0, err)
+	return id, err
+}
+
+func (c *Counting) UploadPart(ctx context.Context, key, uploadID string, number int, data []byte) (Part, error) {
+	mp, err := multipartOf(c.inner, OpUploadPart, key)
+	var p Part
+	if err == nil {
+		p, err = mp.UploadPart(ctx, key, uploadID, number, data)
+	}
+	c.record(OpUploadPart, key, len(data), err)
+	return p, err
+}
+
+func (c *Counting) CompleteMultipart(ctx context.Context, key, uploadID string, parts []Part) error {
+	mp, err := multipartOf(c.inner, OpCompleteMultipart, key)
+	if err == nil {
+		err = mp.CompleteMultipart(ctx, key, uploadID, parts)
+	}
+	c.record(OpCompleteMultipart, key, 0, err)
+	return err
+}
+
+func (c *Counting) AbortMultipart(ctx context.Context, key, uploadID string) error {
+	mp, err := multipartOf(c.inner, OpAbortMultipart, key)
+	if err == nil {
+		err = mp.AbortMultipart(ctx, key, uploadID)
+	}
+	c.record(OpAbortMultipart, key, 0, err)
+	return err
+}
+
+func (c *Counting) ListInfo(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	il, ok := c.inner.(InfoLister)
+	if !ok {
+		err := fmt.Errorf("list %s: the store cannot list modification times", prefix)
+		c.record(OpList, prefix, 0, err)
+		return nil, err
+	}
+	infos, err := il.ListInfo(ctx, prefix)
+	c.record(OpList, prefix, 0, err)
+	return infos, err
 }

@@ -25,10 +25,10 @@ func TestCountingCountsRequestsBytesAndErrorsByOperation(t *testing.T) {
 	c.Put(ctx, "../bad", []byte("xy"))    // invalid key error
 	want := map[string]objstore.OpStats{
 		objstore.OpPut:         {Requests: 3, Bytes: 10, Errors: 1},
-		objstore.OpPutIfAbsent: {Requests: 2, Bytes: 9, Errors: 1},
-		objstore.OpGet:         {Requests: 2, Bytes: 5, Errors: 1},
+		objstore.OpPutIfAbsent: {Requests: 2, Bytes: 9, Errors: 1, Answers: 1},
+		objstore.OpGet:         {Requests: 2, Bytes: 5, Errors: 1, Answers: 1},
 		objstore.OpList:        {Requests: 1},
-		objstore.OpDelete:      {Requests: 2, Errors: 1},
+		objstore.OpDelete:      {Requests: 2, Errors: 1, Answers: 1},
 	}
 	got := c.Stats()
 	if len(got) != len(want) {

@@ -9,6 +9,12 @@
 // (request and byte counts, call traces for golden tests of write order)
 // and Faulty (fault injection, including lost responses).
 //
+// Multipart (multipart.go) is an optional capability, found by type
+// assertion: stage an object invisibly (S3 multipart upload; on the
+// filesystem hidden "_<name>.<upload>-<n>.inprogress" files that no
+// "*.parquet" glob matches) and make it visible atomically later, from any
+// process, idempotently. FS, S3, Mem and the decorators implement it.
+//
 // It knows nothing about checkpoints or queries, and it must not interpret
 // keys beyond treating them as slash-separated paths. Backends keep no
 // package-level state; loggers are injected.

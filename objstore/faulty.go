@@ -238,3 +238,72 @@ func (f *Faulty) List(ctx context.Context, prefix string) ([]string, error) {
 func (f *Faulty) Delete(ctx context.Context, key string) error {
 	return f.do(OpDelete, key, func() error { return f.inner.Delete(ctx, key) })
 }
+
+func (f *Faulty) CreateMultipart(ctx context.Context, key string) (string, error) {
+	var id string
+	err := f.do(OpCreateMultipart, key, func() error {
+		mp, err := multipartOf(f.inner, OpCreateMultipart, key)
+		if err != nil {
+			return err
+		}
+		id, err = mp.CreateMultipart(ctx, key)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+func (f *Faulty) UploadPart(ctx context.Context, key, uploadID string, number int, data []byte) (Part, error) {
+	var p Part
+	err := f.do(OpUploadPart, key, func() error {
+		mp, err := multipartOf(f.inner, OpUploadPart, key)
+		if err != nil {
+			return err
+		}
+		p, err = mp.UploadPart(ctx, key, uploadID, number, data)
+		return err
+	})
+	if err != nil {
+		return Part{}, err
+	}
+	return p, nil
+}
+
+func (f *Faulty) CompleteMultipart(ctx context.Context, key, uploadID string, parts []Part) error {
+	return f.do(OpCompleteMultipart, key, func() error {
+		mp, err := multipartOf(f.inner, OpCompleteMultipart, key)
+		if err != nil {
+			return err
+		}
+		return mp.CompleteMultipart(ctx, key, uploadID, parts)
+	})
+}
+
+func (f *Faulty) AbortMultipart(ctx context.Context, key, uploadID string) error {
+	return f.do(OpAbortMultipart, key, func() error {
+		mp, err := multipartOf(f.inner, OpAbortMultipart, key)
+		if err != nil {
+			return err
+		}
+		return mp.AbortMultipart(ctx, key, uploadID)
+	})
+}
+
+func (f *Faulty) ListInfo(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	var infos []ObjectInfo
+	err := f.do(OpList, prefix, func() error {
+		il, ok := f.inner.(InfoLister)
+		if !ok {
+			return fmt.Errorf("list %s: the store cannot list modification times", prefix)
+		}
+		var err error
+		infos, err = il.ListInfo(ctx, prefix)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return infos, nil
+}

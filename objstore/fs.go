@@ -218,7 +218,7 @@ func (s *FS) List(ctx context.Context, prefix string) ([]string, error) {
 		if d.IsDir() {
 			return nil
 		}
-		if isTemp(d.Name()) {
+		if isTemp(d.Name()) || isStaged(d.Name()) {
 			return nil
 		}
 		rel, err := filepath.Rel(s.root, p)
@@ -268,4 +268,199 @@ func (s *FS) Delete(ctx context.Context, key string) error {
 	}
 	syncDir(filepath.Dir(p))
 	return nil
+}
+
+// stagedSuffix ends the names of the FS backend's multipart parts.
+const stagedSuffix = ".inprogress"
+
+// isStaged reports whether a file name is a staged multipart part:
+// "_<name>.<uploadID>-<n>.inprogress". Such names start with '_' (skipped
+// by Spark, Hive, Trino) and do not end in the object's own suffix (so a
+// "*.parquet" glob, DuckDB's included, does not match them). List does not
+// return them.
+func isStaged(name string) bool {
+	return strings.HasPrefix(name, "_") && strings.HasSuffix(name, stagedSuffix)
+}
+
+func checkUploadID(id string) error {
+	if len(id) == 0 || len(id) > 64 {
+		return fmt.Errorf("invalid upload id %q", id)
+	}
+	for _, r := range id {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
+			return fmt.Errorf("invalid upload id %q: want lower-case hex", id)
+		}
+	}
+	return nil
+}
+
+// partPath is where part n of an upload to p is staged.
+func partPath(p, uploadID string, n int) string {
+	return filepath.Join(filepath.Dir(p), fmt.Sprintf("_%s.%s-%d%s", filepath.Base(p), uploadID, n, stagedSuffix))
+}
+
+// CreateMultipart returns a new upload id. Nothing is written until a part
+// is uploaded.
+func (s *FS) CreateMultipart(ctx context.Context, key string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("create multipart %s: %w", key, err)
+	}
+	if _, err := s.path(key); err != nil {
+		return "", err
+	}
+	return newUploadID(), nil
+}
+
+// UploadPart writes the part to a hidden staged file beside the key.
+func (s *FS) UploadPart(ctx context.Context, key, uploadID string, number int, data []byte) (Part, error) {
+	if err := ctx.Err(); err != nil {
+		return Part{}, fmt.Errorf("upload part %d of %s: %w", number, key, err)
+	}
+	p, err := s.path(key)
+	if err != nil {
+		return Part{}, err
+	}
+	if err := checkUploadID(uploadID); err != nil {
+		return Part{}, fmt.Errorf("upload part %d of %s: %w", number, key, err)
+	}
+	if number < 1 {
+		return Part{}, fmt.Errorf("upload part %d of %s: part numbers start at 1", number, key)
+	}
+	pp := partPath(p, uploadID, number)
+	tmp, err := s.writeTemp(pp, data)
+	if err != nil {
+		return Part{}, fmt.Errorf("upload part %d of %s: %w", number, key, err)
+	}
+	if err := os.Rename(tmp, pp); err != nil {
+		os.Remove(tmp)
+		return Part{}, fmt.Errorf("upload part %d of %s: %w", number, key, err)
+	}
+	syncDir(filepath.Dir(pp))
+	return Part{Number: number, ETag: PartETag(data), Size: int64(len(data))}, nil
+}
+
+// CompleteMultipart renames the single staged part onto the key, or writes
+// the parts' concatenation to a temporary file and renames that; either is
+// atomic. A repeated call after success finds the parts gone and the object
+// equal to them, and returns nil.
+func (s *FS) CompleteMultipart(ctx context.Context, key, uploadID string, parts []Part) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("complete multipart %s: %w", key, err)
+	}
+	p, err := s.path(key)
+	if err != nil {
+		return err
+	}
+	if err := checkUploadID(uploadID); err != nil {
+		return fmt.Errorf("complete multipart %s: %w", key, err)
+	}
+	if err := checkParts(key, parts); err != nil {
+		return err
+	}
+	var all []byte
+	for _, part := range parts {
+		b, err := os.ReadFile(partPath(p, uploadID, part.Number))
+		if absent(err) {
+			return s.completedAlready(ctx, key, uploadID, parts)
+		}
+		if err != nil {
+			return fmt.Errorf("complete multipart %s: %w", key, err)
+		}
+		if PartETag(b) != part.ETag || int64(len(b)) != part.Size {
+			return fmt.Errorf("complete multipart %s upload %s: staged part %d is not the part given (etag %s, size %d)", key, uploadID, part.Number, part.ETag, part.Size)
+		}
+		if len(parts) > 1 {
+			all = append(all, b...)
+		}
+	}
+	if len(parts) == 1 {
+		if err := os.Rename(partPath(p, uploadID, 1), p); err != nil {
+			if absent(err) { // a concurrent Complete won
+				return s.completedAlready(ctx, key, uploadID, parts)
+			}
+			return fmt.Errorf("complete multipart %s: %w", key, err)
+		}
+	} else {
+		tmp, err := s.writeTemp(p, all)
+		if err != nil {
+			return fmt.Errorf("complete multipart %s: %w", key, err)
+		}
+		if err := os.Rename(tmp, p); err != nil {
+			os.Remove(tmp)
+			return fmt.Errorf("complete multipart %s: %w", key, err)
+		}
+		for _, part := range parts {
+			os.Remove(partPath(p, uploadID, part.Number))
+		}
+	}
+	syncDir(filepath.Dir(p))
+	return nil
+}
+
+func (s *FS) completedAlready(ctx context.Context, key, uploadID string, parts []Part) error {
+	b, err := s.Get(ctx, key)
+	if err == nil && matchesParts(b, parts) {
+		return nil
+	}
+	if err != nil && !errors.Is(err, ErrNotExist) {
+		return fmt.Errorf("complete multipart %s: %w", key, err)
+	}
+	return fmt.Errorf("complete multipart %s upload %s: %w", key, uploadID, ErrNoSuchUpload)
+}
+
+// AbortMultipart removes the upload's staged parts and the directories that
+// leaves empty.
+func (s *FS) AbortMultipart(ctx context.Context, key, uploadID string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("abort multipart %s: %w", key, err)
+	}
+	p, err := s.path(key)
+	if err != nil {
+		return err
+	}
+	if err := checkUploadID(uploadID); err != nil {
+		return fmt.Errorf("abort multipart %s: %w", key, err)
+	}
+	dir := filepath.Dir(p)
+	entries, err := os.ReadDir(dir)
+	if absent(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("abort multipart %s: %w", key, err)
+	}
+	prefix := fmt.Sprintf("_%s.%s-", filepath.Base(p), uploadID)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) && strings.HasSuffix(e.Name(), stagedSuffix) {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !absent(err) {
+				return fmt.Errorf("abort multipart %s: %w", key, err)
+			}
+		}
+	}
+	for d := dir; d != s.root && strings.HasPrefix(d, s.root); d = filepath.Dir(d) {
+		if os.Remove(d) != nil {
+			break
+		}
+	}
+	return nil
+}
+
+// ListInfo is List with each file's size and modification time.
+func (s *FS) ListInfo(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	keys, err := s.List(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ObjectInfo, 0, len(keys))
+	for _, k := range keys {
+		fi, err := os.Stat(filepath.Join(s.root, filepath.FromSlash(k)))
+		if absent(err) {
+			continue // deleted since the listing
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", prefix, err)
+		}
+		out = append(out, ObjectInfo{Key: k, Size: fi.Size(), ModTime: fi.ModTime()})
+	}
+	return out, nil
 }

@@ -45,6 +45,67 @@ func TestDecoratorsSatisfyStoreContract(t *testing.T) {
 	})
 }
 
+func TestBackendsAndDecoratorsSatisfyMultipartContract(t *testing.T) {
+	t.Run("FS", func(t *testing.T) {
+		storetest.RunMultipart(t, func(t *testing.T) objstore.Store {
+			s, err := objstore.NewFS(filepath.Join(t.TempDir(), "store"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		})
+	})
+	t.Run("Mem", func(t *testing.T) {
+		storetest.RunMultipart(t, func(t *testing.T) objstore.Store { return objstore.NewMem() })
+	})
+	t.Run("PrefixedCountingFaultyFS", func(t *testing.T) {
+		storetest.RunMultipart(t, func(t *testing.T) objstore.Store {
+			s, err := objstore.NewFS(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return objstore.NewCounting(objstore.NewFaulty(objstore.Prefixed(s, "tenant/a")))
+		})
+	})
+}
+
+// TestFSStagesUnderAHiddenNameThatNoParquetGlobMatches checks the names on
+// disk: a reader that lists the directory itself (DuckDB's glob on
+// *.parquet, Spark skipping _ and . names) must not see a staged part.
+func TestFSStagesUnderAHiddenNameThatNoParquetGlobMatches(t *testing.T) {
+	dir := t.TempDir()
+	s, err := objstore.NewFS(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	id, err := s.CreateMultipart(ctx, "w/part-1.parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.UploadPart(ctx, "w/part-1.parquet", id, 1, []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, _ := filepath.Glob(filepath.Join(dir, "w", "*"))
+	if len(names) != 1 {
+		t.Fatalf("files on disk = %q, want one staged part", names)
+	}
+	base := filepath.Base(names[0])
+	if base[0] != '_' || filepath.Ext(base) == ".parquet" {
+		t.Fatalf("staged name %q: want a leading _ and a suffix other than .parquet", base)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "**", "*.parquet")); len(m) != 0 {
+		t.Fatalf("*.parquet glob matches %q before Complete", m)
+	}
+	if err := s.CompleteMultipart(ctx, "w/part-1.parquet", id, []objstore.Part{p}); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "w", "*")); len(m) != 1 || filepath.Base(m[0]) != "part-1.parquet" {
+		t.Fatalf("files after Complete = %q", m)
+	}
+}
+
 func TestFSRejectsKeysThatEscapeOrNameDirectories(t *testing.T) {
 	s, err := objstore.NewFS(t.TempDir())
 	if err != nil {

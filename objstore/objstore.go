@@ -3,6 +3,7 @@ package objstore
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // ErrNotExist is returned (wrapped) by Get and Delete when the key is absent.
@@ -34,4 +35,18 @@ type Store interface {
 	PutIfAbsent(ctx context.Context, key string, data []byte) error
 	List(ctx context.Context, prefix string) ([]string, error)
 	Delete(ctx context.Context, key string) error
+}
+
+// ObjectInfo describes one listed object.
+type ObjectInfo struct {
+	Key     string
+	Size    int64
+	ModTime time.Time
+}
+
+// InfoLister is the optional capability of listing keys with their size
+// and modification time (S3's LastModified, a file's mtime), found by type
+// assertion. ListInfo returns the same keys as List, in the same order.
+type InfoLister interface {
+	ListInfo(ctx context.Context, prefix string) ([]ObjectInfo, error)
 }

@@ -2,6 +2,7 @@ package objstore
 
 import (
 	"context"
+	"fmt"
 	"strings"
 )
 
@@ -65,4 +66,67 @@ func (p *prefixed) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	return p.inner.Delete(ctx, p.prefix+key)
+}
+
+func (p *prefixed) CreateMultipart(ctx context.Context, key string) (string, error) {
+	if err := checkKey(key); err != nil {
+		return "", err
+	}
+	mp, err := multipartOf(p.inner, OpCreateMultipart, key)
+	if err != nil {
+		return "", err
+	}
+	return mp.CreateMultipart(ctx, p.prefix+key)
+}
+
+func (p *prefixed) UploadPart(ctx context.Context, key, uploadID string, number int, data []byte) (Part, error) {
+	if err := checkKey(key); err != nil {
+		return Part{}, err
+	}
+	mp, err := multipartOf(p.inner, OpUploadPart, key)
+	if err != nil {
+		return Part{}, err
+	}
+	return mp.UploadPart(ctx, p.prefix+key, uploadID, number, data)
+}
+
+func (p *prefixed) CompleteMultipart(ctx context.Context, key, uploadID string, parts []Part) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	mp, err := multipartOf(p.inner, OpCompleteMultipart, key)
+	if err != nil {
+		return err
+	}
+	return mp.CompleteMultipart(ctx, p.prefix+key, uploadID, parts)
+}
+
+func (p *prefixed) AbortMultipart(ctx context.Context, key, uploadID string) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	mp, err := multipartOf(p.inner, OpAbortMultipart, key)
+	if err != nil {
+		return err
+	}
+	return mp.AbortMultipart(ctx, p.prefix+key, uploadID)
+}
+
+func (p *prefixed) ListInfo(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	il, ok := p.inner.(InfoLister)
+	if !ok {
+		return nil, fmt.Errorf("list %s: the store cannot list modification times", prefix)
+	}
+	infos, err := il.ListInfo(ctx, p.prefix+prefix)
+	if err != nil {
+		return nil, err
+	}
+	out := infos[:0]
+	for _, o := range infos {
+		if rel, ok := strings.CutPrefix(o.Key, p.prefix); ok {
+			o.Key = rel
+			out = append(out, o)
+		}
+	}
+	return out, nil
 }

@@ -509,3 +509,143 @@ func (s *S3) Delete(ctx context.Context, key string) error {
 	}
 	return nil
 }
+
+func isNoSuchUpload(err error) bool {
+	var nsu *types.NoSuchUpload
+	return errors.As(err, &nsu) || apiCode(err) == "NoSuchUpload"
+}
+
+// CreateMultipart starts a multipart upload. Its object stays invisible to
+// GET and LIST until CompleteMultipart. An upload never completed nor
+// aborted costs storage until a bucket lifecycle rule
+// (AbortIncompleteMultipartUpload) removes it.
+func (s *S3) CreateMultipart(ctx context.Context, key string) (string, error) {
+	if err := checkKey(key); err != nil {
+		return "", s.fail("create-multipart", key, err)
+	}
+	out, err := s.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{
+		Bucket: aws.String(s.bucket),
+		Key:    aws.String(s.prefix + key),
+	})
+	if err != nil {
+		return "", s.fail("create-multipart", key, err)
+	}
+	return aws.ToString(out.UploadId), nil
+}
+
+// UploadPart uploads one part; any process may upload parts of an upload.
+func (s *S3) UploadPart(ctx context.Context, key, uploadID string, number int, data []byte) (Part, error) {
+	if err := checkKey(key); err != nil {
+		return Part{}, s.fail("upload-part", key, err)
+	}
+	if number < 1 || number > 10000 {
+		return Part{}, s.fail("upload-part", key, fmt.Errorf("part number %d: must be 1..10000", number))
+	}
+	out, err := s.client.UploadPart(ctx, &s3.UploadPartInput{
+		Bucket:        aws.String(s.bucket),
+		Key:           aws.String(s.prefix + key),
+		UploadId:      aws.String(uploadID),
+		PartNumber:    aws.Int32(int32(number)),
+		Body:          bytes.NewReader(data),
+		ContentLength: aws.Int64(int64(len(data))),
+	})
+	if err != nil {
+		if isNoSuchUpload(err) {
+			return Part{}, s.fail("upload-part", key, fmt.Errorf("upload %s: %w", uploadID, ErrNoSuchUpload))
+		}
+		return Part{}, s.fail("upload-part", key, err)
+	}
+	etag := aws.ToString(out.ETag)
+	if want := PartETag(data); etag != want {
+		return Part{}, s.fail("upload-part", key, fmt.Errorf("part %d: server answered etag %s, the bytes sent have %s", number, etag, want))
+	}
+	return Part{Number: number, ETag: etag, Size: int64(len(data))}, nil
+}
+
+// CompleteMultipart completes the upload. A second call (after a lost
+// response, or by a restarted driver) gets NoSuchUpload from some servers
+// (MinIO, AWS after a while) and 200 from others (versitygw); on
+// NoSuchUpload a HeadObject whose ETag is MultipartETag(parts) means done.
+func (s *S3) CompleteMultipart(ctx context.Context, key, uploadID string, parts []Part) error {
+	if err := checkKey(key); err != nil {
+		return s.fail("complete-multipart", key, err)
+	}
+	if err := checkParts(key, parts); err != nil {
+		return s.fail("complete-multipart", key, err)
+	}
+	want, err := MultipartETag(parts)
+	if err != nil {
+		return s.fail("complete-multipart", key, err)
+	}
+	completed := make([]types.CompletedPart, len(parts))
+	for i, p := range parts {
+		completed[i] = types.CompletedPart{ETag: aws.String(p.ETag), PartNumber: aws.Int32(int32(p.Number))}
+	}
+	_, err = s.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
+		Bucket:          aws.String(s.bucket),
+		Key:             aws.String(s.prefix + key),
+		UploadId:        aws.String(uploadID),
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: completed},
+	})
+	if err == nil {
+		return nil
+	}
+	if !isNoSuchUpload(err) && !isNotFound(err) {
+		return s.fail("complete-multipart", key, err)
+	}
+	head, herr := s.client.HeadObject(ctx, &s3.HeadObjectInput{
+		Bucket: aws.String(s.bucket),
+		Key:    aws.String(s.prefix + key),
+	})
+	if herr == nil && aws.ToString(head.ETag) == want {
+		return nil
+	}
+	if herr != nil && !isNotFound(herr) {
+		return s.fail("complete-multipart", key, fmt.Errorf("upload %s is gone and reading the object failed: %w", uploadID, herr))
+	}
+	return s.fail("complete-multipart", key, fmt.Errorf("upload %s: %w", uploadID, ErrNoSuchUpload))
+}
+
+// AbortMultipart aborts the upload; an unknown upload is not an error, and
+// a completed object is left alone.
+func (s *S3) AbortMultipart(ctx context.Context, key, uploadID string) error {
+	if err := checkKey(key); err != nil {
+		return s.fail("abort-multipart", key, err)
+	}
+	_, err := s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
+		Bucket:   aws.String(s.bucket),
+		Key:      aws.String(s.prefix + key),
+		UploadId: aws.String(uploadID),
+	})
+	if err != nil && !isNoSuchUpload(err) && !isNotFound(err) {
+		return s.fail("abort-multipart", key, err)
+	}
+	return nil
+}
+
+// ListInfo is List with each object's size and LastModified.
+func (s *S3) ListInfo(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	var out []ObjectInfo
+	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{
+		Bucket: aws.String(s.bucket),
+		Prefix: aws.String(s.prefix + prefix),
+	}, func(o *s3.ListObjectsV2PaginatorOptions) {
+		if s.pageSize > 0 {
+			o.Limit = s.pageSize
+		}
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("s3 list s3://%s/%s%s: %w", s.bucket, s.prefix, prefix, err)
+		}
+		for _, obj := range page.Contents {
+			k := aws.ToString(obj.Key)
+			if rel, ok := strings.CutPrefix(k, s.prefix); ok && rel != "" && strings.HasPrefix(rel, prefix) {
+				out = append(out, ObjectInfo{Key: rel, Size: aws.ToInt64(obj.Size), ModTime: aws.ToTime(obj.LastModified)})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}

@@ -29,6 +29,14 @@ func TestS3SatisfiesStoreContract(t *testing.T) {
 	})
 }
 
+func TestS3SatisfiesMultipartContract(t *testing.T) {
+	srv := s3test.Start(t)
+	var n atomic.Int64
+	storetest.RunMultipart(t, func(t *testing.T) objstore.Store {
+		return srv.Store(t, "multipart", fmt.Sprintf("run-%d/", n.Add(1)))
+	})
+}
+
 func TestS3StoreAtBucketRootSatisfiesStoreContract(t *testing.T) {
 	srv := s3test.Start(t)
 	var n atomic.Int64

@@ -15,8 +15,12 @@ import (
 // written "5m" or "5 minutes", a default written out or left out, a
 // startingOffsets mapping or the same JSON string, a tumbling window with or
 // without slide equal to size) have the same
-// fingerprint; any change of meaning changes it. Kafka client options,
-// secrets included, are hashed, never shown.
+// fingerprint; any change of meaning changes it. Secret Kafka client
+// options (passwords, JAAS configurations, keys, tokens) count only by
+// name: their values are replaced by a marker before hashing, so the
+// fingerprint stored in a checkpoint's metadata reveals nothing about a
+// secret (no offline guessing against it), and rotating a password keeps
+// the fingerprint.
 func (s *Spec) Fingerprint() string {
 	d := s.canonical()
 	b, err := json.Marshal(&d)
@@ -57,10 +61,24 @@ func (s *Spec) canonical() Spec {
 				*p = c
 			}
 		}
+		if k.Options != nil {
+			opts := make(map[string]string, len(k.Options))
+			for name, v := range k.Options {
+				if secretOption(name) {
+					v = SecretSet
+				}
+				opts[name] = v
+			}
+			k.Options = opts
+		}
 		d.Source.Kafka = &k
 	}
 	return d
 }
+
+// SecretSet replaces a secret option's value where only the fact that it
+// is set may show (the fingerprint).
+const SecretSet = "[secret set]"
 
 func mustJSON(s string) []byte {
 	b, _ := json.Marshal(s)

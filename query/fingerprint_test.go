@@ -145,3 +145,30 @@ func TestStateSchemaDescription(t *testing.T) {
 		t.Errorf("pass-through:\n got %s\nwant %s", got, want)
 	}
 }
+
+// Secret option values do not enter the fingerprint: only which secret
+// option is set does.
+func TestFingerprintIgnoresSecretValues(t *testing.T) {
+	spec := func(opts map[string]string) Spec {
+		s := tileSpec()
+		s.Source.File = nil
+		s.Source.Kafka = &KafkaSource{BootstrapServers: "127.0.0.1:9092", Subscribe: "t", Options: opts}
+		return s
+	}
+	a := spec(map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "u", "sasl.password": "hunter2"})
+	b := spec(map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "u", "sasl.password": "correct horse"})
+	if a.Fingerprint() != b.Fingerprint() {
+		t.Errorf("the password's value changed the fingerprint")
+	}
+	c := spec(map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "u", "sasl.jaas.config": "hunter2"})
+	if a.Fingerprint() == c.Fingerprint() {
+		t.Errorf("which secret option is set does not count")
+	}
+	d := spec(map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "v", "sasl.password": "hunter2"})
+	if a.Fingerprint() == d.Fingerprint() {
+		t.Errorf("a non-secret option (the user name) does not count")
+	}
+	if a.Source.Kafka.Options["sasl.password"] != "hunter2" {
+		t.Errorf("Fingerprint changed the spec")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 )
 
@@ -176,6 +177,27 @@ func decodeAny(b []byte) (any, error) {
 		return nil, errors.New("unexpected data after the value")
 	}
 	return x, nil
+}
+
+// SecretOption reports whether a Kafka client option (without the
+// "kafka." prefix) holds a secret whose value must never appear in a
+// message, a log or the fingerprint: passwords, JAAS configurations, keys,
+// tokens.
+func SecretOption(name string) bool { return secretOption(strings.TrimPrefix(name, "kafka.")) }
+
+// SecretOptions returns the names of the secret options the spec sets
+// ("kafka." prefixed, sorted).
+func (s *Spec) SecretOptions() []string {
+	var names []string
+	if s.Source.Kafka != nil {
+		for name := range s.Source.Kafka.Options {
+			if secretOption(name) {
+				names = append(names, "kafka."+name)
+			}
+		}
+	}
+	sort.Strings(names)
+	return names
 }
 
 // secretOption reports client options whose values must never appear in a

@@ -120,6 +120,11 @@ type KafkaSource struct {
 	FailOnDataLoss       *bool  `json:"failOnDataLoss,omitempty"`
 	MaxOffsetsPerTrigger int64  `json:"maxOffsetsPerTrigger,omitempty"`
 	MinPartitions        int    `json:"minPartitions,omitempty"`
+	// MinOffsetsPerTask is how many offsets a read task should carry at
+	// least: partitions with fewer offsets in a batch share a task (and
+	// one fetch per broker). Zero means 65536; 1 gives one task per
+	// partition, as Spark does.
+	MinOffsetsPerTask    int64  `json:"minOffsetsPerTask,omitempty"`
 	CommitOffsetsToGroup string `json:"commitOffsetsToGroup,omitempty"`
 	// Options holds the "kafka."-prefixed client options, prefix removed.
 	Options map[string]string `json:"options,omitempty"`
@@ -128,11 +133,44 @@ type KafkaSource struct {
 // FailsOnDataLoss reports failOnDataLoss (default true).
 func (k KafkaSource) FailsOnDataLoss() bool { return k.FailOnDataLoss == nil || *k.FailOnDataLoss }
 
-// FileSource reads JSON-lines files from a directory, new files in name order.
+// FileSource reads JSON-lines files from a directory: every file not yet
+// taken, oldest modification time first (Spark's file source rules).
 type FileSource struct {
 	Path               string `json:"path"`
 	MaxFilesPerTrigger int    `json:"maxFilesPerTrigger,omitempty"`
+	// LatestFirst takes the newest files first (useful with a cap and a
+	// backlog).
+	LatestFirst bool `json:"latestFirst,omitempty"`
+	// MaxFileAge: a file older than this, relative to the newest file
+	// seen, is ignored (except in the first batch); it also bounds the
+	// set of names kept in the checkpoint. Zero means 7 days. Ignored
+	// when latestFirst is set with maxFilesPerTrigger, as in Spark.
+	MaxFileAge Duration `json:"maxFileAge,omitempty"`
+	// CleanSource is off (default), delete or archive: what happens to a
+	// batch's files once it has committed.
+	CleanSource string `json:"cleanSource,omitempty"`
+	// SourceArchiveDir receives archived files (cleanSource: archive),
+	// under their path relative to the source directory.
+	SourceArchiveDir string `json:"sourceArchiveDir,omitempty"`
 }
+
+// DefaultMaxFileAge is Spark's maxFileAge default.
+const DefaultMaxFileAge = 7 * 24 * time.Hour
+
+// FileAge returns maxFileAge, or its default.
+func (f FileSource) FileAge() time.Duration {
+	if f.MaxFileAge <= 0 {
+		return DefaultMaxFileAge
+	}
+	return f.MaxFileAge.D()
+}
+
+// CleanSource values.
+const (
+	CleanSourceOff     = "off"
+	CleanSourceDelete  = "delete"
+	CleanSourceArchive = "archive"
+)
 
 // GeneratorSource produces synthetic course events, deterministic from Seed.
 type GeneratorSource struct {
@@ -322,6 +360,11 @@ func ParseDuration(s string) (time.Duration, error) {
 	}
 	if d, err := time.ParseDuration(t); err == nil {
 		return d, nil
+	}
+	if n, ok := strings.CutSuffix(t, "d"); ok { // Spark's "7d"
+		if days, err := strconv.ParseInt(n, 10, 64); err == nil && days >= 0 {
+			return time.Duration(days) * 24 * time.Hour, nil
+		}
 	}
 	fields := strings.Fields(strings.TrimPrefix(t, "interval "))
 	if len(fields) == 0 || len(fields)%2 != 0 {

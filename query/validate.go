@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -184,6 +185,24 @@ func (v *validator) source() {
 		if f.MaxFilesPerTrigger < 0 {
 			v.add("source.file.maxFilesPerTrigger", strconv.Itoa(f.MaxFilesPerTrigger), "must be >= 0 (0 means no cap)")
 		}
+		if f.MaxFileAge < 0 {
+			v.add("source.file.maxFileAge", f.MaxFileAge.D().String(), "must be positive (default 7d): files older than this, relative to the newest file, are ignored")
+		}
+		switch f.CleanSource {
+		case "", CleanSourceOff, CleanSourceDelete:
+			if f.SourceArchiveDir != "" {
+				v.add("source.file.sourceArchiveDir", f.SourceArchiveDir, "is only used with cleanSource: archive")
+			}
+		case CleanSourceArchive:
+			switch {
+			case f.SourceArchiveDir == "":
+				v.add("source.file.sourceArchiveDir", "", "required with cleanSource: archive: the directory consumed files are moved to")
+			case f.Path != "" && underDir(f.SourceArchiveDir, f.Path):
+				v.add("source.file.sourceArchiveDir", f.SourceArchiveDir, "must not be inside source.file.path %q: archived files would be read again", f.Path)
+			}
+		default:
+			v.add("source.file.cleanSource", f.CleanSource, "must be off, delete or archive")
+		}
 	}
 	if src.Generator != nil {
 		v.generator(src.Generator)
@@ -353,6 +372,9 @@ func (v *validator) kafka(k *KafkaSource) {
 	}
 	if k.MinPartitions < 0 {
 		v.add(p+"minPartitions", strconv.Itoa(k.MinPartitions), "must be >= 0 (0 means one task per topic-partition)")
+	}
+	if k.MinOffsetsPerTask < 0 {
+		v.add(p+"minOffsetsPerTask", strconv.FormatInt(k.MinOffsetsPerTask, 10), "must be >= 0 (0 means 65536, 1 one task per topic-partition)")
 	}
 	for _, name := range sortedKeysOf(k.Options) {
 		field := p + kafkaOptionPrefix + name
@@ -742,4 +764,16 @@ func sortedKeysOf[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// underDir reports whether path is dir or inside it, comparing cleaned
+// slash paths (URIs compare as strings).
+func underDir(path, dir string) bool {
+	p := strings.TrimSuffix(strings.TrimPrefix(path, "file://"), "/") + "/"
+	d := strings.TrimSuffix(strings.TrimPrefix(dir, "file://"), "/") + "/"
+	if !strings.Contains(p, "://") {
+		p = filepath.ToSlash(filepath.Clean(p)) + "/"
+		d = filepath.ToSlash(filepath.Clean(d)) + "/"
+	}
+	return strings.HasPrefix(p, d)
 }

@@ -36,6 +36,9 @@ type Progress struct {
 	BatchWatermarkMs int64 `json:"batchWatermarkMs"`
 	LateWatermarkMs  int64 `json:"lateWatermarkMs"`
 	Attempts         int   `json:"attempts"`
+	// ShuffleBytes are the bytes the batch's map tasks shuffled between
+	// executors (0 when tasks run in the driver's process).
+	ShuffleBytes int64 `json:"shuffleBytes,omitempty"`
 }
 
 // StateOperatorProgress reports one stateful operator.
@@ -97,6 +100,19 @@ func (p *Progress) Line() string {
 		fmt.Fprintf(&b, "; malformed records set aside in %s", p.BadRecords)
 	}
 	return b.String()
+}
+
+// InputRowsPerSecond is the rate at which a batch's rows arrived: its rows
+// over the seconds from the previous batch's trigger start to this one's
+// (Spark's inputRowsPerSecond, which divides by the time since the last
+// trigger; here triggers that found nothing to run do not count, so the
+// figure is the arrival rate over the whole gap). It is 0 for the first
+// batch of a run (prev zero), as in Spark, where the gap is infinite.
+func InputRowsPerSecond(rows int64, prev, start time.Time) float64 {
+	if prev.IsZero() || !start.After(prev) {
+		return 0
+	}
+	return float64(rows) / start.Sub(prev).Seconds()
 }
 
 func fmtMs(ms int64) string { return row.FormatTimestamp(ms * 1000) }

@@ -70,6 +70,13 @@ type Config struct {
 	// availableNow or once it is called only when the run stops without
 	// having run a batch.
 	Idle func(Idle)
+	// OnRetry, if set, is told each time a batch or the planning of one
+	// fails for a retryable reason and will be tried again (the query is
+	// recovering, not failed).
+	OnRetry func(batch int64, attempt int, err error)
+	// NewQueryID, if set, is the id a new checkpoint records (the driver
+	// service's registry id); an existing checkpoint keeps its own.
+	NewQueryID string
 	// Hook, if set, is called at named points (fault injection):
 	// after-offsets, before-sink-commit, after-sink-commit, after-commit.
 	Hook func(point string, batch int64)
@@ -121,26 +128,20 @@ func Open(ctx context.Context, cfg Config) (*Query, error) {
 		}
 		q.layout = l
 	}
-	if err := CheckProductionCheckpoint(s, cfg.CheckpointOnObjectStore); err != nil {
+	if err := guardObjectStore(&cfg); err != nil {
 		return nil, err
 	}
-	want := checkpoint.Metadata{
-		Name:              s.Name,
-		Fingerprint:       s.Fingerprint(),
-		StateFingerprint:  s.StateFingerprint(),
-		StateDescription:  s.StateSchemaDescription(),
-		StateStore:        s.StateStore,
-		ShufflePartitions: s.ShufflePartitions,
-		KeyHash:           agg.KeyHashName,
-	}
+	want := wantMetadata(s)
 	meta, err := q.log.ReadMetadata(ctx)
 	switch {
 	case errors.Is(err, objstore.ErrNotExist):
-		if s.Environment == query.Production && !cfg.AllowFirstStart && !cfg.AllowReplay {
-			return nil, fmt.Errorf("query %s: checkpoint %s is empty; a production query starts on an empty checkpoint only when told this is a first start (--allow-first-start) or an intended replay (--allow-replay): a lost checkpoint must be loud: %w",
-				s.Name, s.CheckpointLocation, ErrProductionGuard)
+		if err := guardEmpty(&cfg); err != nil {
+			return nil, err
 		}
 		want.QueryID = newID()
+		if cfg.NewQueryID != "" {
+			want.QueryID = cfg.NewQueryID
+		}
 		want.CreatedAt = cfg.Now().UTC().Format(time.RFC3339)
 		if err := q.log.CreateMetadata(ctx, &want); err != nil {
 			return nil, err
@@ -162,6 +163,56 @@ func Open(ctx context.Context, cfg Config) (*Query, error) {
 		"watermarkPolicy":   "max",
 	}
 	return q, nil
+}
+
+// Admit runs the checks Open runs before it binds a query to its
+// checkpoint, without creating anything: the production guards (an error
+// matching ErrProductionGuard) and the compatibility of an existing
+// checkpoint (matching checkpoint.ErrIncompatibleCheckpoint). cfg.Spec must
+// be validated with defaults applied; only Spec, Checkpoint,
+// CheckpointOnObjectStore, AllowFirstStart and AllowReplay are used.
+func Admit(ctx context.Context, cfg Config) error {
+	if err := guardObjectStore(&cfg); err != nil {
+		return err
+	}
+	s := &cfg.Spec
+	meta, err := checkpoint.New(cfg.Checkpoint).ReadMetadata(ctx)
+	switch {
+	case errors.Is(err, objstore.ErrNotExist):
+		return guardEmpty(&cfg)
+	case err != nil:
+		return err
+	}
+	want := wantMetadata(s)
+	if err := compatible(meta, &want); err != nil {
+		return fmt.Errorf("query %s on checkpoint %s: %w", s.Name, s.CheckpointLocation, err)
+	}
+	return nil
+}
+
+func guardObjectStore(cfg *Config) error {
+	return CheckProductionCheckpoint(&cfg.Spec, cfg.CheckpointOnObjectStore)
+}
+
+func guardEmpty(cfg *Config) error {
+	s := &cfg.Spec
+	if s.Environment == query.Production && !cfg.AllowFirstStart && !cfg.AllowReplay {
+		return fmt.Errorf("query %s: checkpoint %s is empty; a production query starts on an empty checkpoint only when told this is a first start (--allow-first-start) or an intended replay (--allow-replay): a lost checkpoint must be loud: %w",
+			s.Name, s.CheckpointLocation, ErrProductionGuard)
+	}
+	return nil
+}
+
+func wantMetadata(s *query.Spec) checkpoint.Metadata {
+	return checkpoint.Metadata{
+		Name:              s.Name,
+		Fingerprint:       s.Fingerprint(),
+		StateFingerprint:  s.StateFingerprint(),
+		StateDescription:  s.StateSchemaDescription(),
+		StateStore:        s.StateStore,
+		ShufflePartitions: s.ShufflePartitions,
+		KeyHash:           agg.KeyHashName,
+	}
 }
 
 // compatible refuses a query whose state layout or frozen settings differ
@@ -234,6 +285,9 @@ type loop struct {
 	nextWM  int64           // watermark (ms) the next batch evicts with
 	batches int             // batches run by this Run
 	lastRun time.Time
+	// lastBatchStart is the trigger start of the previous batch run by
+	// this Run (zero before the first), for inputRowsPerSecond.
+	lastBatchStart time.Time
 	// latest is the source's latest offset when the next batch was
 	// planned (Spark's latestOffset); nil for a re-run.
 	latest source.Offset
@@ -314,6 +368,7 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 				return fmt.Errorf("planning has failed for %v: %w", cfg.PlanRetryFor, err)
 			}
 			cfg.Logger.Warn("cannot plan the next batch; waiting for the source", "query", cfg.Spec.Name, "batch", lp.next, "retry_in", planBackoff, "err", err)
+			q.retrying(lp.next, 0, err)
 			if !sleep(ctx, planBackoff) {
 				return nil
 			}
@@ -337,7 +392,8 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 			continue
 		}
 		lp.lastRun = triggerStart
-		if err := q.log.WriteOffsets(ctx, entry); err != nil {
+		entry.RunID = q.runID
+		if err := q.writeLog(ctx, fmt.Sprintf("offsets/%d", entry.BatchID), func(ctx context.Context) error { return q.log.WriteOffsets(ctx, entry) }); err != nil {
 			return stopErr(ctx, err)
 		}
 		q.hook("after-offsets", entry.BatchID)
@@ -347,6 +403,50 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 		if cfg.Spec.Trigger.Once {
 			return nil
 		}
+	}
+}
+
+// writeLog makes one create-if-absent log write (offsets/N, commits/N),
+// retried with backoff while it fails for less than PlanRetryFor (an object
+// store away for a while), as planning and batches are. The fencing answer
+// (the entry exists) is never retried; but when an earlier attempt failed
+// with its outcome unknown (a lost response), an existing entry written by
+// this run is that attempt, and the write succeeded.
+func (q *Query) writeLog(ctx context.Context, key string, write func(context.Context) error) error {
+	cfg := q.cfg
+	backoff := cfg.RetryBackoff
+	var failingSince time.Time
+	for {
+		err := write(ctx)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, checkpoint.ErrFenced) {
+			if !failingSince.IsZero() {
+				if mine, rerr := q.log.WrittenBy(ctx, key, q.runID); rerr == nil && mine {
+					cfg.Logger.Info("a retried log write found its own earlier attempt", "query", cfg.Spec.Name, "object", key)
+					return nil
+				}
+			}
+			return err
+		}
+		if permanent(err) || ctx.Err() != nil {
+			return err
+		}
+		if failingSince.IsZero() {
+			failingSince = cfg.Now()
+		}
+		if cfg.PlanRetryFor == 0 {
+			return err
+		}
+		if cfg.Now().Sub(failingSince) > cfg.PlanRetryFor {
+			return fmt.Errorf("write %s has failed for %v: %w", key, cfg.PlanRetryFor, err)
+		}
+		cfg.Logger.Warn("cannot write the checkpoint log; retrying", "query", cfg.Spec.Name, "object", key, "retry_in", backoff, "err", err)
+		if !sleep(ctx, backoff) {
+			return ctx.Err()
+		}
+		backoff = min(backoff*2, 10*time.Second)
 	}
 }
 
@@ -366,6 +466,12 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return false
 	case <-t.C:
 		return true
+	}
+}
+
+func (q *Query) retrying(batch int64, attempt int, err error) {
+	if q.cfg.OnRetry != nil {
+		q.cfg.OnRetry(batch, attempt, err)
 	}
 }
 
@@ -454,6 +560,7 @@ func (q *Query) runBatch(ctx context.Context, lp *loop, e *checkpoint.OffsetEntr
 			return fmt.Errorf("batch %d failed after %d attempts: %w", e.BatchID, attempts, err)
 		}
 		cfg.Logger.Warn("batch failed; retrying from its logged offsets", "query", cfg.Spec.Name, "batch", e.BatchID, "attempt", attempts, "retry_in", backoff, "err", err)
+		q.retrying(e.BatchID, attempts, err)
 		if !sleep(ctx, backoff) {
 			return ctx.Err()
 		}
@@ -469,10 +576,33 @@ func (q *Query) runBatch(ctx context.Context, lp *loop, e *checkpoint.OffsetEntr
 		next = int64(eventtime.Advance(wm.Evict, res.MaxEventTime, res.HasEventTime, delay))
 	}
 	commitStart := cfg.Now()
-	if err := q.log.WriteCommit(ctx, &checkpoint.CommitEntry{BatchID: e.BatchID, NextBatchWatermarkMs: next / 1000}); err != nil {
+	ce := &checkpoint.CommitEntry{BatchID: e.BatchID, NextBatchWatermarkMs: next / 1000, RunID: q.runID}
+	if q.layout != nil {
+		// Which partitions' state files make version N+1: a delta (or a
+		// snapshot) of an abandoned attempt for a partition not listed is
+		// never loaded, and a listed one that is missing is an error.
+		rec := &statestore.CommitRecord{Deltas: []int{}}
+		for _, r := range res.Reduces {
+			if r.StateWrites >= 1 {
+				rec.Deltas = append(rec.Deltas, r.Partition)
+			}
+			if r.StateWrites >= 2 {
+				rec.Snapshots = append(rec.Snapshots, r.Partition)
+			}
+		}
+		sort.Ints(rec.Deltas)
+		sort.Ints(rec.Snapshots)
+		ce.State = rec
+	}
+	if err := q.writeLog(ctx, fmt.Sprintf("commits/%d", e.BatchID), func(ctx context.Context) error { return q.log.WriteCommit(ctx, ce) }); err != nil {
 		return err
 	}
 	q.hook("after-commit", e.BatchID)
+	if c, ok := cfg.Source.(source.Committer); ok && len(e.Sources) > 0 && !e.NoData {
+		if err := c.Commit(ctx, e.Sources[0].End); err != nil {
+			cfg.Logger.Warn("source clean-up after commit failed (the batch is committed)", "query", cfg.Spec.Name, "batch", e.BatchID, "err", err)
+		}
+	}
 	if gc, ok := cfg.Source.(source.GroupCommitter); ok && len(e.Sources) > 0 {
 		if err := gc.CommitToGroup(ctx, e.Sources[0].End); err != nil {
 			cfg.Logger.Warn("commit offsets to group failed (display only; the checkpoint is the cursor)", "query", cfg.Spec.Name, "batch", e.BatchID, "err", err)
@@ -489,7 +619,9 @@ func (q *Query) runBatch(ctx context.Context, lp *loop, e *checkpoint.OffsetEntr
 	if rerun {
 		latest = nil
 	}
-	q.report(ctx, e, res, latest, rerun, skipSink, attempts, started, commitStart, done)
+	inRate := InputRowsPerSecond(res.InputRows, lp.lastBatchStart, started)
+	lp.lastBatchStart = started
+	q.report(ctx, e, res, latest, rerun, skipSink, attempts, inRate, started, commitStart, done)
 	q.cleanup(ctx, e.BatchID)
 	return nil
 }
@@ -522,6 +654,13 @@ func (q *Query) attempt(ctx context.Context, e *checkpoint.OffsetEntry, wm event
 	}
 	q.hook("before-sink-commit", e.BatchID)
 	switch {
+	case skipSink && cfg.FileSink != nil:
+		// The sink log has the batch: finish its commit (complete the
+		// logged uploads; idempotent) in case a crash came between the
+		// log entry and the completion.
+		if err := cfg.FileSink.Commit(ctx, sink.Batch{QueryID: q.meta.QueryID, ID: e.BatchID}, nil); err != nil {
+			return nil, false, fmt.Errorf("batch %d: finish sink commit: %w", e.BatchID, err)
+		}
 	case skipSink:
 	case cfg.FileSink != nil:
 		var files []string
@@ -552,21 +691,23 @@ func (q *Query) attempt(ctx context.Context, e *checkpoint.OffsetEntry, wm event
 	return res, skipSink, nil
 }
 
-func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *executor.BatchResult, latest source.Offset, rerun, skipped bool, attempts int, started, commitStart, done time.Time) {
+func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *executor.BatchResult, latest source.Offset, rerun, skipped bool, attempts int, inRate float64, started, commitStart, done time.Time) {
 	cfg := q.cfg
 	total := done.Sub(started)
 	p := &Progress{
 		ID: q.meta.QueryID, RunID: q.runID, Name: cfg.Spec.Name,
-		Timestamp:        started.UTC().Format(time.RFC3339Nano),
-		BatchID:          e.BatchID,
-		Rerun:            rerun,
-		NoData:           e.NoData,
-		NumInputRows:     res.InputRows,
-		NumRowsMalformed: res.Malformed,
-		BadRecords:       badRecordsDir(&cfg.Spec, e.BatchID, res.Malformed),
-		BatchWatermarkMs: e.BatchWatermarkMs,
-		LateWatermarkMs:  e.LateWatermarkMs,
-		Attempts:         attempts,
+		Timestamp:          started.UTC().Format(time.RFC3339Nano),
+		BatchID:            e.BatchID,
+		Rerun:              rerun,
+		NoData:             e.NoData,
+		NumInputRows:       res.InputRows,
+		InputRowsPerSecond: inRate,
+		NumRowsMalformed:   res.Malformed,
+		BadRecords:         badRecordsDir(&cfg.Spec, e.BatchID, res.Malformed),
+		BatchWatermarkMs:   e.BatchWatermarkMs,
+		LateWatermarkMs:    e.LateWatermarkMs,
+		Attempts:           attempts,
+		ShuffleBytes:       res.ShuffleBytes,
 		DurationMs: map[string]int64{
 			"map":              ms(res.MapDuration),
 			"reduce":           ms(res.ReduceDuration),
@@ -596,7 +737,7 @@ func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *exec
 	if q.layout != nil {
 		p.StateOperators = []StateOperatorProgress{op}
 	}
-	sp := SourceProgress{Description: sourceDescription(&cfg.Spec), NumInputRows: res.InputRows, ProcessedRowsPerSecond: p.ProcessedRowsPerSecond}
+	sp := SourceProgress{Description: sourceDescription(&cfg.Spec), NumInputRows: res.InputRows, InputRowsPerSecond: inRate, ProcessedRowsPerSecond: p.ProcessedRowsPerSecond}
 	if len(e.Sources) > 0 {
 		sp.StartOffset, sp.EndOffset, sp.LatestOffset = e.Sources[0].Start, e.Sources[0].End, latest
 		if lg, ok := cfg.Source.(source.Lag); ok {

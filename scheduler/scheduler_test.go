@@ -72,6 +72,12 @@ func line(course string, minute float64) string {
 // returns its progress and output per batch.
 func runQuery(t *testing.T, lines []string, perBatch int, mutate func(*query.Spec)) ([]*scheduler.Progress, map[int64][]row.Row) {
 	t.Helper()
+	return runQueryWith(t, lines, perBatch, mutate, nil)
+}
+
+// runQueryWith is runQuery with a hook on the scheduler's config.
+func runQueryWith(t *testing.T, lines []string, perBatch int, mutate func(*query.Spec), config func(*scheduler.Config)) ([]*scheduler.Progress, map[int64][]row.Row) {
+	t.Helper()
 	spec := query.Spec{
 		Name: "t",
 		Source: query.Source{Schema: []query.Field{
@@ -90,10 +96,14 @@ func runQuery(t *testing.T, lines []string, perBatch int, mutate func(*query.Spe
 	src := &listSource{lines: lines, perBatch: perBatch}
 	out := &collect{batches: map[int64][]row.Row{}}
 	var progress []*scheduler.Progress
-	q, err := scheduler.Open(context.Background(), scheduler.Config{
+	cfg := scheduler.Config{
 		Spec: spec, Checkpoint: store, Source: src, Writer: out,
 		Progress: func(p *scheduler.Progress) { progress = append(progress, p) },
-	})
+	}
+	if config != nil {
+		config(&cfg)
+	}
+	q, err := scheduler.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,3 +311,49 @@ func (p *pollCounter) Latest(ctx context.Context, start source.Offset, now time.
 }
 
 func (p *pollCounter) after(n int, stop func()) { p.stopAt, p.stop = p.calls+n, stop }
+
+func TestInputRowsPerSecondIsRowsOverTheGapSinceThePreviousBatchStarted(t *testing.T) {
+	// A clock that moves 250 ms each time it is read: batch starts are
+	// far apart and known from each progress's timestamp.
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { now = now.Add(250 * time.Millisecond); return now }
+	ps, _ := runQueryWith(t, lines, 2, func(*query.Spec) {}, func(c *scheduler.Config) { c.Now = clock })
+	if len(ps) < 3 {
+		t.Fatalf("want at least 3 batches, got %d", len(ps))
+	}
+	if ps[0].InputRowsPerSecond != 0 {
+		t.Fatalf("first batch of a run: inputRowsPerSecond = %v, want 0", ps[0].InputRowsPerSecond)
+	}
+	for i := 1; i < len(ps); i++ {
+		prev, _ := time.Parse(time.RFC3339Nano, ps[i-1].Timestamp)
+		cur, _ := time.Parse(time.RFC3339Nano, ps[i].Timestamp)
+		want := float64(ps[i].NumInputRows) / cur.Sub(prev).Seconds()
+		if got := ps[i].InputRowsPerSecond; got != want || ps[i].Sources[0].InputRowsPerSecond != want {
+			t.Fatalf("batch %d: %d rows, %v after the previous start: inputRowsPerSecond = %v (source %v), want %v",
+				ps[i].BatchID, ps[i].NumInputRows, cur.Sub(prev), got, ps[i].Sources[0].InputRowsPerSecond, want)
+		}
+		if ps[i].NumInputRows > 0 && want <= 0 {
+			t.Fatalf("batch %d: rows but no rate", ps[i].BatchID)
+		}
+	}
+}
+
+func TestInputRowsPerSecondEdges(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	for _, c := range []struct {
+		rows        int64
+		prev, start time.Time
+		want        float64
+	}{
+		{10, time.Time{}, t0, 0},                    // first batch of a run
+		{10, t0, t0, 0},                             // no time passed: no rate rather than +Inf
+		{10, t0.Add(time.Second), t0, 0},            // a clock that went back
+		{10, t0, t0.Add(2 * time.Second), 5},        // 10 rows over 2 s
+		{0, t0, t0.Add(time.Second), 0},             // a no-data batch
+		{3, t0, t0.Add(1500 * time.Millisecond), 2}, // fractional seconds
+	} {
+		if got := scheduler.InputRowsPerSecond(c.rows, c.prev, c.start); got != c.want {
+			t.Errorf("InputRowsPerSecond(%d, %v, %v) = %v, want %v", c.rows, c.prev, c.start, got, c.want)
+		}
+	}
+}

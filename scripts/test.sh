@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole test suite. Installs what the tests need first (the
-# S3-compatible test server) into a cache folder outside the repository, so
-# a fresh machine with only Go needs nothing else.
+# S3-compatible test server and Helm into a cache folder outside the
+# repository, Debian's chromium for the status page test), so a fresh machine
+# with only Go and apt needs nothing else. Artefacts go to ./test-artifacts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,6 +41,37 @@ if [ ! -x "$gw" ]; then
   rm -rf "$tmp"
 fi
 export SLUICE_VERSITYGW="$gw"
+HELM_VERSION=v3.22.0
+helm="$cache/bin/helm-$HELM_VERSION"
+if [ ! -x "$helm" ]; then
+  echo "installing helm $HELM_VERSION into $cache/bin (a few minutes, once)" >&2
+  tmp=$(mktemp -d)
+  # the version flags a release build sets (else `helm version` says v3.22 and
+  # offline renders assume Kubernetes 1.20)
+  GOBIN="$tmp" GOFLAGS=-mod=mod go install -ldflags "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  mv "$tmp/helm" "$helm"
+  rmdir "$tmp"
+fi
+export SLUICE_HELM="$helm"
+
+# Headless Chromium for the status page test (Debian's package). Under
+# CI=true the test fails when it is missing rather than skipping.
+if [ -z "${SLUICE_CHROMIUM:-}" ]; then
+  if ! command -v chromium >/dev/null 2>&1; then
+    echo "installing Debian's chromium for the status page test (once)" >&2
+    sudo=""
+    if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
+  fi
+  SLUICE_CHROMIUM="$(command -v chromium)"
+  export SLUICE_CHROMIUM
+fi
+# Test artefacts (the status page screenshot) land here.
+export SLUICE_ARTIFACTS="${SLUICE_ARTIFACTS:-$PWD/test-artifacts}"
 
 go vet ./...
 go test -count=1 -timeout 20m "$@" ./...
+# deploy/ is its own module (the chart tests and the image tool): k8s.io/api
+# and go-containerregistry stay out of the binaries' build.
+(cd deploy && go vet ./... && go test -count=1 -timeout 10m "$@" ./...)

@@ -15,14 +15,15 @@ type Batch struct {
 // FileSink is written by reduce tasks, wherever they run, and committed by
 // the driver.
 //
-// WritePartition must be deterministic: writing the same (batch, partition,
-// rows) again rewrites the same objects with the same bytes, so a re-run
-// batch leaves the output exactly as a run that never failed. It returns the
-// keys it wrote, relative to the sink's root. Rows arrive sorted.
+// WritePartition stages the (batch, partition, rows) output: the files are
+// invisible to a reader listing the sink path until Commit. Names and bytes
+// are deterministic. It returns descriptors of the staged files (opaque
+// strings the scheduler passes, unread, to Commit). Rows arrive sorted.
 //
 // Commit records the batch's files in the sink log (_sink_log/N) with
-// create-if-absent; an entry already written by the same query id for the
-// same batch is success (a re-run), one from another writer is an error.
+// create-if-absent and then makes them visible; an entry already written
+// by the same query id for the same batch wins (a re-run: Commit(b, nil)
+// finishes that logged commit), one from another writer is an error.
 // Committed reports whether the log already holds the batch.
 type FileSink interface {
 	WritePartition(ctx context.Context, b Batch, partition int, rows []row.Row) ([]string, error)

@@ -96,3 +96,10 @@ type Skipped interface {
 type GroupCommitter interface {
 	CommitToGroup(ctx context.Context, end Offset) error
 }
+
+// Committer is optional for a Source: Commit is called on the driver after
+// commits/N is written, with batch N's end offset (the file source's
+// cleanSource). A failure is logged; the batch stays committed.
+type Committer interface {
+	Commit(ctx context.Context, end Offset) error
+}

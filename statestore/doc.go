@@ -13,6 +13,22 @@
 // A batch that leaves a partition unchanged writes no file for it, so a
 // version with no delta means "same as the version before".
 //
+// Files belong to a commit: the driver records in commits/N (the "state"
+// field, CommitRecord) which partitions wrote a delta and a snapshot for
+// version N+1. Loading follows the records, from the version asked back to
+// the snapshot they name: a file no record lists (left by an abandoned
+// attempt of a batch whose committed re-run left the partition unchanged)
+// is never loaded, and a listed file that is missing is an error naming
+// the object (ErrCorrupt), never "unchanged". A version cached in memory or
+// in a local pebble database is reused only if the record agrees that it
+// was (or was not) made by a delta. Below the oldest record (an older
+// checkpoint, or records removed with the log) files are taken as listed.
+// Not covered yet: two attempts that both change a partition write the same
+// file name, so the last writer wins (the executor lease keeps an abandoned
+// attempt from writing late), and an executor that cached the abandoned
+// attempt's changed version cannot tell it from the committed one; naming
+// files by attempt and recording the attempt closes both.
+//
 // Files carry a magic number, a format version and a CRC-32C checksum.
 // Rewriting a version (a re-run batch) writes the same bytes.
 //

@@ -24,6 +24,7 @@ type MemoryOptions struct {
 // rebuilt from the checkpoint's files.
 type Memory struct {
 	store objstore.Store
+	recs  *records
 	opts  MemoryOptions
 	mu    sync.Mutex
 	parts map[int]*memPart
@@ -31,6 +32,10 @@ type Memory struct {
 
 type memPart struct {
 	version Version
+	// changed is whether version was made by a delta (this process's
+	// commit wrote one, or the load applied one): checked against the
+	// commit record before the cached version is reused.
+	changed bool
 	data    map[string][]byte
 	bytes   int64
 	open    bool
@@ -42,7 +47,7 @@ func NewMemory(store objstore.Store, opts MemoryOptions) *Memory {
 	if opts.SnapshotInterval < 1 {
 		opts.SnapshotInterval = 10
 	}
-	return &Memory{store: store, opts: opts, parts: map[int]*memPart{}}
+	return &Memory{store: store, recs: newRecords(store), opts: opts, parts: map[int]*memPart{}}
 }
 
 // Open returns partition p at version v.
@@ -53,12 +58,29 @@ func (m *Memory) Open(ctx context.Context, p int, v Version) (Store, error) {
 		m.mu.Unlock()
 		return nil, fmt.Errorf("open state partition %d: already open", p)
 	}
-	if part != nil && part.version == v {
+	cached := part != nil && part.version == v
+	if cached {
 		part.open = true
-		m.mu.Unlock()
-		return &memStore{m: m, p: p, part: part, overlay: map[string]*[]byte{}}, nil
 	}
 	m.mu.Unlock()
+	if cached {
+		// The cached version is this process's own commit: reuse it only
+		// if the committed attempt agrees (a version an abandoned attempt
+		// made differs from the one the commit records).
+		changed, known, err := m.recs.changedAt(ctx, p, v)
+		if err != nil {
+			m.mu.Lock()
+			part.open = false
+			m.mu.Unlock()
+			return nil, fmt.Errorf("open state partition %d: %w", p, err)
+		}
+		if !known || changed == part.changed {
+			return &memStore{m: m, p: p, part: part, overlay: map[string]*[]byte{}}, nil
+		}
+		m.mu.Lock()
+		part.open = false
+		m.mu.Unlock()
+	}
 
 	part, err := m.load(ctx, p, v)
 	if err != nil {
@@ -83,7 +105,11 @@ func (m *Memory) load(ctx context.Context, p int, v Version) (*memPart, error) {
 		return nil, fmt.Errorf("load state partition %d version %d: %w", p, v, err)
 	}
 	fs := parseFiles(keys, prefix)
+	if err := m.recs.follow(ctx, fs, m.opts.Operator, p, v); err != nil {
+		return nil, err
+	}
 	base, deltas := fs.plan(v)
+	part.changed = len(deltas) > 0 && deltas[len(deltas)-1] == v || base == v
 	apply := func(c change) {
 		k := string(c.key)
 		if old, ok := part.data[k]; ok {
@@ -238,7 +264,7 @@ func (s *memStore) Commit(ctx context.Context) (int, error) {
 	writes := 0
 	if len(changes) == 0 {
 		// Unchanged: no file; loading version next applies nothing for it.
-		s.part.version = next
+		s.part.version, s.part.changed = next, false
 		s.release()
 		return 0, nil
 	}
@@ -260,7 +286,7 @@ func (s *memStore) Commit(ctx context.Context) (int, error) {
 		part.data[k] = *v
 		part.bytes += int64(len(k) + len(*v))
 	}
-	part.version = next
+	part.version, part.changed = next, true
 	if int(next)%s.m.opts.SnapshotInterval == 0 {
 		all := make([]change, 0, len(part.data))
 		for k, v := range part.data {

@@ -69,6 +69,7 @@ type PebbleOptions struct {
 // with the same checksum; otherwise it is rebuilt.
 type Pebble struct {
 	store  objstore.Store
+	recs   *records
 	opts   PebbleOptions
 	cache  *pebble.Cache
 	logger *slog.Logger
@@ -139,6 +140,7 @@ func NewPebble(store objstore.Store, opts PebbleOptions) (*Pebble, error) {
 	}
 	return &Pebble{
 		store:  store,
+		recs:   newRecords(store),
 		opts:   opts,
 		cache:  pebble.NewCache(opts.CacheBytes),
 		logger: logger,
@@ -200,6 +202,20 @@ func (pb *Pebble) prepare(ctx context.Context, p int, part *pebPart, v Version) 
 			}
 		}
 	}
+	if part.ok && part.m.version > 0 {
+		// The local version is this process's own: build on it only if the
+		// committed attempt agrees on whether that version has a delta (a
+		// version an abandoned attempt made differs from the recorded one).
+		lv := part.m.version
+		changed, known, err := pb.recs.changedAt(ctx, p, lv)
+		if err != nil {
+			return fmt.Errorf("open state partition %d: %w", p, err)
+		}
+		if known && changed != (part.m.lastDelta == lv) {
+			pb.logger.Info("local state version was made by an attempt that did not commit; rebuilding", "partition", p, "version", lv)
+			part.ok = false
+		}
+	}
 	if part.ok && part.m.version == v {
 		return nil
 	}
@@ -212,6 +228,9 @@ func (pb *Pebble) prepare(ctx context.Context, p int, part *pebPart, v Version) 
 		return fmt.Errorf("load state partition %d version %d: %w", p, v, err)
 	}
 	fs := parseFiles(keys, prefix)
+	if err := pb.recs.follow(ctx, fs, pb.opts.Operator, p, v); err != nil {
+		return err
+	}
 	base, deltas := fs.plan(v)
 	if part.ok && part.m.version < v && base <= part.m.version {
 		// Catch up: every change after the local version is in a delta.
@@ -234,6 +253,22 @@ func (pb *Pebble) prepare(ctx context.Context, p int, part *pebPart, v Version) 
 			return err
 		}
 		pb.logger.Debug("loaded state snapshot", "partition", p, "version", base, "rows", part.m.rows, "duration", time.Since(start))
+		if key, ok := fs.deltas[base]; ok && base == v {
+			// Version v was made by a delta (written with the snapshot):
+			// the marker says so, as if the delta had been applied, so the
+			// check against the commit record holds on the next Open.
+			data, err := pb.store.Get(ctx, key)
+			if err != nil {
+				return fmt.Errorf("load state partition %d: %w", p, err)
+			}
+			if len(data) >= 4 {
+				m := part.m
+				m.lastDelta, m.lastSum = base, fileSum(data)
+				if err := pb.setMarker(p, part, m); err != nil {
+					return err
+				}
+			}
+		}
 	} else if err := pb.setMarker(p, part, marker{}); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package statestore
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -797,9 +798,12 @@ func traceLines(c *objstore.Counting) string {
 	return strings.Join(lines, "\n")
 }
 
-// The object-store calls of each path: commit writes the delta before the
-// snapshot; a warm open makes none; a restart on the same DataDir reads
-// one delta to check the database; a fresh DataDir lists and loads.
+// The object-store calls of each path, with the commit records a driver
+// writes (commits/N): commit writes the delta before the snapshot; a warm
+// open reads only the batch's commit record (once per process: records are
+// cached); a restart on the same DataDir reads one delta to check the
+// database; a fresh DataDir lists, follows the records back to the
+// snapshot they name, and loads it.
 func TestPebbleObjectStoreCallsPerPath(t *testing.T) {
 	ctx := context.Background()
 	fs, _ := objstore.NewFS(t.TempDir())
@@ -812,20 +816,24 @@ func TestPebbleObjectStoreCallsPerPath(t *testing.T) {
 	}
 	for v := 0; v < 2; v++ {
 		commitModel(t, pb, 0, Version(v), h[v+1])
+		writeRecord(t, fs, int64(v), CommitRecord{Deltas: []int{0}})
 	}
 	cp.StartTrace()
 	commitModel(t, pb, 0, 2, h[3])
-	if got, want := traceLines(cp), "put state/0/0/3.delta\nput state/0/0/3.snapshot"; got != want {
+	if got, want := traceLines(cp), "get commits/1\nput state/0/0/3.delta\nput state/0/0/3.snapshot"; got != want {
 		t.Fatalf("commit of a snapshot version:\n%s\nwant:\n%s", got, want)
 	}
-	cp.StartTrace()
-	st, err := pb.Open(ctx, 0, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st.Abort()
-	if got := traceLines(cp); got != "" {
-		t.Fatalf("warm open made calls:\n%s", got)
+	writeRecord(t, fs, 2, CommitRecord{Deltas: []int{0}, Snapshots: []int{0}})
+	for i, want := range []string{"get commits/2", ""} {
+		cp.StartTrace()
+		st, err := pb.Open(ctx, 0, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Abort()
+		if got := traceLines(cp); got != want {
+			t.Fatalf("warm open %d made calls:\n%s\nwant:\n%s", i, got, want)
+		}
 	}
 	pb.Close()
 
@@ -835,13 +843,13 @@ func TestPebbleObjectStoreCallsPerPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer again.Close()
-	st, err = again.Open(ctx, 0, 3)
+	st, err := again.Open(ctx, 0, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkStore(t, "restart", st, h[3])
 	st.Abort()
-	if got, want := traceLines(cp), "get state/0/0/3.delta"; got != want {
+	if got, want := traceLines(cp), "get state/0/0/3.delta\nget commits/2"; got != want {
 		t.Fatalf("restart on the same DataDir:\n%s\nwant:\n%s", got, want)
 	}
 
@@ -853,8 +861,21 @@ func TestPebbleObjectStoreCallsPerPath(t *testing.T) {
 	}
 	checkStore(t, "fresh", st, h[3])
 	st.Abort()
-	if got, want := traceLines(cp), "list state/0/0/\nget state/0/0/3.snapshot"; got != want {
+	if got, want := traceLines(cp), "list state/0/0/\nget commits/2\nget state/0/0/3.snapshot\nget state/0/0/3.delta"; got != want {
 		t.Fatalf("fresh DataDir:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// writeRecord writes commits/<batch> with a state record, as the driver
+// does.
+func writeRecord(t *testing.T, cp objstore.Store, batch int64, rec CommitRecord) {
+	t.Helper()
+	data, err := json.Marshal(map[string]any{"version": 1, "batchId": batch, "state": rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.Put(context.Background(), fmt.Sprintf("commits/%d", batch), data); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -61,7 +61,7 @@ func TestExplainRefusesWhatRunRefusesWithTheSameMessage(t *testing.T) {
 func TestExplainPrintsThePlanAndNotesWhatRunWouldRefuse(t *testing.T) {
 	dir := t.TempDir()
 	labSpec(t, dir)
-	r := driver(t, dir, "explain", "-f", "q.yaml")
+	r := runDriver(t, dir, "explain", "-f", "q.yaml")
 	r.expect(t, 0, `note: driver run would refuse this query now:`, `source.file.path: "./lab/in" is not a readable directory`)
 	golden, err := os.ReadFile("../../explain/testdata/tile-file.golden")
 	if err != nil {
@@ -74,12 +74,12 @@ func TestExplainPrintsThePlanAndNotesWhatRunWouldRefuse(t *testing.T) {
 		t.Fatalf("explain created ./lab: %v", err)
 	}
 	os.MkdirAll(filepath.Join(dir, "lab/in"), 0o755)
-	r = driver(t, dir, "explain", "-f", "q.yaml")
+	r = runDriver(t, dir, "explain", "-f", "q.yaml")
 	r.expect(t, 0)
 	if r.stderr != "" {
 		t.Fatalf("explain of a query run would accept printed on stderr:\n%s", r.stderr)
 	}
-	driver(t, dir, "explain").expect(t, 1, "explain: -f QUERY.yaml is required")
+	runDriver(t, dir, "explain").expect(t, 1, "explain: -f QUERY.yaml is required")
 }
 
 // Refusals that come from the source's own option checks, not Validate:

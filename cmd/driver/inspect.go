@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/internal/cliflags"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
@@ -23,12 +24,13 @@ import (
 func newCheckpointCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "checkpoint", Short: "Read a query's checkpoint"}
 	var asJSON bool
+	var s3 objstore.S3Options
 	inspect := &cobra.Command{
 		Use:   "inspect PATH",
 		Short: "Show the last planned and committed batch, the next watermark, offsets and state size",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rep, err := inspectCheckpoint(cmd.Context(), args[0])
+			rep, err := inspectCheckpoint(cmd.Context(), args[0], objstore.Options{S3: s3})
 			if err != nil {
 				return err
 			}
@@ -36,6 +38,7 @@ func newCheckpointCmd() *cobra.Command {
 		},
 	}
 	inspect.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cliflags.S3(inspect.Flags(), &s3)
 	cmd.AddCommand(inspect)
 	return cmd
 }
@@ -56,8 +59,8 @@ type inspectReport struct {
 	Conf                 map[string]string `json:"conf,omitempty"`
 }
 
-func inspectCheckpoint(ctx context.Context, path string) (*inspectReport, error) {
-	store, err := openExisting(ctx, path)
+func inspectCheckpoint(ctx context.Context, path string, opts objstore.Options) (*inspectReport, error) {
+	store, err := openExisting(ctx, path, opts)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
 	}
@@ -134,14 +137,16 @@ func (r *inspectReport) write(w io.Writer, asJSON bool) error {
 
 func newSinkCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "sink", Short: "Read a sink's committed output"}
+	var s3 objstore.S3Options
 	cat := &cobra.Command{
 		Use:   "cat PATH",
 		Short: "Print the committed rows of a Parquet sink, following its log, as JSON lines",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return sinkCat(cmd.Context(), args[0], cmd.OutOrStdout())
+			return sinkCat(cmd.Context(), args[0], objstore.Options{S3: s3}, cmd.OutOrStdout())
 		},
 	}
+	cliflags.S3(cat.Flags(), &s3)
 	cmd.AddCommand(cat)
 	return cmd
 }
@@ -176,7 +181,7 @@ func (notFound) Is(target error) bool { return target == errNotFound }
 // openExisting opens a store for reading without creating anything: a
 // local path must be an existing directory (objstore.Open would create it,
 // so a typo would look like an empty sink).
-func openExisting(ctx context.Context, path string) (objstore.Store, error) {
+func openExisting(ctx context.Context, path string, opts objstore.Options) (objstore.Store, error) {
 	u, err := objstore.ParseURI(path)
 	if err != nil {
 		return nil, err
@@ -192,7 +197,7 @@ func openExisting(ctx context.Context, path string) (objstore.Store, error) {
 			return nil, notFound{errors.New("not a directory")}
 		}
 	}
-	return objstore.Open(ctx, path, objstore.Options{})
+	return objstore.Open(ctx, path, opts)
 }
 
 // isSink reports whether store holds a Parquet sink log.
@@ -210,8 +215,8 @@ func isCheckpoint(ctx context.Context, store objstore.Store) bool {
 // sinkCat prints the committed rows of the Parquet sink at path as JSON
 // lines, window_start and window_end first, then the other columns in the
 // files' order.
-func sinkCat(ctx context.Context, path string, w io.Writer) error {
-	store, err := openExisting(ctx, path)
+func sinkCat(ctx context.Context, path string, opts objstore.Options, w io.Writer) error {
+	store, err := openExisting(ctx, path, opts)
 	if err != nil {
 		return fmt.Errorf("sink %s: %w", path, err)
 	}

@@ -27,8 +27,8 @@ type result struct {
 	stdout, stderr string
 }
 
-// driver runs the driver with args in dir.
-func driver(t *testing.T, dir string, args ...string) result {
+// runDriver runs the driver with args in dir.
+func runDriver(t *testing.T, dir string, args ...string) result {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Dir = dir
@@ -100,7 +100,7 @@ func TestCLILab(t *testing.T) {
 	// No input directory yet: refused, and nothing is created (not the
 	// checkpoint, not the --progress-json file).
 	before := entries(t, dir)
-	driver(t, dir, "run", "-f", "q.yaml", "--progress-json", "p.json").expect(t, 1,
+	runDriver(t, dir, "run", "-f", "q.yaml", "--progress-json", "p.json").expect(t, 1,
 		`error: source.file.path: "./lab/in" is not a readable directory: it does not exist`)
 	if after := entries(t, dir); strings.Join(after, " ") != strings.Join(before, " ") {
 		t.Fatalf("a refused run created files: before %v, after %v", before, after)
@@ -110,7 +110,7 @@ func TestCLILab(t *testing.T) {
 		`{"event_id":"e1","course_id":"c1","lesson_id":"l1","event_time":"2026-03-02T09:01:00Z"}`,
 		`not json`,
 		`{"event_id":"e2","course_id":"c1","lesson_id":"l2","event_time":"2026-03-02T09:03:30Z"}`)
-	driver(t, dir, "run", "-f", "q.yaml").expect(t, 0,
+	runDriver(t, dir, "run", "-f", "q.yaml").expect(t, 0,
 		"batch 0: 3 rows read (2 good, 1 malformed)",
 		"malformed records set aside in ./lab/checkpoint/bad_records/batch_id=0/")
 	if _, err := os.Stat(filepath.Join(dir, "lab/checkpoint/bad_records/batch_id=0")); err != nil {
@@ -118,43 +118,43 @@ func TestCLILab(t *testing.T) {
 	}
 
 	write(t, filepath.Join(dir, "lab/in/003.jsonl"), `{"event_id":"e3","course_id":"c1","lesson_id":"l1","event_time":"2026-03-02T09:31:00Z"}`)
-	driver(t, dir, "run", "-f", "q.yaml").expect(t, 0, "1 out")
+	runDriver(t, dir, "run", "-f", "q.yaml").expect(t, 0, "1 out")
 
 	// Nothing new: one line saying so, with the watermark held.
-	r := driver(t, dir, "run", "-f", "q.yaml")
+	r := runDriver(t, dir, "run", "-f", "q.yaml")
 	r.expect(t, 0, "nothing new", "watermark 2026-03-02T09:21:00Z")
 	if n := strings.Count(strings.TrimSpace(r.stderr), "\n") + 1; n != 1 {
 		t.Fatalf("a run with nothing new printed %d lines, want 1:\n%s", n, r.stderr)
 	}
 
-	r = driver(t, dir, "sink", "cat", "lab/course_activity_tile")
+	r = runDriver(t, dir, "sink", "cat", "lab/course_activity_tile")
 	r.expect(t, 0)
 	want := `{"window_start":"2026-03-02T09:00:00Z","window_end":"2026-03-02T09:05:00Z","course_id":"c1","event_count":2}` + "\n"
 	if r.stdout != want {
 		t.Fatalf("sink cat printed\n%s\nwant\n%s", r.stdout, want)
 	}
 
-	r = driver(t, dir, "checkpoint", "inspect", "lab/checkpoint")
+	r = runDriver(t, dir, "checkpoint", "inspect", "lab/checkpoint")
 	r.expect(t, 0)
 	if !strings.Contains(r.stdout, "last committed     3") {
 		t.Fatalf("inspect:\n%s", r.stdout)
 	}
 
 	// The wrong path for each reader: a message and a non-zero exit.
-	driver(t, dir, "sink", "cat", "lab/checkpoint").expect(t, 1,
+	runDriver(t, dir, "sink", "cat", "lab/checkpoint").expect(t, 1,
 		"sink lab/checkpoint: no _sink_log/ directory: not a Parquet sink", "it is a checkpoint: read it with driver checkpoint inspect")
-	driver(t, dir, "checkpoint", "inspect", "lab/course_activity_tile").expect(t, 1,
+	runDriver(t, dir, "checkpoint", "inspect", "lab/course_activity_tile").expect(t, 1,
 		"checkpoint lab/course_activity_tile: no metadata file: not a checkpoint", "it is a Parquet sink: read it with driver sink cat")
 	before = entries(t, dir)
-	driver(t, dir, "sink", "cat", "lab/typo").expect(t, 1, "sink lab/typo: no such directory")
-	driver(t, dir, "checkpoint", "inspect", "lab/typo").expect(t, 1, "checkpoint lab/typo: no such directory")
-	driver(t, dir, "sink", "cat", "q.yaml").expect(t, 1, "sink q.yaml: not a directory")
+	runDriver(t, dir, "sink", "cat", "lab/typo").expect(t, 1, "sink lab/typo: no such directory")
+	runDriver(t, dir, "checkpoint", "inspect", "lab/typo").expect(t, 1, "checkpoint lab/typo: no such directory")
+	runDriver(t, dir, "sink", "cat", "q.yaml").expect(t, 1, "sink q.yaml: not a directory")
 	if after := entries(t, dir); strings.Join(after, " ") != strings.Join(before, " ") {
 		t.Fatalf("reading a wrong path created it: before %v, after %v", before, after)
 	}
 	empty := filepath.Join(dir, "empty")
 	os.Mkdir(empty, 0o755)
-	driver(t, dir, "sink", "cat", "empty").expect(t, 1, "not a Parquet sink, or no batch has committed to it yet")
+	runDriver(t, dir, "sink", "cat", "empty").expect(t, 1, "not a Parquet sink, or no batch has committed to it yet")
 }
 
 func TestCLIRefusesUnknownLogLevel(t *testing.T) {
@@ -164,23 +164,23 @@ func TestCLIRefusesUnknownLogLevel(t *testing.T) {
 		{"run", "-f", "q.yaml", "--log-level", "trace"},
 		{"checkpoint", "inspect", "x", "--log-level=warning"},
 	} {
-		driver(t, dir, args...).expect(t, 1, `for "--log-level" flag: not a level: use debug, info, warn, error`)
+		runDriver(t, dir, args...).expect(t, 1, `for "--log-level" flag: not a level: use debug, info, warn, error`)
 	}
-	driver(t, dir, "--log-level", "WARN", "sink", "cat", "nowhere").expect(t, 1, "no such directory")
+	runDriver(t, dir, "--log-level", "WARN", "sink", "cat", "nowhere").expect(t, 1, "no such directory")
 }
 
 func TestCLIUsageErrors(t *testing.T) {
 	dir := t.TempDir()
-	driver(t, dir, "run").expect(t, 1, "run: -f QUERY.yaml is required")
-	driver(t, dir, "run", "-f", "missing.yaml").expect(t, 1, "load query", "missing.yaml")
-	driver(t, dir, "sink", "cat").expect(t, 1, "accepts 1 arg(s), received 0")
-	driver(t, dir, "nosuch").expect(t, 1, `unknown command "nosuch"`)
+	runDriver(t, dir, "run").expect(t, 1, "run: -f QUERY.yaml is required")
+	runDriver(t, dir, "run", "-f", "missing.yaml").expect(t, 1, "load query", "missing.yaml")
+	runDriver(t, dir, "sink", "cat").expect(t, 1, "accepts 1 arg(s), received 0")
+	runDriver(t, dir, "nosuch").expect(t, 1, `unknown command "nosuch"`)
 	write(t, filepath.Join(dir, "bad.yaml"), "name: Bad_Name")
-	driver(t, dir, "run", "-f", "bad.yaml").expect(t, 1, `name: "Bad_Name" must match [a-z0-9-]+`)
+	runDriver(t, dir, "run", "-f", "bad.yaml").expect(t, 1, `name: "Bad_Name" must match [a-z0-9-]+`)
 }
 
 func TestProductionFlagsHelpSaysWhatTheyAllow(t *testing.T) {
-	r := driver(t, t.TempDir(), "run", "--help")
+	r := runDriver(t, t.TempDir(), "run", "--help")
 	r.expect(t, 0)
 	for _, s := range []string{"environment: production", "--allow-first-start", "first start", "--allow-replay", "intended replay"} {
 		if !strings.Contains(r.stdout, s) {

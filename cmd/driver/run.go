@@ -1,24 +1,20 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"sync"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/fault"
 	"github.com/sluicehq/sluice/internal/cliflags"
-	"github.com/sluicehq/sluice/metrics"
+	"github.com/sluicehq/sluice/internal/tlsconf"
+	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
@@ -26,7 +22,9 @@ import (
 )
 
 func newRunCmd() *cobra.Command {
-	var file, progressJSON, metricsAddr string
+	var file, progressJSON string
+	var hc httpConfig
+	var tlsFlags tlsconf.Config
 	var allowFirst, allowReplay bool
 	var sourceRetry time.Duration
 	var s3 objstore.S3Options
@@ -46,10 +44,24 @@ func newRunCmd() *cobra.Command {
 			if err := engine.Check(spec); err != nil {
 				return err
 			}
-			var observe func(*scheduler.Progress)
-			if metricsAddr != "" { // before the progress file: a busy port creates nothing
-				var stop func()
-				if observe, stop, err = serveMetrics(metricsAddr); err != nil {
+			// The HTTP port binds before the progress file is created: a busy
+			// port creates nothing.
+			var tr *monitor.Tracker
+			if hc.Addr != "" {
+				src, err := tlsconf.Open(tlsFlags)
+				if err != nil {
+					return err
+				}
+				hc.TLS = src
+				tr = monitor.New(monitor.Options{})
+				ready := func() error {
+					if v, ok := tr.Get(spec.Name); ok && v.State == monitor.Running {
+						return nil
+					}
+					return fmt.Errorf("query %s is not running yet", spec.Name)
+				}
+				stop, err := serveHTTPWith(cmd.Context(), hc, tr, ready, logger(cmd))
+				if err != nil {
 					return err
 				}
 				defer stop()
@@ -59,29 +71,37 @@ func newRunCmd() *cobra.Command {
 				return err
 			}
 			defer closeProgress()
-			if observe != nil {
-				progress = chain(progress, observe)
-			}
-			return runSpec(cmd, spec, engine.Options{
+			opts := engine.Options{
 				Store:           objstore.Options{S3: s3},
 				AllowFirstStart: allowFirst,
 				SourceRetryFor:  sourceRetry,
 				AllowReplay:     allowReplay,
 				Progress:        progress,
-			})
+			}
+			if tr != nil {
+				opts.WrapStore = countStores(tr)
+			}
+			return runSpecTracked(cmd, spec, opts, tr)
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "query spec (YAML or JSON)")
 	cmd.Flags().StringVar(&progressJSON, "progress-json", "", "append one JSON progress object per batch to this file")
-	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9464)")
+	addHTTPFlags(cmd.Flags(), &hc, "")
 	cliflags.ProductionGuards(cmd.Flags(), &allowFirst, &allowReplay)
 	cmd.Flags().DurationVar(&sourceRetry, "source-retry-for", 5*time.Minute, "keep retrying this long when the source is unreachable (a broker down) before failing")
 	cliflags.S3(cmd.Flags(), &s3)
+	tlsFlags.RegisterCerts(cmd.Flags())
 	return cmd
 }
 
 // runSpec builds and runs a query, printing one line per batch on stderr.
 func runSpec(cmd *cobra.Command, spec query.Spec, opts engine.Options) error {
+	return runSpecTracked(cmd, spec, opts, nil)
+}
+
+// runSpecTracked is runSpec that also records the query's states and
+// progress in tr (if not nil), for the HTTP port.
+func runSpecTracked(cmd *cobra.Command, spec query.Spec, opts engine.Options, tr *monitor.Tracker) error {
 	ctx := cmd.Context()
 	hook, err := fault.FromEnv()
 	if err != nil {
@@ -96,16 +116,47 @@ func runSpec(cmd *cobra.Command, spec query.Spec, opts engine.Options) error {
 		if next != nil {
 			next(p)
 		}
+		if tr != nil {
+			tr.Observe(p)
+		}
+	}
+	ref := monitor.Ref{Name: spec.Name}
+	if tr != nil {
+		tr.SetDesired(ref, monitor.DesiredRunning, 0)
+		tr.SetState(ref, monitor.Starting, nil)
 	}
 	if opts.Idle == nil {
 		opts.Idle = func(i scheduler.Idle) { fmt.Fprintln(cmd.ErrOrStderr(), idleLine(spec, i)) }
 	}
 	job, err := engine.Build(ctx, spec, opts)
 	if err != nil {
+		if tr != nil {
+			tr.SetState(ref, monitor.Failed, err)
+		}
 		return err
 	}
 	defer job.Close()
-	return job.Run(ctx)
+	ref.ID = job.Query.QueryID()
+	if tr != nil {
+		tr.SetState(ref, monitor.Running, nil)
+	}
+	err = job.Run(ctx)
+	if tr != nil {
+		tr.SetState(ref, endState(ctx, err), err)
+	}
+	return err
+}
+
+// endState is the observed state of a query whose run returned err.
+func endState(ctx context.Context, err error) monitor.State {
+	switch {
+	case err != nil:
+		return monitor.Failed
+	case ctx.Err() != nil:
+		return monitor.Stopped
+	default:
+		return monitor.Finished
+	}
 }
 
 // idleLine is the one line a run prints when it finds nothing to run:
@@ -152,20 +203,4 @@ func chain(a, b func(*scheduler.Progress)) func(*scheduler.Progress) {
 			b(p)
 		}
 	}
-}
-
-// serveMetrics serves /metrics on addr and returns the progress observer.
-func serveMetrics(addr string) (func(*scheduler.Progress), func(), error) {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := metrics.New(reg)
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--metrics-addr: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
-	return m.Observe, func() { srv.Close() }, nil
 }

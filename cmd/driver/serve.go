@@ -4,55 +4,96 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
-	"sync"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/driver"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/fault"
 	"github.com/sluicehq/sluice/internal/cliflags"
+	"github.com/sluicehq/sluice/internal/tlsconf"
+	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/objstore"
-	"github.com/sluicehq/sluice/query"
+	"github.com/sluicehq/sluice/registry"
 	"github.com/sluicehq/sluice/scheduler"
 )
+
+// defaultRegistry is the registry of a driver given no --registry: a
+// directory in the working directory, fine for a lab; a driver that must
+// survive its node needs an object-store URI.
+const defaultRegistry = "sluice-registry"
 
 func newServeCmd() *cobra.Command {
 	var opts cluster.DriverOptions
 	var files []string
-	var tokenFile, progressJSON string
-	var exitWhenDone, allowFirst, allowReplay bool
+	var tokenFile, progressJSON, registryURI, queriesDir string
+	var hc httpConfig
+	var tlsFlags tlsconf.Config
+	var exitWhenDone, allowFirst, allowReplay, prune bool
 	var minExecutors int
 	var s3 objstore.S3Options
-	var sourceRetry time.Duration
-	var metricsAddr string
+	var sourceRetry, leaseTTL, stopTimeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "serve --query QUERY.yaml [--query ...]",
-		Short: "Serve the driver service and run the given queries on the executors that register (SIGINT/SIGTERM stops)",
-		Args:  cobra.NoArgs,
+		Use:   "serve [--registry URI] [--queries-dir DIR] [--query Q.yaml ...]",
+		Short: "Serve the driver service: run every query of the registry whose desired state is running, on the executors that register",
+		Long: `Serve the driver service. The driver holds the registry's lease (a second
+driver on the same registry waits as a standby and takes over when the lease
+lapses), runs every query whose desired state is running, each from its own
+checkpoint, and answers the CLI (submit, stop, list, status, progress).
+
+--registry is an object-store URI (s3://bucket/sluice/registry/) or a local
+path; without it the registry is ./` + defaultRegistry + ` in the working
+directory, which only suits a lab: a driver restarted on another node finds
+its queries only in a shared registry.
+
+--query FILE submits FILE at start (as driver submit would); --queries-dir DIR
+submits every *.yaml|*.yml|*.json of DIR at start and on change (a changed
+file is applied only if its checkpoint can serve it; a removed file stops
+its query only with --prune).
+
+SIGINT/SIGTERM changes no desired state: the batches in flight finish (within
+--stop-timeout, else they are abandoned and re-run by the next driver), the
+lease is released, the driver exits.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			log := logger(cmd)
-			if len(files) == 0 {
-				return fmt.Errorf("serve: at least one --query FILE is required (submitting to a running driver is not available yet)")
-			}
-			var specs []query.Spec
+			var subs [][]byte
 			for _, f := range files {
-				s, err := query.Load(f)
+				b, err := os.ReadFile(f)
 				if err != nil {
-					return err
+					return fmt.Errorf("--query: %w", err)
 				}
-				specs = append(specs, s)
+				if _, err := driver.Parse(b); err != nil {
+					return fmt.Errorf("%s: %w", f, err)
+				}
+				subs = append(subs, b)
+			}
+			if registryURI == "" {
+				registryURI = defaultRegistry
+				abs, _ := filepath.Abs(defaultRegistry)
+				log.Warn("no --registry: the query registry is a local directory; a driver on another node will not find these queries", "registry", abs)
+			}
+			store := objstore.Options{S3: s3}
+			regStore, err := objstore.Open(ctx, registryURI, store)
+			if err != nil {
+				return fmt.Errorf("--registry: %w", err)
 			}
 			tok, err := cluster.LoadToken(tokenFile)
 			if err != nil {
 				return err
 			}
-			opts.Token, opts.Logger = tok, log
-			if tok == "" {
-				log.Warn("no cluster token (--token-file or " + cluster.TokenEnv + "): any local process can join; fine on loopback only")
+			opts.Insecure = tlsFlags.Insecure
+			if opts.TLS, err = tlsconf.Open(tlsFlags); err != nil {
+				return err
+			}
+			if tok == "" && (opts.TLS == nil || !opts.TLS.Mutual()) {
+				log.Warn("no cluster token (--token-file or " + cluster.TokenEnv + ") and no mutual TLS (--tls-ca): any process that reaches the listen address can join; fine on loopback only")
 			}
 			hook, err := fault.FromEnv()
 			if err != nil {
@@ -63,84 +104,150 @@ func newServeCmd() *cobra.Command {
 				return err
 			}
 			defer closeProgress()
-			if metricsAddr != "" {
-				observe, stop, err := serveMetrics(metricsAddr)
-				if err != nil {
-					return err
-				}
-				defer stop()
-				progress = chain(progress, observe)
+			tr := monitor.New(monitor.Options{})
+			engineOpts := engine.Options{
+				Logger: log, Hook: hook, Stdout: cmd.OutOrStdout(),
+				Store: store, SourceRetryFor: sourceRetry,
+				Progress: func(p *scheduler.Progress) {
+					fmt.Fprintln(os.Stderr, p.Line())
+					if progress != nil {
+						progress(p)
+					}
+				},
 			}
-			drv, err := cluster.NewDriver(opts)
+			if hc.Addr != "" {
+				engineOpts.WrapStore = countStores(tr)
+			}
+			var drv *cluster.Driver
+			svc := driver.New(driver.Options{
+				Registry:     registry.New(regStore, registry.Options{}),
+				Tracker:      tr,
+				Lease:        registry.LeaseConfig{TTL: leaseTTL},
+				MinExecutors: minExecutors,
+				Logger:       log,
+				StopTimeout:  stopTimeout,
+				Engine:       engineOpts,
+			})
+			control := &driver.Control{S: svc, Executors: func() int { return len(drv.Members.Live()) }}
+			opts.Token, opts.Logger, opts.Control = tok, log, control
+			drv, err = cluster.NewDriver(opts)
 			if err != nil {
 				return err
 			}
-			log.Info("driver listening", "address", drv.Addr())
+			svc.SetCluster(drv)
+			log.Info("driver listening", "address", drv.Addr(), "registry", registryURI)
 			serveCtx, stopServe := context.WithCancel(context.Background())
+			defer stopServe()
 			served := make(chan error, 1)
 			go func() { served <- drv.Serve(serveCtx) }()
+			if hc.Addr != "" {
+				hc.TLS = opts.TLS
+				stopHTTP, err := serveHTTPWith(ctx, hc, tr, svc.Ready, log)
+				if err != nil {
+					return err
+				}
+				defer stopHTTP()
+				go trackExecutors(serveCtx, tr, drv)
+			}
 
-			var wg sync.WaitGroup
-			errs := make([]error, len(specs))
-			for i, spec := range specs {
-				wg.Go(func() {
-					errs[i] = serveQuery(ctx, drv, spec, minExecutors, engine.Options{
-						Logger: log, Hook: hook, Stdout: cmd.OutOrStdout(),
-						Store: objstore.Options{S3: s3}, SourceRetryFor: sourceRetry,
-						AllowFirstStart: allowFirst, AllowReplay: allowReplay,
-						Progress: func(p *scheduler.Progress) {
-							fmt.Fprintln(os.Stderr, p.Line())
-							if progress != nil {
-								progress(p)
-							}
-						},
-					})
-					if errs[i] != nil {
-						log.Error("query failed", "query", spec.Name, "err", errs[i])
-					}
-				})
+			runCtx, stopRun := context.WithCancel(ctx)
+			defer stopRun()
+			ran := make(chan error, 1)
+			go func() { ran <- svc.Run(runCtx) }()
+			if len(subs) > 0 || queriesDir != "" {
+				go submitAtStart(runCtx, svc, subs, files, allowFirst, allowReplay, log)
 			}
-			wg.Wait()
-			if !exitWhenDone {
-				<-ctx.Done()
+			if queriesDir != "" {
+				w := &driver.Watcher{Dir: queriesDir, Prune: prune, AllowFirstStart: allowFirst, AllowReplay: allowReplay, S: svc, Logger: log}
+				go w.Run(runCtx)
 			}
+			var failed error
+			if exitWhenDone {
+				go func() {
+					failed = waitAllDone(runCtx, svc, tr)
+					stopRun()
+				}()
+			}
+			err = <-ran
 			stopServe()
-			if err := <-served; err != nil {
-				errs = append(errs, err)
+			if serr := <-served; serr != nil {
+				err = errors.Join(err, serr)
 			}
-			return errors.Join(errs...)
+			if exitWhenDone && failed != nil {
+				err = errors.Join(err, failed)
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVar(&files, "query", nil, "query spec to run (YAML or JSON); repeatable")
+	f.StringVar(&registryURI, "registry", "", "query registry: object-store URI (s3://bucket/prefix/) or local path (default ./"+defaultRegistry+")")
+	f.StringVar(&queriesDir, "queries-dir", "", "submit the specs of this directory at start and on change")
+	f.BoolVar(&prune, "prune", false, "with --queries-dir: a removed file stops its query")
+	f.StringArrayVar(&files, "query", nil, "submit this query spec (YAML or JSON) at start; repeatable")
 	f.StringVar(&opts.Listen, "listen", cluster.DefaultDriverListen, "address to serve executors and the CLI on")
+	addHTTPFlags(f, &hc, "")
 	f.StringVar(&tokenFile, "token-file", "", "file holding the cluster token (default: $"+cluster.TokenEnv+")")
 	f.DurationVar(&opts.HeartbeatTimeout, "heartbeat-timeout", 5*time.Second, "remove an executor silent for this long")
 	f.IntVar(&minExecutors, "min-executors", 1, "executors that must register before a query's first batch")
-	f.BoolVar(&exitWhenDone, "exit-when-done", false, "exit once every query has stopped (availableNow, once) instead of serving on")
+	f.BoolVar(&exitWhenDone, "exit-when-done", false, "exit once every running query has ended (availableNow, once, failed); non-zero if one failed")
 	f.StringVar(&progressJSON, "progress-json", "", "append one JSON progress object per batch to this file")
 	cliflags.ProductionGuards(f, &allowFirst, &allowReplay)
-	f.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9464)")
 	f.DurationVar(&sourceRetry, "source-retry-for", 5*time.Minute, "keep retrying this long when the source or a store is unreachable before failing")
+	f.DurationVar(&leaseTTL, "lease-ttl", 10*time.Second, "a standby takes over once the active driver has not renewed the lease for this long")
+	f.DurationVar(&stopTimeout, "stop-timeout", 30*time.Second, "on SIGTERM or stop: how long a batch in flight may take to commit before it is abandoned")
 	cliflags.S3(f, &s3)
+	tlsFlags.Register(f)
 	return cmd
 }
 
-// serveQuery builds one query and runs it on the driver's executors.
-func serveQuery(ctx context.Context, drv *cluster.Driver, spec query.Spec, minExecutors int, opts engine.Options) error {
-	job, err := engine.Build(ctx, spec, opts)
-	if err != nil {
-		return err
+// submitAtStart submits the --query files once this driver is active.
+func submitAtStart(ctx context.Context, svc *driver.Service, subs [][]byte, files []string, allowFirst, allowReplay bool, log *slog.Logger) {
+	for svc.Ready() != nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
-	defer job.Close()
-	runner, err := drv.NewRunner(cluster.RunnerOptions{QueryID: job.Query.QueryID(), Spec: job.Spec, Logger: opts.Logger, Hook: opts.Hook, MinExecutors: minExecutors})
-	if err != nil {
-		return err
+	host, _ := os.Hostname()
+	for i, b := range subs {
+		res, err := svc.Submit(ctx, driver.Submission{Spec: b, AllowFirstStart: allowFirst, Replay: allowReplay, ChangedBy: "serve --query " + files[i] + "@" + host})
+		if err != nil {
+			log.Error("--query refused", "file", files[i], "err", err)
+			continue
+		}
+		log.Info("--query "+res.Outcome, "file", files[i], "query", res.Record.Name, "generation", res.Record.Generation, "id", res.Record.ID)
 	}
-	start := time.Now()
-	err = job.RunWith(ctx, runner)
-	st := runner.Stats()
-	opts.Logger.Info("query stopped", "query", spec.Name, "id", job.Query.QueryID(), "batches", st.Batches, "inputRows", st.InputRows,
-		"shuffleBytes", st.ShuffleBytes, "shuffleRecords", st.ShuffleRecords, "mapRetries", st.MapRetries, "seconds", time.Since(start).Seconds())
-	return err
+}
+
+// waitAllDone returns once the driver is active and every query whose
+// desired state is running has ended; the error joins the failures.
+func waitAllDone(ctx context.Context, svc *driver.Service, tr *monitor.Tracker) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(200 * time.Millisecond):
+		}
+		if svc.Ready() != nil {
+			continue
+		}
+		views := tr.List()
+		if len(views) == 0 {
+			continue
+		}
+		done := true
+		var errs []error
+		for _, v := range views {
+			if v.Desired == monitor.DesiredRunning && !v.State.Terminal() {
+				done = false
+			}
+			if v.State == monitor.Failed {
+				errs = append(errs, fmt.Errorf("query %s: %s", v.Name, v.LastError))
+			}
+		}
+		if done {
+			return errors.Join(errs...)
+		}
+	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/fault"
 	"github.com/sluicehq/sluice/internal/cliflags"
+	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/objstore"
 )
 
@@ -36,8 +37,9 @@ func main() {
 
 func newRoot() *cobra.Command {
 	var opts cluster.NodeOptions
-	var tokenFile, logLevel string
+	var tokenFile, logLevel, httpAddr string
 	var s3 objstore.S3Options
+	var tlsFlags tlsconf.Config
 	cmd := &cobra.Command{
 		Use:           "executor --driver HOST:PORT --data-dir DIR",
 		Short:         "Sluice executor: runs tasks for a driver and serves shuffle data",
@@ -54,7 +56,10 @@ func newRoot() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts.Token = tok
+			opts.Token, opts.Insecure = tok, tlsFlags.Insecure
+			if opts.TLS, err = tlsconf.Open(tlsFlags); err != nil {
+				return err
+			}
 			hook, err := fault.FromEnv()
 			if err != nil {
 				return err
@@ -63,6 +68,13 @@ func newRoot() *cobra.Command {
 			node, err := cluster.NewNode(opts)
 			if err != nil {
 				return err
+			}
+			if httpAddr != "" {
+				stop, err := serveHTTP(cmd.Context(), httpAddr, opts.TLS, node, opts.Driver, opts.Logger)
+				if err != nil {
+					return err
+				}
+				defer stop()
 			}
 			return node.Run(cmd.Context())
 		},
@@ -77,6 +89,8 @@ func newRoot() *cobra.Command {
 	f.Int64Var(&opts.ShuffleMemory, "shuffle-memory", 0, "bytes of shuffle data held in memory before spilling to --data-dir (default 256 MiB)")
 	f.DurationVar(&opts.DrainTimeout, "drain-timeout", 60*time.Second, "how long SIGTERM waits for running batches and tasks")
 	cliflags.LogLevel(f, &logLevel)
+	f.StringVar(&httpAddr, "http-addr", "", "serve HTTP on this address: /metrics (Prometheus), /healthz, /readyz (registered with the driver)")
 	cliflags.S3(f, &s3)
+	tlsFlags.Register(f)
 	return cmd
 }

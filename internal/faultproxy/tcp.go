@@ -1,6 +1,7 @@
 package faultproxy
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -37,6 +38,25 @@ type TCP struct {
 	open   chan struct{} // closed while bytes may flow
 	conns  map[net.Conn]struct{}
 	nconns int64
+	// recording makes serve keep a copy of each stream (one direction of
+	// one connection) in streams.
+	recording bool
+	streams   []*stream
+}
+
+// stream is the bytes of one direction of one connection.
+type stream struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *stream) write(b []byte) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	s.b.Write(b)
+	s.mu.Unlock()
 }
 
 // NewTCP starts a proxy on 127.0.0.1 (a port chosen by the kernel) that
@@ -69,6 +89,29 @@ func (p *TCP) Connections() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.nconns
+}
+
+// Record makes the proxy keep a copy of every byte it forwards on
+// connections accepted from now on, as a wiretap would see them.
+func (p *TCP) Record() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.recording = true
+}
+
+// Recorded returns the recorded streams: one per direction of each
+// connection, in the order they were opened.
+func (p *TCP) Recorded() [][]byte {
+	p.mu.Lock()
+	streams := p.streams
+	p.mu.Unlock()
+	out := make([][]byte, len(streams))
+	for i, s := range streams {
+		s.mu.Lock()
+		out[i] = bytes.Clone(s.b.Bytes())
+		s.mu.Unlock()
+	}
+	return out
 }
 
 // Cut breaks the link until Restore.
@@ -189,9 +232,16 @@ func (p *TCP) serve(client net.Conn) {
 	}
 	defer p.untrack(server)
 	defer server.Close()
+	var up, down *stream
+	p.mu.Lock()
+	if p.recording {
+		up, down = &stream{}, &stream{}
+		p.streams = append(p.streams, up, down)
+	}
+	p.mu.Unlock()
 	done := make(chan bool, 2)
-	go func() { done <- p.pipe(server, client) }()
-	go func() { done <- p.pipe(client, server) }()
+	go func() { done <- p.pipe(server, client, up) }()
+	go func() { done <- p.pipe(client, server, down) }()
 	if clean := <-done; !clean {
 		client.Close()
 		server.Close()
@@ -199,9 +249,10 @@ func (p *TCP) serve(client net.Conn) {
 	<-done
 }
 
-// pipe copies src to dst, holding bytes while the link is cut. It reports
-// whether src ended cleanly (EOF, passed on as a half close).
-func (p *TCP) pipe(dst, src net.Conn) bool {
+// pipe copies src to dst, holding bytes while the link is cut, and a copy
+// to rec when recording. It reports whether src ended cleanly (EOF, passed
+// on as a half close).
+func (p *TCP) pipe(dst, src net.Conn, rec *stream) bool {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
@@ -211,6 +262,7 @@ func (p *TCP) pipe(dst, src net.Conn) bool {
 				return false
 			}
 			<-open
+			rec.write(buf[:n])
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return false
 			}

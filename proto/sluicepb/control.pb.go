@@ -4,9 +4,11 @@
 // 	protoc        v3.21.12
 // source: control.proto
 
-// What the CLI calls on the driver. Submitting to a running driver comes
-// with the driver-service work; the service exists now so that it is
-// authenticated like every other.
+// What the CLI calls on the driver service: submit, stop, list, status and
+// progress of queries. Errors carry a gRPC code and a
+// google.rpc.ErrorInfo whose reason is one of: NOT_FOUND, CONFLICT,
+// INVALID_SPEC, GUARD (a production guard refused), INCOMPATIBLE (new
+// checkpoint required), STANDBY (this driver does not hold the lease).
 
 package sluicepb
 
@@ -28,7 +30,13 @@ const (
 type SubmitQueryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// spec is the query spec, YAML or JSON.
-	Spec          []byte `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	Spec            []byte `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	AllowFirstStart bool   `protobuf:"varint,2,opt,name=allow_first_start,json=allowFirstStart,proto3" json:"allow_first_start,omitempty"`
+	AllowReplay     bool   `protobuf:"varint,3,opt,name=allow_replay,json=allowReplay,proto3" json:"allow_replay,omitempty"`
+	// wait: answer once the query runs (or has failed to start).
+	Wait bool `protobuf:"varint,4,opt,name=wait,proto3" json:"wait,omitempty"`
+	// changed_by names the submitter (user@host).
+	ChangedBy     string `protobuf:"bytes,5,opt,name=changed_by,json=changedBy,proto3" json:"changed_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -70,9 +78,44 @@ func (x *SubmitQueryRequest) GetSpec() []byte {
 	return nil
 }
 
+func (x *SubmitQueryRequest) GetAllowFirstStart() bool {
+	if x != nil {
+		return x.AllowFirstStart
+	}
+	return false
+}
+
+func (x *SubmitQueryRequest) GetAllowReplay() bool {
+	if x != nil {
+		return x.AllowReplay
+	}
+	return false
+}
+
+func (x *SubmitQueryRequest) GetWait() bool {
+	if x != nil {
+		return x.Wait
+	}
+	return false
+}
+
+func (x *SubmitQueryRequest) GetChangedBy() string {
+	if x != nil {
+		return x.ChangedBy
+	}
+	return ""
+}
+
 type SubmitQueryResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	QueryId       string                 `protobuf:"bytes,1,opt,name=query_id,json=queryId,proto3" json:"query_id,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	QueryId    string                 `protobuf:"bytes,1,opt,name=query_id,json=queryId,proto3" json:"query_id,omitempty"`
+	Name       string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Generation int64                  `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	// outcome: submitted, updated, resumed, unchanged.
+	Outcome string `protobuf:"bytes,4,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	Message string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	// state is the observed state when answering.
+	State         string `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -114,17 +157,674 @@ func (x *SubmitQueryResponse) GetQueryId() string {
 	return ""
 }
 
+func (x *SubmitQueryResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SubmitQueryResponse) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *SubmitQueryResponse) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *SubmitQueryResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *SubmitQueryResponse) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+type StopQueryRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// now abandons the batch in flight (it is re-run on the next start).
+	Now bool `protobuf:"varint,2,opt,name=now,proto3" json:"now,omitempty"`
+	// timeout_ms bounds the wait for the batch in flight; past it the batch
+	// is abandoned. 0: the server's default.
+	TimeoutMs     int64  `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	ChangedBy     string `protobuf:"bytes,4,opt,name=changed_by,json=changedBy,proto3" json:"changed_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StopQueryRequest) Reset() {
+	*x = StopQueryRequest{}
+	mi := &file_control_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StopQueryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StopQueryRequest) ProtoMessage() {}
+
+func (x *StopQueryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StopQueryRequest.ProtoReflect.Descriptor instead.
+func (*StopQueryRequest) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *StopQueryRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *StopQueryRequest) GetNow() bool {
+	if x != nil {
+		return x.Now
+	}
+	return false
+}
+
+func (x *StopQueryRequest) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *StopQueryRequest) GetChangedBy() string {
+	if x != nil {
+		return x.ChangedBy
+	}
+	return ""
+}
+
+type StopQueryResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Generation    int64                  `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	State         string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	Message       string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StopQueryResponse) Reset() {
+	*x = StopQueryResponse{}
+	mi := &file_control_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StopQueryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StopQueryResponse) ProtoMessage() {}
+
+func (x *StopQueryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StopQueryResponse.ProtoReflect.Descriptor instead.
+func (*StopQueryResponse) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *StopQueryResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *StopQueryResponse) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *StopQueryResponse) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *StopQueryResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+type ListQueriesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListQueriesRequest) Reset() {
+	*x = ListQueriesRequest{}
+	mi := &file_control_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListQueriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListQueriesRequest) ProtoMessage() {}
+
+func (x *ListQueriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListQueriesRequest.ProtoReflect.Descriptor instead.
+func (*ListQueriesRequest) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{4}
+}
+
+type ListQueriesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queries       []*QueryInfo           `protobuf:"bytes,1,rep,name=queries,proto3" json:"queries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListQueriesResponse) Reset() {
+	*x = ListQueriesResponse{}
+	mi := &file_control_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListQueriesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListQueriesResponse) ProtoMessage() {}
+
+func (x *ListQueriesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListQueriesResponse.ProtoReflect.Descriptor instead.
+func (*ListQueriesResponse) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ListQueriesResponse) GetQueries() []*QueryInfo {
+	if x != nil {
+		return x.Queries
+	}
+	return nil
+}
+
+// QueryInfo is one query's registry record and observed state.
+type QueryInfo struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Name       string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Id         string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	Desired    string                 `protobuf:"bytes,3,opt,name=desired,proto3" json:"desired,omitempty"`
+	Generation int64                  `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
+	State      string                 `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
+	// state_since, changed_at, last_error_at: RFC 3339.
+	StateSince  string `protobuf:"bytes,6,opt,name=state_since,json=stateSince,proto3" json:"state_since,omitempty"`
+	LastError   string `protobuf:"bytes,7,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	LastErrorAt string `protobuf:"bytes,8,opt,name=last_error_at,json=lastErrorAt,proto3" json:"last_error_at,omitempty"`
+	ChangedBy   string `protobuf:"bytes,9,opt,name=changed_by,json=changedBy,proto3" json:"changed_by,omitempty"`
+	ChangedAt   string `protobuf:"bytes,10,opt,name=changed_at,json=changedAt,proto3" json:"changed_at,omitempty"`
+	// view_json is the monitor's view of the query (monitor.View), with the
+	// latest progress object.
+	ViewJson      []byte `protobuf:"bytes,11,opt,name=view_json,json=viewJson,proto3" json:"view_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryInfo) Reset() {
+	*x = QueryInfo{}
+	mi := &file_control_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryInfo) ProtoMessage() {}
+
+func (x *QueryInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryInfo.ProtoReflect.Descriptor instead.
+func (*QueryInfo) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *QueryInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *QueryInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *QueryInfo) GetDesired() string {
+	if x != nil {
+		return x.Desired
+	}
+	return ""
+}
+
+func (x *QueryInfo) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *QueryInfo) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *QueryInfo) GetStateSince() string {
+	if x != nil {
+		return x.StateSince
+	}
+	return ""
+}
+
+func (x *QueryInfo) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *QueryInfo) GetLastErrorAt() string {
+	if x != nil {
+		return x.LastErrorAt
+	}
+	return ""
+}
+
+func (x *QueryInfo) GetChangedBy() string {
+	if x != nil {
+		return x.ChangedBy
+	}
+	return ""
+}
+
+func (x *QueryInfo) GetChangedAt() string {
+	if x != nil {
+		return x.ChangedAt
+	}
+	return ""
+}
+
+func (x *QueryInfo) GetViewJson() []byte {
+	if x != nil {
+		return x.ViewJson
+	}
+	return nil
+}
+
+type QueryStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryStatusRequest) Reset() {
+	*x = QueryStatusRequest{}
+	mi := &file_control_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryStatusRequest) ProtoMessage() {}
+
+func (x *QueryStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryStatusRequest.ProtoReflect.Descriptor instead.
+func (*QueryStatusRequest) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *QueryStatusRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type QueryStatusResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Query *QueryInfo             `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
+	// executors registered with the driver.
+	Executors int32 `protobuf:"varint,2,opt,name=executors,proto3" json:"executors,omitempty"`
+	// spec as submitted.
+	Spec          []byte `protobuf:"bytes,3,opt,name=spec,proto3" json:"spec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryStatusResponse) Reset() {
+	*x = QueryStatusResponse{}
+	mi := &file_control_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryStatusResponse) ProtoMessage() {}
+
+func (x *QueryStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryStatusResponse.ProtoReflect.Descriptor instead.
+func (*QueryStatusResponse) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *QueryStatusResponse) GetQuery() *QueryInfo {
+	if x != nil {
+		return x.Query
+	}
+	return nil
+}
+
+func (x *QueryStatusResponse) GetExecutors() int32 {
+	if x != nil {
+		return x.Executors
+	}
+	return 0
+}
+
+func (x *QueryStatusResponse) GetSpec() []byte {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+type QueryProgressRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	N             int32                  `protobuf:"varint,2,opt,name=n,proto3" json:"n,omitempty"`
+	Follow        bool                   `protobuf:"varint,3,opt,name=follow,proto3" json:"follow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryProgressRequest) Reset() {
+	*x = QueryProgressRequest{}
+	mi := &file_control_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryProgressRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryProgressRequest) ProtoMessage() {}
+
+func (x *QueryProgressRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryProgressRequest.ProtoReflect.Descriptor instead.
+func (*QueryProgressRequest) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *QueryProgressRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *QueryProgressRequest) GetN() int32 {
+	if x != nil {
+		return x.N
+	}
+	return 0
+}
+
+func (x *QueryProgressRequest) GetFollow() bool {
+	if x != nil {
+		return x.Follow
+	}
+	return false
+}
+
+type QueryProgressEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// progress_json is one Spark-shaped StreamingQueryProgress object.
+	ProgressJson  []byte `protobuf:"bytes,1,opt,name=progress_json,json=progressJson,proto3" json:"progress_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryProgressEvent) Reset() {
+	*x = QueryProgressEvent{}
+	mi := &file_control_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryProgressEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryProgressEvent) ProtoMessage() {}
+
+func (x *QueryProgressEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryProgressEvent.ProtoReflect.Descriptor instead.
+func (*QueryProgressEvent) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *QueryProgressEvent) GetProgressJson() []byte {
+	if x != nil {
+		return x.ProgressJson
+	}
+	return nil
+}
+
 var File_control_proto protoreflect.FileDescriptor
 
 const file_control_proto_rawDesc = "" +
 	"\n" +
-	"\rcontrol.proto\x12\tsluice.v1\"(\n" +
+	"\rcontrol.proto\x12\tsluice.v1\"\xaa\x01\n" +
 	"\x12SubmitQueryRequest\x12\x12\n" +
-	"\x04spec\x18\x01 \x01(\fR\x04spec\"0\n" +
+	"\x04spec\x18\x01 \x01(\fR\x04spec\x12*\n" +
+	"\x11allow_first_start\x18\x02 \x01(\bR\x0fallowFirstStart\x12!\n" +
+	"\fallow_replay\x18\x03 \x01(\bR\vallowReplay\x12\x12\n" +
+	"\x04wait\x18\x04 \x01(\bR\x04wait\x12\x1d\n" +
+	"\n" +
+	"changed_by\x18\x05 \x01(\tR\tchangedBy\"\xae\x01\n" +
 	"\x13SubmitQueryResponse\x12\x19\n" +
-	"\bquery_id\x18\x01 \x01(\tR\aqueryId2^\n" +
+	"\bquery_id\x18\x01 \x01(\tR\aqueryId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x03 \x01(\x03R\n" +
+	"generation\x12\x18\n" +
+	"\aoutcome\x18\x04 \x01(\tR\aoutcome\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\x12\x14\n" +
+	"\x05state\x18\x06 \x01(\tR\x05state\"v\n" +
+	"\x10StopQueryRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03now\x18\x02 \x01(\bR\x03now\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\x12\x1d\n" +
+	"\n" +
+	"changed_by\x18\x04 \x01(\tR\tchangedBy\"w\n" +
+	"\x11StopQueryResponse\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x03R\n" +
+	"generation\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\x14\n" +
+	"\x12ListQueriesRequest\"E\n" +
+	"\x13ListQueriesResponse\x12.\n" +
+	"\aqueries\x18\x01 \x03(\v2\x14.sluice.v1.QueryInfoR\aqueries\"\xbe\x02\n" +
+	"\tQueryInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x18\n" +
+	"\adesired\x18\x03 \x01(\tR\adesired\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x04 \x01(\x03R\n" +
+	"generation\x12\x14\n" +
+	"\x05state\x18\x05 \x01(\tR\x05state\x12\x1f\n" +
+	"\vstate_since\x18\x06 \x01(\tR\n" +
+	"stateSince\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\a \x01(\tR\tlastError\x12\"\n" +
+	"\rlast_error_at\x18\b \x01(\tR\vlastErrorAt\x12\x1d\n" +
+	"\n" +
+	"changed_by\x18\t \x01(\tR\tchangedBy\x12\x1d\n" +
+	"\n" +
+	"changed_at\x18\n" +
+	" \x01(\tR\tchangedAt\x12\x1b\n" +
+	"\tview_json\x18\v \x01(\fR\bviewJson\"(\n" +
+	"\x12QueryStatusRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"s\n" +
+	"\x13QueryStatusResponse\x12*\n" +
+	"\x05query\x18\x01 \x01(\v2\x14.sluice.v1.QueryInfoR\x05query\x12\x1c\n" +
+	"\texecutors\x18\x02 \x01(\x05R\texecutors\x12\x12\n" +
+	"\x04spec\x18\x03 \x01(\fR\x04spec\"P\n" +
+	"\x14QueryProgressRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\f\n" +
+	"\x01n\x18\x02 \x01(\x05R\x01n\x12\x16\n" +
+	"\x06follow\x18\x03 \x01(\bR\x06follow\"9\n" +
+	"\x12QueryProgressEvent\x12#\n" +
+	"\rprogress_json\x18\x01 \x01(\fR\fprogressJson2\x95\x03\n" +
 	"\x0eControlService\x12L\n" +
-	"\vSubmitQuery\x12\x1d.sluice.v1.SubmitQueryRequest\x1a\x1e.sluice.v1.SubmitQueryResponseB+Z)github.com/sluicehq/sluice/proto/sluicepbb\x06proto3"
+	"\vSubmitQuery\x12\x1d.sluice.v1.SubmitQueryRequest\x1a\x1e.sluice.v1.SubmitQueryResponse\x12F\n" +
+	"\tStopQuery\x12\x1b.sluice.v1.StopQueryRequest\x1a\x1c.sluice.v1.StopQueryResponse\x12L\n" +
+	"\vListQueries\x12\x1d.sluice.v1.ListQueriesRequest\x1a\x1e.sluice.v1.ListQueriesResponse\x12L\n" +
+	"\vQueryStatus\x12\x1d.sluice.v1.QueryStatusRequest\x1a\x1e.sluice.v1.QueryStatusResponse\x12Q\n" +
+	"\rQueryProgress\x12\x1f.sluice.v1.QueryProgressRequest\x1a\x1d.sluice.v1.QueryProgressEvent0\x01B+Z)github.com/sluicehq/sluice/proto/sluicepbb\x06proto3"
 
 var (
 	file_control_proto_rawDescOnce sync.Once
@@ -138,19 +838,38 @@ func file_control_proto_rawDescGZIP() []byte {
 	return file_control_proto_rawDescData
 }
 
-var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_control_proto_goTypes = []any{
-	(*SubmitQueryRequest)(nil),  // 0: sluice.v1.SubmitQueryRequest
-	(*SubmitQueryResponse)(nil), // 1: sluice.v1.SubmitQueryResponse
+	(*SubmitQueryRequest)(nil),   // 0: sluice.v1.SubmitQueryRequest
+	(*SubmitQueryResponse)(nil),  // 1: sluice.v1.SubmitQueryResponse
+	(*StopQueryRequest)(nil),     // 2: sluice.v1.StopQueryRequest
+	(*StopQueryResponse)(nil),    // 3: sluice.v1.StopQueryResponse
+	(*ListQueriesRequest)(nil),   // 4: sluice.v1.ListQueriesRequest
+	(*ListQueriesResponse)(nil),  // 5: sluice.v1.ListQueriesResponse
+	(*QueryInfo)(nil),            // 6: sluice.v1.QueryInfo
+	(*QueryStatusRequest)(nil),   // 7: sluice.v1.QueryStatusRequest
+	(*QueryStatusResponse)(nil),  // 8: sluice.v1.QueryStatusResponse
+	(*QueryProgressRequest)(nil), // 9: sluice.v1.QueryProgressRequest
+	(*QueryProgressEvent)(nil),   // 10: sluice.v1.QueryProgressEvent
 }
 var file_control_proto_depIdxs = []int32{
-	0, // 0: sluice.v1.ControlService.SubmitQuery:input_type -> sluice.v1.SubmitQueryRequest
-	1, // 1: sluice.v1.ControlService.SubmitQuery:output_type -> sluice.v1.SubmitQueryResponse
-	1, // [1:2] is the sub-list for method output_type
-	0, // [0:1] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	6,  // 0: sluice.v1.ListQueriesResponse.queries:type_name -> sluice.v1.QueryInfo
+	6,  // 1: sluice.v1.QueryStatusResponse.query:type_name -> sluice.v1.QueryInfo
+	0,  // 2: sluice.v1.ControlService.SubmitQuery:input_type -> sluice.v1.SubmitQueryRequest
+	2,  // 3: sluice.v1.ControlService.StopQuery:input_type -> sluice.v1.StopQueryRequest
+	4,  // 4: sluice.v1.ControlService.ListQueries:input_type -> sluice.v1.ListQueriesRequest
+	7,  // 5: sluice.v1.ControlService.QueryStatus:input_type -> sluice.v1.QueryStatusRequest
+	9,  // 6: sluice.v1.ControlService.QueryProgress:input_type -> sluice.v1.QueryProgressRequest
+	1,  // 7: sluice.v1.ControlService.SubmitQuery:output_type -> sluice.v1.SubmitQueryResponse
+	3,  // 8: sluice.v1.ControlService.StopQuery:output_type -> sluice.v1.StopQueryResponse
+	5,  // 9: sluice.v1.ControlService.ListQueries:output_type -> sluice.v1.ListQueriesResponse
+	8,  // 10: sluice.v1.ControlService.QueryStatus:output_type -> sluice.v1.QueryStatusResponse
+	10, // 11: sluice.v1.ControlService.QueryProgress:output_type -> sluice.v1.QueryProgressEvent
+	7,  // [7:12] is the sub-list for method output_type
+	2,  // [2:7] is the sub-list for method input_type
+	2,  // [2:2] is the sub-list for extension type_name
+	2,  // [2:2] is the sub-list for extension extendee
+	0,  // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_control_proto_init() }
@@ -164,7 +883,7 @@ func file_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_control_proto_rawDesc), len(file_control_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -4,9 +4,11 @@
 // - protoc             v3.21.12
 // source: control.proto
 
-// What the CLI calls on the driver. Submitting to a running driver comes
-// with the driver-service work; the service exists now so that it is
-// authenticated like every other.
+// What the CLI calls on the driver service: submit, stop, list, status and
+// progress of queries. Errors carry a gRPC code and a
+// google.rpc.ErrorInfo whose reason is one of: NOT_FOUND, CONFLICT,
+// INVALID_SPEC, GUARD (a production guard refused), INCOMPATIBLE (new
+// checkpoint required), STANDBY (this driver does not hold the lease).
 
 package sluicepb
 
@@ -23,14 +25,29 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ControlService_SubmitQuery_FullMethodName = "/sluice.v1.ControlService/SubmitQuery"
+	ControlService_SubmitQuery_FullMethodName   = "/sluice.v1.ControlService/SubmitQuery"
+	ControlService_StopQuery_FullMethodName     = "/sluice.v1.ControlService/StopQuery"
+	ControlService_ListQueries_FullMethodName   = "/sluice.v1.ControlService/ListQueries"
+	ControlService_QueryStatus_FullMethodName   = "/sluice.v1.ControlService/QueryStatus"
+	ControlService_QueryProgress_FullMethodName = "/sluice.v1.ControlService/QueryProgress"
 )
 
 // ControlServiceClient is the client API for ControlService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type ControlServiceClient interface {
+	// SubmitQuery registers a query as running: a new name starts, the same
+	// spec again is a no-op, a stopped query resumes, a changed spec is
+	// applied if its checkpoint can serve it.
 	SubmitQuery(ctx context.Context, in *SubmitQueryRequest, opts ...grpc.CallOption) (*SubmitQueryResponse, error)
+	// StopQuery sets a query's desired state to stopped and waits (up to
+	// timeout) until it has stopped.
+	StopQuery(ctx context.Context, in *StopQueryRequest, opts ...grpc.CallOption) (*StopQueryResponse, error)
+	ListQueries(ctx context.Context, in *ListQueriesRequest, opts ...grpc.CallOption) (*ListQueriesResponse, error)
+	QueryStatus(ctx context.Context, in *QueryStatusRequest, opts ...grpc.CallOption) (*QueryStatusResponse, error)
+	// QueryProgress sends the last n progress objects, then, with follow,
+	// each new one as its batch commits.
+	QueryProgress(ctx context.Context, in *QueryProgressRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[QueryProgressEvent], error)
 }
 
 type controlServiceClient struct {
@@ -51,11 +68,71 @@ func (c *controlServiceClient) SubmitQuery(ctx context.Context, in *SubmitQueryR
 	return out, nil
 }
 
+func (c *controlServiceClient) StopQuery(ctx context.Context, in *StopQueryRequest, opts ...grpc.CallOption) (*StopQueryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StopQueryResponse)
+	err := c.cc.Invoke(ctx, ControlService_StopQuery_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlServiceClient) ListQueries(ctx context.Context, in *ListQueriesRequest, opts ...grpc.CallOption) (*ListQueriesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListQueriesResponse)
+	err := c.cc.Invoke(ctx, ControlService_ListQueries_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlServiceClient) QueryStatus(ctx context.Context, in *QueryStatusRequest, opts ...grpc.CallOption) (*QueryStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(QueryStatusResponse)
+	err := c.cc.Invoke(ctx, ControlService_QueryStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlServiceClient) QueryProgress(ctx context.Context, in *QueryProgressRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[QueryProgressEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ControlService_ServiceDesc.Streams[0], ControlService_QueryProgress_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[QueryProgressRequest, QueryProgressEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ControlService_QueryProgressClient = grpc.ServerStreamingClient[QueryProgressEvent]
+
 // ControlServiceServer is the server API for ControlService service.
 // All implementations must embed UnimplementedControlServiceServer
 // for forward compatibility.
 type ControlServiceServer interface {
+	// SubmitQuery registers a query as running: a new name starts, the same
+	// spec again is a no-op, a stopped query resumes, a changed spec is
+	// applied if its checkpoint can serve it.
 	SubmitQuery(context.Context, *SubmitQueryRequest) (*SubmitQueryResponse, error)
+	// StopQuery sets a query's desired state to stopped and waits (up to
+	// timeout) until it has stopped.
+	StopQuery(context.Context, *StopQueryRequest) (*StopQueryResponse, error)
+	ListQueries(context.Context, *ListQueriesRequest) (*ListQueriesResponse, error)
+	QueryStatus(context.Context, *QueryStatusRequest) (*QueryStatusResponse, error)
+	// QueryProgress sends the last n progress objects, then, with follow,
+	// each new one as its batch commits.
+	QueryProgress(*QueryProgressRequest, grpc.ServerStreamingServer[QueryProgressEvent]) error
 	mustEmbedUnimplementedControlServiceServer()
 }
 
@@ -68,6 +145,18 @@ type UnimplementedControlServiceServer struct{}
 
 func (UnimplementedControlServiceServer) SubmitQuery(context.Context, *SubmitQueryRequest) (*SubmitQueryResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SubmitQuery not implemented")
+}
+func (UnimplementedControlServiceServer) StopQuery(context.Context, *StopQueryRequest) (*StopQueryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StopQuery not implemented")
+}
+func (UnimplementedControlServiceServer) ListQueries(context.Context, *ListQueriesRequest) (*ListQueriesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListQueries not implemented")
+}
+func (UnimplementedControlServiceServer) QueryStatus(context.Context, *QueryStatusRequest) (*QueryStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method QueryStatus not implemented")
+}
+func (UnimplementedControlServiceServer) QueryProgress(*QueryProgressRequest, grpc.ServerStreamingServer[QueryProgressEvent]) error {
+	return status.Error(codes.Unimplemented, "method QueryProgress not implemented")
 }
 func (UnimplementedControlServiceServer) mustEmbedUnimplementedControlServiceServer() {}
 func (UnimplementedControlServiceServer) testEmbeddedByValue()                        {}
@@ -108,6 +197,71 @@ func _ControlService_SubmitQuery_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControlService_StopQuery_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StopQueryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).StopQuery(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_StopQuery_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).StopQuery(ctx, req.(*StopQueryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlService_ListQueries_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListQueriesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).ListQueries(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_ListQueries_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).ListQueries(ctx, req.(*ListQueriesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlService_QueryStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(QueryStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).QueryStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_QueryStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).QueryStatus(ctx, req.(*QueryStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlService_QueryProgress_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(QueryProgressRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ControlServiceServer).QueryProgress(m, &grpc.GenericServerStream[QueryProgressRequest, QueryProgressEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ControlService_QueryProgressServer = grpc.ServerStreamingServer[QueryProgressEvent]
+
 // ControlService_ServiceDesc is the grpc.ServiceDesc for ControlService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -119,7 +273,25 @@ var ControlService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "SubmitQuery",
 			Handler:    _ControlService_SubmitQuery_Handler,
 		},
+		{
+			MethodName: "StopQuery",
+			Handler:    _ControlService_StopQuery_Handler,
+		},
+		{
+			MethodName: "ListQueries",
+			Handler:    _ControlService_ListQueries_Handler,
+		},
+		{
+			MethodName: "QueryStatus",
+			Handler:    _ControlService_QueryStatus_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "QueryProgress",
+			Handler:       _ControlService_QueryProgress_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "control.proto",
 }

@@ -593,7 +593,9 @@ type RunReduceTaskResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// files written by the executor's file sink.
 	Files []string `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
-	// rows, for sinks the driver writes, in the shuffle row encoding.
+	// rows, for sinks the driver writes, in the shuffle row encoding: a
+	// chunk of whole rows; the chunks of a stream concatenated are the
+	// partition's output.
 	Rows          []byte `protobuf:"bytes,2,opt,name=rows,proto3" json:"rows,omitempty"`
 	NumOutputRows int64  `protobuf:"varint,3,opt,name=num_output_rows,json=numOutputRows,proto3" json:"num_output_rows,omitempty"`
 	StateRows     int64  `protobuf:"varint,4,opt,name=state_rows,json=stateRows,proto3" json:"state_rows,omitempty"`
@@ -601,6 +603,8 @@ type RunReduceTaskResponse struct {
 	Removed       int64  `protobuf:"varint,6,opt,name=removed,proto3" json:"removed,omitempty"`
 	MemoryBytes   int64  `protobuf:"varint,7,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
 	StateWrites   int32  `protobuf:"varint,8,opt,name=state_writes,json=stateWrites,proto3" json:"state_writes,omitempty"`
+	// last marks the final message of the stream.
+	Last          bool `protobuf:"varint,9,opt,name=last,proto3" json:"last,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -689,6 +693,13 @@ func (x *RunReduceTaskResponse) GetStateWrites() int32 {
 		return x.StateWrites
 	}
 	return 0
+}
+
+func (x *RunReduceTaskResponse) GetLast() bool {
+	if x != nil {
+		return x.Last
+	}
+	return false
 }
 
 type ReleaseBatchRequest struct {
@@ -837,7 +848,7 @@ const file_executor_proto_rawDesc = "" +
 	"\x11late_watermark_us\x18\x05 \x01(\x03R\x0flateWatermarkUs\x12,\n" +
 	"\x12evict_watermark_us\x18\x06 \x01(\x03R\x10evictWatermarkUs\x12\x1b\n" +
 	"\tskip_sink\x18\a \x01(\bR\bskipSink\x12!\n" +
-	"\fmap_attempts\x18\b \x03(\x04R\vmapAttempts\"\x82\x02\n" +
+	"\fmap_attempts\x18\b \x03(\x04R\vmapAttempts\"\x96\x02\n" +
 	"\x15RunReduceTaskResponse\x12\x14\n" +
 	"\x05files\x18\x01 \x03(\tR\x05files\x12\x12\n" +
 	"\x04rows\x18\x02 \x01(\fR\x04rows\x12&\n" +
@@ -847,17 +858,18 @@ const file_executor_proto_rawDesc = "" +
 	"\aupdated\x18\x05 \x01(\x03R\aupdated\x12\x18\n" +
 	"\aremoved\x18\x06 \x01(\x03R\aremoved\x12!\n" +
 	"\fmemory_bytes\x18\a \x01(\x03R\vmemoryBytes\x12!\n" +
-	"\fstate_writes\x18\b \x01(\x05R\vstateWrites\"]\n" +
+	"\fstate_writes\x18\b \x01(\x05R\vstateWrites\x12\x12\n" +
+	"\x04last\x18\t \x01(\bR\x04last\"]\n" +
 	"\x13ReleaseBatchRequest\x12\x19\n" +
 	"\bquery_id\x18\x01 \x01(\tR\aqueryId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x14\n" +
 	"\x05batch\x18\x03 \x01(\x03R\x05batch\"\x16\n" +
-	"\x14ReleaseBatchResponse2\xd2\x02\n" +
+	"\x14ReleaseBatchResponse2\xd4\x02\n" +
 	"\x0fExecutorService\x12O\n" +
 	"\fPrepareQuery\x12\x1e.sluice.v1.PrepareQueryRequest\x1a\x1f.sluice.v1.PrepareQueryResponse\x12I\n" +
 	"\n" +
-	"RunMapTask\x12\x1c.sluice.v1.RunMapTaskRequest\x1a\x1d.sluice.v1.RunMapTaskResponse\x12R\n" +
-	"\rRunReduceTask\x12\x1f.sluice.v1.RunReduceTaskRequest\x1a .sluice.v1.RunReduceTaskResponse\x12O\n" +
+	"RunMapTask\x12\x1c.sluice.v1.RunMapTaskRequest\x1a\x1d.sluice.v1.RunMapTaskResponse\x12T\n" +
+	"\rRunReduceTask\x12\x1f.sluice.v1.RunReduceTaskRequest\x1a .sluice.v1.RunReduceTaskResponse0\x01\x12O\n" +
 	"\fReleaseBatch\x12\x1e.sluice.v1.ReleaseBatchRequest\x1a\x1f.sluice.v1.ReleaseBatchResponseB+Z)github.com/sluicehq/sluice/proto/sluicepbb\x06proto3"
 
 var (

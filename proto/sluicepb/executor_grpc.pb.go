@@ -43,8 +43,11 @@ type ExecutorServiceClient interface {
 	RunMapTask(ctx context.Context, in *RunMapTaskRequest, opts ...grpc.CallOption) (*RunMapTaskResponse, error)
 	// RunReduceTask merges one state partition's partials (the accepted
 	// attempt of every map task, in map order) into its state, commits the
-	// next state version and writes the partition's sink output.
-	RunReduceTask(ctx context.Context, in *RunReduceTaskRequest, opts ...grpc.CallOption) (*RunReduceTaskResponse, error)
+	// next state version and writes the partition's sink output. The rows of
+	// a sink the driver writes come in chunks (split at row boundaries, each
+	// message well below the per-message limit); the last message carries
+	// the files and metrics and has last set.
+	RunReduceTask(ctx context.Context, in *RunReduceTaskRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RunReduceTaskResponse], error)
 	// ReleaseBatch drops the shuffle data buffered for a batch.
 	ReleaseBatch(ctx context.Context, in *ReleaseBatchRequest, opts ...grpc.CallOption) (*ReleaseBatchResponse, error)
 }
@@ -77,15 +80,24 @@ func (c *executorServiceClient) RunMapTask(ctx context.Context, in *RunMapTaskRe
 	return out, nil
 }
 
-func (c *executorServiceClient) RunReduceTask(ctx context.Context, in *RunReduceTaskRequest, opts ...grpc.CallOption) (*RunReduceTaskResponse, error) {
+func (c *executorServiceClient) RunReduceTask(ctx context.Context, in *RunReduceTaskRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RunReduceTaskResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(RunReduceTaskResponse)
-	err := c.cc.Invoke(ctx, ExecutorService_RunReduceTask_FullMethodName, in, out, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &ExecutorService_ServiceDesc.Streams[0], ExecutorService_RunReduceTask_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	x := &grpc.GenericClientStream[RunReduceTaskRequest, RunReduceTaskResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
 }
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ExecutorService_RunReduceTaskClient = grpc.ServerStreamingClient[RunReduceTaskResponse]
 
 func (c *executorServiceClient) ReleaseBatch(ctx context.Context, in *ReleaseBatchRequest, opts ...grpc.CallOption) (*ReleaseBatchResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -112,8 +124,11 @@ type ExecutorServiceServer interface {
 	RunMapTask(context.Context, *RunMapTaskRequest) (*RunMapTaskResponse, error)
 	// RunReduceTask merges one state partition's partials (the accepted
 	// attempt of every map task, in map order) into its state, commits the
-	// next state version and writes the partition's sink output.
-	RunReduceTask(context.Context, *RunReduceTaskRequest) (*RunReduceTaskResponse, error)
+	// next state version and writes the partition's sink output. The rows of
+	// a sink the driver writes come in chunks (split at row boundaries, each
+	// message well below the per-message limit); the last message carries
+	// the files and metrics and has last set.
+	RunReduceTask(*RunReduceTaskRequest, grpc.ServerStreamingServer[RunReduceTaskResponse]) error
 	// ReleaseBatch drops the shuffle data buffered for a batch.
 	ReleaseBatch(context.Context, *ReleaseBatchRequest) (*ReleaseBatchResponse, error)
 	mustEmbedUnimplementedExecutorServiceServer()
@@ -132,8 +147,8 @@ func (UnimplementedExecutorServiceServer) PrepareQuery(context.Context, *Prepare
 func (UnimplementedExecutorServiceServer) RunMapTask(context.Context, *RunMapTaskRequest) (*RunMapTaskResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RunMapTask not implemented")
 }
-func (UnimplementedExecutorServiceServer) RunReduceTask(context.Context, *RunReduceTaskRequest) (*RunReduceTaskResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method RunReduceTask not implemented")
+func (UnimplementedExecutorServiceServer) RunReduceTask(*RunReduceTaskRequest, grpc.ServerStreamingServer[RunReduceTaskResponse]) error {
+	return status.Error(codes.Unimplemented, "method RunReduceTask not implemented")
 }
 func (UnimplementedExecutorServiceServer) ReleaseBatch(context.Context, *ReleaseBatchRequest) (*ReleaseBatchResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReleaseBatch not implemented")
@@ -195,23 +210,16 @@ func _ExecutorService_RunMapTask_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
-func _ExecutorService_RunReduceTask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(RunReduceTaskRequest)
-	if err := dec(in); err != nil {
-		return nil, err
+func _ExecutorService_RunReduceTask_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(RunReduceTaskRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
 	}
-	if interceptor == nil {
-		return srv.(ExecutorServiceServer).RunReduceTask(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: ExecutorService_RunReduceTask_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ExecutorServiceServer).RunReduceTask(ctx, req.(*RunReduceTaskRequest))
-	}
-	return interceptor(ctx, in, info, handler)
+	return srv.(ExecutorServiceServer).RunReduceTask(m, &grpc.GenericServerStream[RunReduceTaskRequest, RunReduceTaskResponse]{ServerStream: stream})
 }
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ExecutorService_RunReduceTaskServer = grpc.ServerStreamingServer[RunReduceTaskResponse]
 
 func _ExecutorService_ReleaseBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ReleaseBatchRequest)
@@ -247,14 +255,16 @@ var ExecutorService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _ExecutorService_RunMapTask_Handler,
 		},
 		{
-			MethodName: "RunReduceTask",
-			Handler:    _ExecutorService_RunReduceTask_Handler,
-		},
-		{
 			MethodName: "ReleaseBatch",
 			Handler:    _ExecutorService_ReleaseBatch_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "RunReduceTask",
+			Handler:       _ExecutorService_RunReduceTask_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "executor.proto",
 }

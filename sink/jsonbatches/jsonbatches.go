@@ -49,9 +49,12 @@ func (w *Writer) WriteBatch(ctx context.Context, batchID int64, rows []row.Row) 
 	return w.WriteBatchParts(ctx, batchID, [][]row.Row{rows})
 }
 
-// WriteBatchParts writes parts[p] as part-P, replacing whatever the batch's
-// directory held. Every part is written, empty ones as empty files, so the
-// directory shows how many partitions the batch had.
+// WriteBatchParts writes parts[p] as part-P. Every part is written, empty
+// ones as empty files, so the directory shows how many partitions the batch
+// had. On a store with objstore.Multipart the directory is staged and
+// completed with _SUCCESS last, and a complete directory from an earlier
+// attempt is kept (see the package doc); without it, whatever the
+// directory held is replaced.
 func (w *Writer) WriteBatchParts(ctx context.Context, batchID int64, parts [][]row.Row) error {
 	if batchID < 0 {
 		return fmt.Errorf("write batch %d: batch id must not be negative", batchID)
@@ -63,6 +66,9 @@ func (w *Writer) WriteBatchParts(ctx context.Context, batchID int64, parts [][]r
 			return fmt.Errorf("write batch %d part %d: %w", batchID, p, err)
 		}
 		encoded[p] = data
+	}
+	if mp, ok := w.store.(objstore.Multipart); ok {
+		return w.writeStaged(ctx, mp, batchID, encoded)
 	}
 	dir := BatchDir(batchID)
 	if err := clearDir(ctx, w.store, dir); err != nil {

@@ -63,7 +63,7 @@ func TestWriteBatchTwiceLeavesOneCopy(t *testing.T) {
 	}
 }
 
-func TestRetryWithFewerPartsReplacesTheWholeDirectory(t *testing.T) {
+func TestRetryKeepsACompleteDirectoryAndReplacesAnIncompleteOne(t *testing.T) {
 	ctx := context.Background()
 	st := newStore(t)
 	w := New(st, tileSchema)
@@ -71,15 +71,26 @@ func TestRetryWithFewerPartsReplacesTheWholeDirectory(t *testing.T) {
 	if err := w.WriteBatchParts(ctx, 0, [][]row.Row{{a}, {b}, {}}); err != nil {
 		t.Fatal(err)
 	}
-	// An attempt of another shape (a stray file too) is replaced whole.
-	if err := st.Put(ctx, "batch_id=0/stray.jsonl", []byte(`{"x":1}`+"\n")); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.WriteBatch(ctx, 0, []row.Row{a, b}); err != nil {
+	// A re-run that read other rows: the complete directory, which a
+	// reader may have consumed, stays as it was.
+	if err := w.WriteBatch(ctx, 0, []row.Row{a}); err != nil {
 		t.Fatal(err)
 	}
 	keys, _ := st.List(ctx, "batch_id=0/")
-	want := []string{"batch_id=0/_SUCCESS", "batch_id=0/part-0.jsonl"}
+	want := []string{"batch_id=0/_SUCCESS", "batch_id=0/part-0.jsonl", "batch_id=0/part-1.jsonl", "batch_id=0/part-2.jsonl"}
+	if !reflect.DeepEqual(keys, want) {
+		t.Fatalf("objects = %v, want %v", keys, want)
+	}
+	// A directory without _SUCCESS (an older version's interrupted
+	// rewrite, a stray file) is replaced whole.
+	if err := st.Put(ctx, "batch_id=1/stray.jsonl", []byte(`{"x":1}`+"\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteBatch(ctx, 1, []row.Row{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	keys, _ = st.List(ctx, "batch_id=1/")
+	want = []string{"batch_id=1/_SUCCESS", "batch_id=1/part-0.jsonl"}
 	if !reflect.DeepEqual(keys, want) {
 		t.Fatalf("objects = %v, want %v", keys, want)
 	}

@@ -27,12 +27,40 @@
 // and also accepts INT32, FLOAT, plain BYTE_ARRAY and millisecond or
 // nanosecond timestamps from other writers.
 //
+// # Invisible until commit
+//
+// On a store with objstore.Multipart (S3, the local filesystem) a reduce
+// task stages each file: it creates a multipart upload per file, records
+// the upload ids in _sink_pending/<N>/<partition>-<attempt>.json (before
+// any byte is sent: listing uploads is unreliable, MinIO lists none by
+// prefix), then uploads the file as one part. Nothing is visible: S3 does
+// not list or serve an upload before completion, and the filesystem keeps
+// the part as "_<name>.<upload>-1.inprogress", a name Spark, Hive and
+// Trino skip (leading '_') and no "*.parquet" glob matches (DuckDB's glob
+// reads '_' names). The driver's Commit writes the log entry with the
+// uploads and their part ETags, then completes them (the files appear),
+// then aborts every other upload recorded for batches up to N and deletes
+// the records. Prepare, on every driver start, completes the uploads of any
+// logged batch again (idempotent: a completed upload is recognised by its
+// multipart ETag, "<md5 of the part md5s>-<parts>") and aborts those of
+// batches without a log entry. So a reader that lists the directory sees
+// each committed file once and nothing else, at every instant, even when a
+// re-run reads different data. A task of an abandoned attempt that starts
+// an upload after that is aborted at the next commit; a bucket lifecycle
+// rule (AbortIncompleteMultipartUpload, e.g. 7 days) is the backstop for
+// uploads a crash leaves before their record is written.
+//
 // # The sink log
 //
 // Batch N's file list is a small JSON document, written with
-// create-if-absent after every partition's files are written:
+// create-if-absent after every partition's files are staged:
 //
-//	{"version":1,"queryId":"...","batchId":N,"files":[sorted keys]}
+//	{"version":2,"queryId":"...","batchId":N,"files":[sorted keys],
+//	 "uploads":[{"key":"...","uploadId":"...","parts":[{"n":1,"etag":"\"...\"","size":B}]}]}
+//
+// Format versions: 1 (files written visibly by the tasks, no uploads) is
+// still read; 2 is written since staged files. Files of version-1 batches
+// that never committed may remain in the directory; they are not cleaned.
 //
 // The path's first query writes the primary log, _sink_log/<N>, as Spark
 // writes _spark_metadata/<N>. A batch whose entry is there is committed
@@ -57,9 +85,10 @@
 // entry in one log has one query id, a file is listed by exactly one entry,
 // and a reader that follows the log (ReadCommitted) never sees a file twice.
 // A reader that lists the directory (ListDirectory, ReadAllFiles) sees the
-// same files plus those of batches that wrote but never committed; because
-// names are deterministic those are rewritten, not duplicated, when the
-// batch re-runs.
+// same files: staged files of batches that never committed are invisible.
+//
+// A store without Multipart (a custom decorator) gets the old behaviour:
+// files written with Put by the tasks, visible before the commit.
 //
 // Committed needs Prepare (the query id picks the log); WritePartition and
 // Commit carry the query id in sink.Batch and work on any instance, as

@@ -17,8 +17,10 @@ import (
 // LogDir is the sink log's directory under the sink path.
 const LogDir = "_sink_log/"
 
-// logVersion is the format version of a sink log entry.
-const logVersion = 1
+// logVersion is the format version of sink log entries this build writes.
+// Version 1 (files written visibly by the reduce tasks) is still read;
+// version 2 adds "uploads": the staged files Commit completes.
+const logVersion = 2
 
 // ErrForeignSinkLog means the sink path holds a sink log written by another
 // query id than the one writing now: the checkpoint was probably deleted or
@@ -50,6 +52,9 @@ type LogEntry struct {
 	QueryID string   `json:"queryId"`
 	BatchID int64    `json:"batchId"`
 	Files   []string `json:"files"`
+	// Uploads are the staged files that make Files, sorted by key; a
+	// restarted driver completes them again (idempotently).
+	Uploads []Upload `json:"uploads,omitempty"`
 }
 
 // logLayout says where a query's entries live: the primary log
@@ -108,7 +113,7 @@ func readEntry(ctx context.Context, store objstore.Store, key string) (LogEntry,
 	if err := json.Unmarshal(data, &e); err != nil {
 		return LogEntry{}, fmt.Errorf("read sink log entry %s: %w", key, err)
 	}
-	if e.Version != logVersion {
+	if e.Version != 1 && e.Version != logVersion {
 		return LogEntry{}, fmt.Errorf("read sink log entry %s: format version %d, this build reads %d", key, e.Version, logVersion)
 	}
 	return e, nil
@@ -232,6 +237,11 @@ func (s *Sink) Prepare(ctx context.Context, queryID string, env query.Environmen
 	s.queryID, s.env = queryID, env
 	s.resolved[queryID] = layout
 	s.mu.Unlock()
+	// Finish the commit of every logged batch a crash interrupted, and
+	// abort the staged files of attempts that never reached the log.
+	if err := s.sweep(ctx, layout, queryID, -1, -1); err != nil {
+		return fmt.Errorf("prepare parquet sink %s: recover staged files: %w", s.path(), err)
+	}
 	return nil
 }
 
@@ -287,9 +297,13 @@ func (s *Sink) Committed(ctx context.Context, batchID int64) (bool, error) {
 	return true, nil
 }
 
-// Commit writes the batch's log entry with create-if-absent. An entry
-// already there from the same query and batch is success (a re-run: its
-// files have the same names); one from another query is an error matching
+// Commit writes the batch's log entry with create-if-absent, listing the
+// files and their staged uploads, then completes the uploads (the files
+// become visible) and resolves the batch's pending records: uploads of
+// attempts the log does not name are aborted. An entry already there from
+// the same query and batch wins: its uploads are completed (idempotently)
+// and the files offered are ignored, so Commit(b, nil) finishes the commit
+// of a logged batch. An entry from another query is an error matching
 // ErrForeignSinkLog, and so is a production query about to write its first
 // entry beside another query's log.
 func (s *Sink) Commit(ctx context.Context, b sink.Batch, files []string) error {
@@ -322,13 +336,25 @@ func (s *Sink) Commit(ctx context.Context, b sink.Batch, files []string) error {
 		s.logger.Warn("sink path holds output of another query; this query will write its windows again (the checkpoint was probably deleted)",
 			"query", b.QueryID, "batch", b.ID, "path", s.path())
 	}
-	sorted := slices.Clone(files)
-	slices.Sort(sorted)
-	sorted = slices.Compact(sorted)
-	if sorted == nil {
-		sorted = []string{}
+	var keys []string
+	var uploads []Upload
+	for _, f := range files {
+		u, staged, err := parseDescriptor(f)
+		if err != nil {
+			return fmt.Errorf("commit sink log batch %d: %w", b.ID, err)
+		}
+		keys = append(keys, u.Key)
+		if staged {
+			uploads = append(uploads, u)
+		}
 	}
-	entry := LogEntry{Version: logVersion, QueryID: b.QueryID, BatchID: b.ID, Files: sorted}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	if keys == nil {
+		keys = []string{}
+	}
+	slices.SortFunc(uploads, func(a, b Upload) int { return strings.Compare(a.Key, b.Key) })
+	entry := LogEntry{Version: logVersion, QueryID: b.QueryID, BatchID: b.ID, Files: keys, Uploads: uploads}
 	data, err := json.MarshalIndent(entry, "", "  ")
 	if err != nil {
 		return fmt.Errorf("commit sink log batch %d: %w", b.ID, err)
@@ -336,26 +362,34 @@ func (s *Sink) Commit(ctx context.Context, b sink.Batch, files []string) error {
 	data = append(data, '\n')
 	key := l.key(b.ID)
 	err = s.store.PutIfAbsent(ctx, key, data)
-	if err == nil {
+	switch {
+	case err == nil:
 		s.mu.Lock()
 		s.resolved[b.QueryID] = logLayout{prefix: l.prefix}
 		s.mu.Unlock()
-		return nil
-	}
-	if !errors.Is(err, objstore.ErrExists) {
+	case !errors.Is(err, objstore.ErrExists):
 		return fmt.Errorf("commit sink log batch %d: %w", b.ID, err)
+	default:
+		got, rerr := readEntry(ctx, s.store, key)
+		if rerr != nil {
+			return fmt.Errorf("commit sink log batch %d: %w", b.ID, rerr)
+		}
+		if got.QueryID != b.QueryID || got.BatchID != b.ID {
+			s.forget(b.QueryID)
+			return &ForeignSinkLogError{Path: s.path(), QueryID: b.QueryID, Other: got.QueryID, Batch: b.ID}
+		}
+		if len(files) > 0 && !slices.Equal(got.Files, keys) {
+			s.logger.Warn("sink log entry already written with other files; keeping the logged list",
+				"query", b.QueryID, "batch", b.ID, "logged", got.Files, "offered", keys)
+		}
+		entry = got
 	}
-	got, rerr := readEntry(ctx, s.store, key)
-	if rerr != nil {
-		return fmt.Errorf("commit sink log batch %d: %w", b.ID, rerr)
+	// The entry is durable: from here on a restart completes it too.
+	if err := s.complete(ctx, entry); err != nil {
+		return err
 	}
-	if got.QueryID != b.QueryID || got.BatchID != b.ID {
-		s.forget(b.QueryID)
-		return &ForeignSinkLogError{Path: s.path(), QueryID: b.QueryID, Other: got.QueryID, Batch: b.ID}
-	}
-	if !slices.Equal(got.Files, sorted) {
-		s.logger.Warn("sink log entry already written with other files; keeping the logged list",
-			"query", b.QueryID, "batch", b.ID, "logged", got.Files, "offered", sorted)
+	if err := s.sweep(ctx, logLayout{prefix: l.prefix}, b.QueryID, b.ID, b.ID); err != nil {
+		return fmt.Errorf("commit sink batch %d: %w", b.ID, err)
 	}
 	return nil
 }

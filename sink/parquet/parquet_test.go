@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -74,15 +75,39 @@ func tileRow(start, course string, n int64) row.Row {
 	return row.Row{st, row.TimestampValue(st.I + 5*60*1e6), row.StringValue(course), row.LongValue(n)}
 }
 
+// visible completes staged files as Commit would, without a log entry, and
+// returns their keys: for tests of the file bytes.
+func visible(t *testing.T, st objstore.Store, descs []string) []string {
+	t.Helper()
+	var keys []string
+	for _, d := range descs {
+		u, staged, err := parseDescriptor(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if staged {
+			if err := st.(objstore.Multipart).CompleteMultipart(context.Background(), u.Key, u.UploadID, u.Parts); err != nil {
+				t.Fatal(err)
+			}
+		}
+		keys = append(keys, u.Key)
+	}
+	return keys
+}
+
 func TestWrittenFileReadsBackEveryKindAndNull(t *testing.T) {
 	ctx := context.Background()
 	st := newStore(t)
 	s := New(st, allKinds, Options{})
 	in := allKindsRows()
-	keys, err := s.WritePartition(ctx, sink.Batch{QueryID: queryA, ID: 3}, 1, in)
+	descs, err := s.WritePartition(ctx, sink.Batch{QueryID: queryA, ID: 3}, 1, in)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if files, err := ListDirectory(ctx, st); err != nil || len(files) != 0 {
+		t.Fatalf("ListDirectory before commit = %v, %v; want nothing visible", files, err)
+	}
+	keys := visible(t, st, descs)
 	want := []string{"part-00003-0001-" + queryA + ".snappy.parquet"}
 	if !reflect.DeepEqual(keys, want) {
 		t.Fatalf("keys = %v, want %v", keys, want)
@@ -107,10 +132,11 @@ func TestNaNSurvivesRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	st := newStore(t)
 	cols := []query.Column{{Name: "d", Kind: row.Double}}
-	keys, err := New(st, cols, Options{}).WritePartition(ctx, sink.Batch{QueryID: queryA}, 0, []row.Row{{row.DoubleValue(math.NaN())}})
+	descs, err := New(st, cols, Options{}).WritePartition(ctx, sink.Batch{QueryID: queryA}, 0, []row.Row{{row.DoubleValue(math.NaN())}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	keys := visible(t, st, descs)
 	data, _ := st.Get(ctx, keys[0])
 	_, got, err := ReadFile(data)
 	if err != nil {
@@ -142,16 +168,18 @@ func TestRewriteOfSameBatchPartitionIsByteIdentical(t *testing.T) {
 	st := newStore(t)
 	b := sink.Batch{QueryID: queryA, ID: 7}
 	rows := allKindsRows()
-	keys1, err := New(st, allKinds, Options{}).WritePartition(ctx, b, 2, rows)
+	descs1, err := New(st, allKinds, Options{}).WritePartition(ctx, b, 2, rows)
 	if err != nil {
 		t.Fatal(err)
 	}
+	keys1 := visible(t, st, descs1)
 	first, _ := st.Get(ctx, keys1[0])
 	// A fresh sink (another task attempt) writes the same rows again.
-	keys2, err := New(st, allKinds, Options{}).WritePartition(ctx, b, 2, rows)
+	descs2, err := New(st, allKinds, Options{}).WritePartition(ctx, b, 2, rows)
 	if err != nil {
 		t.Fatal(err)
 	}
+	keys2 := visible(t, st, descs2)
 	second, _ := st.Get(ctx, keys2[0])
 	if !reflect.DeepEqual(keys1, keys2) {
 		t.Fatalf("keys differ: %v vs %v", keys1, keys2)
@@ -173,17 +201,20 @@ func TestRewriteInAnotherProcessIsByteIdentical(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := New(st, allKinds, Options{}).WritePartition(context.Background(), sink.Batch{QueryID: queryA, ID: 7}, 2, allKindsRows()); err != nil {
+		descs, err := New(st, allKinds, Options{}).WritePartition(context.Background(), sink.Batch{QueryID: queryA, ID: 7}, 2, allKindsRows())
+		if err != nil {
 			t.Fatal(err)
 		}
+		visible(t, st, descs)
 		return
 	}
 	ctx := context.Background()
 	st := newStore(t)
-	keys, err := New(st, allKinds, Options{}).WritePartition(ctx, sink.Batch{QueryID: queryA, ID: 7}, 2, allKindsRows())
+	descs, err := New(st, allKinds, Options{}).WritePartition(ctx, sink.Batch{QueryID: queryA, ID: 7}, 2, allKindsRows())
 	if err != nil {
 		t.Fatal(err)
 	}
+	keys := visible(t, st, descs)
 	here, _ := st.Get(ctx, keys[0])
 	childDir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestRewriteInAnotherProcessIsByteIdentical$")
@@ -222,10 +253,11 @@ func TestWindowDatePartitionsByUTCDateOfWindowStart(t *testing.T) {
 		tileRow("2024-03-01T10:00:00Z", "c2", 5),
 		tileRow("2024-03-02T00:05:00Z", "c3", 1),
 	}
-	keys, err := s.WritePartition(ctx, sink.Batch{QueryID: queryA, ID: 12}, 3, rows)
+	descs, err := s.WritePartition(ctx, sink.Batch{QueryID: queryA, ID: 12}, 3, rows)
 	if err != nil {
 		t.Fatal(err)
 	}
+	keys := visible(t, st, descs)
 	name := "part-00012-0003-" + queryA + ".snappy.parquet"
 	want := []string{"window_date=2024-03-01/" + name, "window_date=2024-03-02/" + name}
 	if !reflect.DeepEqual(keys, want) {
@@ -311,7 +343,8 @@ func TestCommitTwiceBySameQueryIsSuccessAndCommittedReportsIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "{\n  \"version\": 1,\n  \"queryId\": \"" + queryA + "\",\n  \"batchId\": 0,\n  \"files\": [\n    \"" + keys[0] + "\"\n  ]\n}\n"
+	u, _, _ := parseDescriptor(keys[0])
+	want := "{\n  \"version\": 2,\n  \"queryId\": \"" + queryA + "\",\n  \"batchId\": 0,\n  \"files\": [\n    \"" + u.Key + "\"\n  ],\n  \"uploads\": [\n    {\n      \"key\": \"" + u.Key + "\",\n      \"uploadId\": \"" + u.UploadID + "\",\n      \"parts\": [\n        {\n          \"n\": 1,\n          \"etag\": " + strconv.Quote(u.Parts[0].ETag) + ",\n          \"size\": " + strconv.FormatInt(u.Parts[0].Size, 10) + "\n        }\n      ]\n    }\n  ]\n}\n"
 	if string(data) != want {
 		t.Errorf("_sink_log/0 =\n%s\nwant\n%s", data, want)
 	}
@@ -557,22 +590,23 @@ func TestReadCommittedFollowsTheLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	found := false
+	// The uncommitted batch's file is staged: a directory reader does not
+	// see it.
+	u, staged, _ := parseDescriptor(orphan[0])
 	for _, f := range files {
-		found = found || f == orphan[0]
-		if strings.HasPrefix(f, "_sink_log") {
-			t.Errorf("ListDirectory returned log key %s", f)
+		if f == u.Key || strings.HasPrefix(f, "_sink") {
+			t.Errorf("ListDirectory returned %s", f)
 		}
 	}
-	if !found || len(files) != 3 {
-		t.Fatalf("ListDirectory = %v, want 3 files including %s", files, orphan[0])
+	if !staged || len(files) != 2 {
+		t.Fatalf("ListDirectory = %v (staged %v), want the 2 committed files only", files, staged)
 	}
 	_, all, err := ReadAllFiles(ctx, st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(all) != len(committed)+1 {
-		t.Fatalf("ReadAllFiles read %d rows, want %d", len(all), len(committed)+1)
+	if !sameRows(all, committed) {
+		t.Fatalf("ReadAllFiles read %v, want %v", all, committed)
 	}
 }
 

@@ -66,17 +66,24 @@ func LogEntries(ctx context.Context, store objstore.Store) ([]LogEntry, error) {
 // entry in LogEntries order, each file's rows in file order. A file that is
 // in the directory but not in the log is not read. It returns the columns
 // of the first file (nil if no file is logged); every file must have the
-// same columns.
+// same columns. A staged file of a version-2 entry that is not there yet
+// (the driver is completing the batch's uploads, or died before it did and
+// the next start completes them) is skipped: it becomes visible with its
+// completion. A missing file of a version-1 entry is an error.
 func ReadCommitted(ctx context.Context, store objstore.Store) ([]query.Column, []row.Row, error) {
 	entries, err := LogEntries(ctx, store)
 	if err != nil {
 		return nil, nil, err
 	}
 	var files []string
+	staged := map[string]bool{}
 	for _, e := range entries {
 		files = append(files, e.Files...)
+		for _, u := range e.Uploads {
+			staged[u.Key] = true
+		}
 	}
-	return readFiles(ctx, store, files)
+	return readFilesSkipping(ctx, store, files, staged)
 }
 
 // ReadAllFiles reads every .parquet file in the directory, in key order,
@@ -112,10 +119,19 @@ func ListDirectory(ctx context.Context, store objstore.Store) ([]string, error) 
 }
 
 func readFiles(ctx context.Context, store objstore.Store, files []string) ([]query.Column, []row.Row, error) {
+	return readFilesSkipping(ctx, store, files, nil)
+}
+
+// readFilesSkipping is readFiles where a missing file named in mayBeAbsent
+// is skipped.
+func readFilesSkipping(ctx context.Context, store objstore.Store, files []string, mayBeAbsent map[string]bool) ([]query.Column, []row.Row, error) {
 	var cols []query.Column
 	var rows []row.Row
 	for _, f := range files {
 		data, err := store.Get(ctx, f)
+		if errors.Is(err, objstore.ErrNotExist) && mayBeAbsent[f] {
+			continue
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("read sink file: %w", err)
 		}

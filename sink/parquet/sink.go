@@ -121,11 +121,14 @@ func FileName(queryID string, batchID int64, partition int) string {
 	return fmt.Sprintf("part-%05d-%04d-%s.snappy.parquet", batchID, partition, queryID)
 }
 
-// WritePartition writes one state partition's output rows for a batch and
-// returns the keys it wrote, sorted. It is deterministic: the same
-// (query, batch, partition, rows) always writes the same keys with the same
-// bytes, with Put, so a re-run replaces each object with an identical one.
-// No rows write no file.
+// WritePartition stages one state partition's output rows for a batch and
+// returns descriptors of the staged files, sorted by key, for Commit. The
+// keys and bytes are a function of (query, batch, partition, rows). On a
+// store with objstore.Multipart each file is a multipart upload (hidden
+// parts on a filesystem), recorded under _sink_pending/ before its bytes
+// are sent, and invisible until Commit completes it; on a store without it
+// the file is written with Put and the descriptor is its key. No rows
+// write no file.
 func (s *Sink) WritePartition(ctx context.Context, b sink.Batch, partition int, rows []row.Row) ([]string, error) {
 	if s.initErr != nil {
 		return nil, s.initErr
@@ -145,18 +148,27 @@ func (s *Sink) WritePartition(ctx context.Context, b sink.Batch, partition int, 
 	}
 	name := FileName(b.QueryID, b.ID, partition)
 	keys := make([]string, 0, len(groups))
+	data := make([][]byte, 0, len(groups))
 	for _, g := range groups {
-		data, err := encode(s.schema, s.cols, g.rows)
+		d, err := encode(s.schema, s.cols, g.rows)
 		if err != nil {
 			return nil, fmt.Errorf("write parquet batch %d partition %d: %w", b.ID, partition, err)
 		}
-		key := g.dir + name
-		if err := s.store.Put(ctx, key, data); err != nil {
+		keys = append(keys, g.dir+name)
+		data = append(data, d)
+	}
+	if mp, ok := s.store.(objstore.Multipart); ok {
+		out, err := s.stage(ctx, mp, b.QueryID, b.ID, partition, keys, data)
+		if err != nil {
 			return nil, fmt.Errorf("write parquet batch %d partition %d: %w", b.ID, partition, err)
 		}
-		keys = append(keys, key)
+		return out, nil
 	}
-	slices.Sort(keys)
+	for i, key := range keys {
+		if err := s.store.Put(ctx, key, data[i]); err != nil {
+			return nil, fmt.Errorf("write parquet batch %d partition %d: %w", b.ID, partition, err)
+		}
+	}
 	return keys, nil
 }
 

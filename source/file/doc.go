@@ -1,14 +1,33 @@
 // Package file is the file source: JSON-lines files in a directory (an
-// objstore.Store whose root is that directory), taken in name order.
+// objstore.Store whose root is that directory), with Spark's file source
+// rules: every file not yet taken is read, whatever its name, oldest
+// modification time first (ties by name; latestFirst reverses the order),
+// at most maxFilesPerTrigger per batch.
 //
-// An offset is {"lastFile":NAME,"files":[...]}: the greatest name taken so
-// far and the files of the batch that ends there, so a re-run batch reads
-// exactly the files it read the first time. Files are taken once, in name
-// order; a file that appears later with a name at or before lastFile is
-// never read (it is reported by IgnoredFiles and logged on every Next).
-// Names whose path has a segment starting with '.' or '_' are not data.
+// An offset (format version 2) is
 //
-// It owns planning and reading; it does not write to the directory, does
-// not delete or move consumed files, and keeps no history beyond what the
-// offsets carry and what one process has seen.
+//	{"version":2,"files":[...],"seen":{"name":mtimeMs,...},"newestMs":N}
+//
+// files are the batch that ends there (a re-run reads exactly them); seen
+// is every file taken so far, so the set survives restarts through the
+// checkpoint's offsets/N entries. maxFileAge (default 7d) is relative to
+// newestMs, the newest modification time taken: after the first batch a
+// file older than newestMs - maxFileAge is ignored, and seen drops such
+// names, which keeps it bounded by the files of one maxFileAge window. With
+// latestFirst and maxFilesPerTrigger both set, maxFileAge is ignored and
+// seen is not pruned (as in Spark). A Latest offset holds only files: those
+// available and not taken. Version-1 offsets ({"lastFile","files"}, name
+// order) are read: names at or before lastFile count as taken.
+//
+// Names whose path has a segment starting with '.' or '_' are not data. A
+// store without modification times (no objstore.InfoLister) gives name
+// order.
+//
+// After a batch commits, Commit applies cleanSource to its files: delete,
+// or archive (moved under sourceArchiveDir at the same relative path).
+// Failures are logged by the scheduler, not fatal; a batch whose clean-up
+// a crash interrupted is not cleaned again.
+//
+// It owns planning, reading and cleaning; it writes to the directory only
+// to clean it, and keeps no history beyond what the offsets carry.
 package file

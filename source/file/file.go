@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -16,29 +18,39 @@ import (
 	"github.com/sluicehq/sluice/source"
 )
 
-// Offset is the file source's position.
+// offsetVersion is the format version of offsets this build writes.
+// Version 1 (no "version" field) was {"lastFile","files"}: files taken in
+// name order. Version 2 keeps the set of files taken.
+const offsetVersion = 2
+
+// Offset is the file source's position: the files taken so far (Seen, name
+// -> modification time in ms, pruned by maxFileAge), the newest
+// modification time taken (NewestMs), and the files of the batch that ends
+// here (Files, in the order they were taken). A Latest offset has only
+// Files: every file available and not yet taken.
 type Offset struct {
-	// LastFile is the greatest name taken so far ("" before the first
-	// file).
-	LastFile string `json:"lastFile"`
-	// Files are the files of the batch that ends at this offset, in name
-	// order; empty for the initial offset.
-	Files []string `json:"files"`
+	Version int `json:"version,omitempty"`
+	// LastFile is the version-1 position: every name at or before it was
+	// taken. Read, never written.
+	LastFile string           `json:"lastFile,omitempty"`
+	Files    []string         `json:"files"`
+	Seen     map[string]int64 `json:"seen,omitempty"`
+	NewestMs int64            `json:"newestMs,omitempty"`
 }
 
-// Marshal returns the canonical JSON form of o.
+// Marshal returns the canonical JSON form of o (map keys sorted).
 func (o Offset) Marshal() source.Offset {
 	if o.Files == nil {
 		o.Files = []string{}
 	}
 	b, err := json.Marshal(o)
 	if err != nil {
-		panic(err) // strings and a string slice always marshal
+		panic(err) // strings, ints and a string map always marshal
 	}
 	return b
 }
 
-// ParseOffset reads an offset written by Marshal.
+// ParseOffset reads an offset written by Marshal (or by version 1).
 func ParseOffset(b source.Offset) (Offset, error) {
 	var o Offset
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -46,7 +58,18 @@ func ParseOffset(b source.Offset) (Offset, error) {
 	if err := dec.Decode(&o); err != nil {
 		return Offset{}, fmt.Errorf("parse file source offset %s: %w", b, err)
 	}
+	if o.Version > offsetVersion {
+		return Offset{}, fmt.Errorf("parse file source offset: format version %d is newer than this build's %d", o.Version, offsetVersion)
+	}
 	return o, nil
+}
+
+// taken reports whether name was taken before this offset.
+func (o Offset) taken(name string) bool {
+	if _, ok := o.Seen[name]; ok {
+		return true
+	}
+	return o.Version < 2 && o.LastFile != "" && name <= o.LastFile
 }
 
 // splitDesc is a Split's Desc.
@@ -57,23 +80,17 @@ type splitDesc struct {
 // Source reads JSON-lines files. Planning methods are meant for one driver
 // goroutine; Read may run concurrently with anything.
 type Source struct {
-	store  objstore.Store
-	opts   query.FileSource
-	logger *slog.Logger
-
-	mu sync.Mutex
-	// primed is set by the first Next: names at or before its start that
-	// were present then are assumed taken by earlier batches.
-	primed bool
-	// seen holds names known to be accounted for: present at priming or
-	// taken by a batch this process planned.
-	seen map[string]bool
-	// ignored holds names that appeared at or before lastFile after they
-	// could still be taken.
-	ignored map[string]bool
+	store   objstore.Store
+	archive objstore.Store
+	opts    query.FileSource
+	logger  *slog.Logger
+	once    sync.Once
 }
 
-var _ source.Source = (*Source)(nil)
+var (
+	_ source.Source    = (*Source)(nil)
+	_ source.Committer = (*Source)(nil)
+)
 
 // New returns a file source over store, whose root is the source
 // directory. A nil logger discards.
@@ -81,18 +98,16 @@ func New(store objstore.Store, opts query.FileSource, logger *slog.Logger) *Sour
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Source{
-		store:   store,
-		opts:    opts,
-		logger:  logger,
-		seen:    make(map[string]bool),
-		ignored: make(map[string]bool),
-	}
+	return &Source{store: store, opts: opts, logger: logger}
 }
 
-// Initial returns {"lastFile":"","files":[]}: every file is new.
+// SetArchive gives the store rooted at sourceArchiveDir (cleanSource:
+// archive).
+func (s *Source) SetArchive(st objstore.Store) { s.archive = st }
+
+// Initial returns {"version":2,"files":[]}: every file is new.
 func (s *Source) Initial(ctx context.Context) (source.Offset, error) {
-	return Offset{}.Marshal(), nil
+	return Offset{Version: offsetVersion}.Marshal(), nil
 }
 
 // isData reports whether a key names a data file: no path segment starts
@@ -106,75 +121,126 @@ func isData(key string) bool {
 	return true
 }
 
-// list returns the data files in name order.
-func (s *Source) list(ctx context.Context) ([]string, error) {
+type fileInfo struct {
+	name    string
+	mtimeMs int64
+}
+
+// list returns the data files with their modification times. A store that
+// cannot list times gives every file time 0 (name order).
+func (s *Source) list(ctx context.Context) ([]fileInfo, error) {
+	var out []fileInfo
+	if il, ok := s.store.(objstore.InfoLister); ok {
+		infos, err := il.ListInfo(ctx, "")
+		if err != nil {
+			return nil, fmt.Errorf("list file source %s: %w", s.opts.Path, err)
+		}
+		for _, o := range infos {
+			if isData(o.Key) {
+				out = append(out, fileInfo{name: o.Key, mtimeMs: o.ModTime.UnixMilli()})
+			}
+		}
+		return out, nil
+	}
+	s.once.Do(func() {
+		s.logger.Warn("file source store cannot list modification times; files are taken in name order", "path", s.opts.Path)
+	})
 	keys, err := s.store.List(ctx, "")
 	if err != nil {
 		return nil, fmt.Errorf("list file source %s: %w", s.opts.Path, err)
 	}
-	names := keys[:0:0]
 	for _, k := range keys {
 		if isData(k) {
-			names = append(names, k)
+			out = append(out, fileInfo{name: k})
 		}
 	}
-	sort.Strings(names) // List promises lexical order; do not depend on it
-	return names, nil
+	return out, nil
 }
 
-// after returns the names greater than last, in order.
-func after(names []string, last string) []string {
-	i := sort.SearchStrings(names, last)
-	for i < len(names) && names[i] <= last {
-		i++
+// ageIgnored reports whether maxFileAge is off: latestFirst with a cap,
+// as in Spark (old files still due would be dropped otherwise).
+func (s *Source) ageIgnored() bool { return s.opts.LatestFirst && s.opts.MaxFilesPerTrigger > 0 }
+
+// candidates returns the files not yet taken after st and young enough, in
+// the order they are taken: oldest modification time first (newest first
+// with latestFirst), then by name.
+func (s *Source) candidates(st Offset, files []fileInfo) []fileInfo {
+	threshold := int64(math.MinInt64)
+	if len(st.Seen) > 0 && !s.ageIgnored() {
+		threshold = st.NewestMs - s.opts.FileAge().Milliseconds()
 	}
-	return names[i:]
+	var out []fileInfo
+	for _, f := range files {
+		if st.taken(f.name) || f.mtimeMs < threshold {
+			continue
+		}
+		out = append(out, f)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.mtimeMs != b.mtimeMs {
+			return (a.mtimeMs < b.mtimeMs) != s.opts.LatestFirst
+		}
+		return a.name < b.name
+	})
+	return out
 }
 
-// Latest returns the offset that takes every file present after start
+// Latest returns {"version":2,"files":[...]}: every file not taken at start
 // (start itself when there is none).
 func (s *Source) Latest(ctx context.Context, start source.Offset, now time.Time) (source.Offset, error) {
 	st, err := ParseOffset(start)
 	if err != nil {
 		return nil, err
 	}
-	names, err := s.list(ctx)
+	files, err := s.list(ctx)
 	if err != nil {
 		return nil, err
 	}
-	newer := after(names, st.LastFile)
-	if len(newer) == 0 {
+	cands := s.candidates(st, files)
+	if len(cands) == 0 {
 		return clone(start), nil
 	}
-	return Offset{LastFile: newer[len(newer)-1], Files: newer}.Marshal(), nil
+	names := make([]string, len(cands))
+	for i, f := range cands {
+		names[i] = f.name
+	}
+	return Offset{Version: offsetVersion, Files: names}.Marshal(), nil
 }
 
-// Next takes the files after start in name order, at most
-// maxFilesPerTrigger of them (0: all), none past limit's lastFile. It
-// returns start when there is none. It logs a warning naming every file
-// that sorts at or before start's lastFile but was not there when that
-// position was passed: such files are never read.
+// Next takes the files not yet taken at start, in order, at most
+// maxFilesPerTrigger of them (0: all), only files limit lists. It returns
+// start when there is none. The end offset's Seen adds the batch's files
+// and drops files older than maxFileAge relative to the newest taken.
 func (s *Source) Next(ctx context.Context, start, limit source.Offset) (source.Offset, error) {
 	st, err := ParseOffset(start)
 	if err != nil {
 		return nil, err
 	}
-	lim, err := ParseOffset(limit)
-	if err != nil {
-		return nil, err
-	}
-	names, err := s.list(ctx)
-	if err != nil {
-		return nil, err
-	}
-	s.checkIgnored(names, st.LastFile)
-
-	var batch []string
-	for _, n := range after(names, st.LastFile) {
-		if n > lim.LastFile {
-			break
+	var allowed map[string]bool
+	if !bytes.Equal(start, limit) {
+		lim, err := ParseOffset(limit)
+		if err != nil {
+			return nil, err
 		}
-		batch = append(batch, n)
+		allowed = make(map[string]bool, len(lim.Files))
+		for _, f := range lim.Files {
+			allowed[f] = true
+		}
+	}
+	if allowed == nil {
+		return clone(start), nil
+	}
+	files, err := s.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var batch []fileInfo
+	for _, f := range s.candidates(st, files) {
+		if !allowed[f.name] {
+			continue
+		}
+		batch = append(batch, f)
 		if s.opts.MaxFilesPerTrigger > 0 && len(batch) == s.opts.MaxFilesPerTrigger {
 			break
 		}
@@ -182,58 +248,41 @@ func (s *Source) Next(ctx context.Context, start, limit source.Offset) (source.O
 	if len(batch) == 0 {
 		return clone(start), nil
 	}
-	s.mu.Lock()
-	for _, n := range batch {
-		s.seen[n] = true
+	end := Offset{Version: offsetVersion, Seen: make(map[string]int64, len(st.Seen)+len(batch)), NewestMs: st.NewestMs}
+	for n, t := range st.Seen {
+		end.Seen[n] = t
 	}
-	s.mu.Unlock()
-	return Offset{LastFile: batch[len(batch)-1], Files: batch}.Marshal(), nil
-}
-
-// checkIgnored records and logs the files at or before last that were not
-// accounted for.
-func (s *Source) checkIgnored(names []string, last string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var late []string
-	for _, n := range names {
-		if n > last {
-			break
-		}
-		switch {
-		case !s.primed:
-			s.seen[n] = true
-		case s.ignored[n]:
-			late = append(late, n)
-		case !s.seen[n]:
-			s.ignored[n] = true
-			late = append(late, n)
+	if st.Version < 2 && st.LastFile != "" {
+		// Converting a version-1 position: what it took is every data
+		// file named at or before lastFile.
+		for _, f := range files {
+			if f.name <= st.LastFile {
+				end.Seen[f.name] = f.mtimeMs
+			}
 		}
 	}
-	s.primed = true
-	if len(late) > 0 {
-		s.logger.Warn("file source ignores files whose names sort at or before files already taken; "+
-			"name new files so they sort after the last one taken, or write them to a new directory",
-			"path", s.opts.Path, "lastFile", last, "ignored", late)
+	for _, f := range batch {
+		end.Files = append(end.Files, f.name)
+		end.Seen[f.name] = f.mtimeMs
+		end.NewestMs = max(end.NewestMs, f.mtimeMs)
 	}
-}
-
-// IgnoredFiles returns, in name order, the files this process found with
-// names at or before the last file already taken. They are never read.
-func (s *Source) IgnoredFiles() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]string, 0, len(s.ignored))
-	for n := range s.ignored {
-		out = append(out, n)
+	if !s.ageIgnored() {
+		threshold := end.NewestMs - s.opts.FileAge().Milliseconds()
+		for n, t := range end.Seen {
+			if t < threshold {
+				delete(end.Seen, n)
+			}
+		}
 	}
-	sort.Strings(out)
-	return out
+	return end.Marshal(), nil
 }
 
 // Splits returns one split per file of end's batch, or none when end is
 // start.
 func (s *Source) Splits(ctx context.Context, start, end source.Offset) ([]source.Split, error) {
+	if bytes.Equal(start, end) {
+		return nil, nil
+	}
 	st, err := ParseOffset(start)
 	if err != nil {
 		return nil, err
@@ -242,13 +291,10 @@ func (s *Source) Splits(ctx context.Context, start, end source.Offset) ([]source
 	if err != nil {
 		return nil, err
 	}
-	if en.LastFile == st.LastFile {
-		return nil, nil
-	}
 	splits := make([]source.Split, 0, len(en.Files))
 	for _, f := range en.Files {
-		if f <= st.LastFile || f > en.LastFile {
-			return nil, fmt.Errorf("plan file source splits: file %s of end offset %s is not after start's lastFile %q", f, end, st.LastFile)
+		if st.taken(f) {
+			return nil, fmt.Errorf("plan file source splits: file %s of the end offset was already taken at the start offset", f)
 		}
 		desc, err := json.Marshal(splitDesc{File: f})
 		if err != nil {
@@ -257,6 +303,42 @@ func (s *Source) Splits(ctx context.Context, start, end source.Offset) ([]source
 		splits = append(splits, source.Split{ID: f, Desc: desc})
 	}
 	return splits, nil
+}
+
+// Commit applies cleanSource to the files of a committed batch (the end
+// offset's Files): delete removes them, archive moves them under
+// sourceArchiveDir at the same relative path. A file already gone is
+// skipped. It runs on the driver after commits/N.
+func (s *Source) Commit(ctx context.Context, end source.Offset) error {
+	mode := s.opts.CleanSource
+	if mode == "" || mode == query.CleanSourceOff {
+		return nil
+	}
+	en, err := ParseOffset(end)
+	if err != nil {
+		return err
+	}
+	for _, f := range en.Files {
+		if mode == query.CleanSourceArchive {
+			if s.archive == nil {
+				return fmt.Errorf("clean file source: cleanSource archive without a sourceArchiveDir store")
+			}
+			data, err := s.store.Get(ctx, f)
+			if errors.Is(err, objstore.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("archive %s: %w", f, err)
+			}
+			if err := s.archive.Put(ctx, f, data); err != nil {
+				return fmt.Errorf("archive %s to %s: %w", f, s.opts.SourceArchiveDir, err)
+			}
+		}
+		if err := s.store.Delete(ctx, f); err != nil && !errors.Is(err, objstore.ErrNotExist) {
+			return fmt.Errorf("clean file source: delete %s: %w", f, err)
+		}
+	}
+	return nil
 }
 
 // Read calls fn for every non-empty line of the split's file, with Part the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -37,32 +38,55 @@ func (s *syncBuffer) String() string {
 }
 
 type fixture struct {
-	t    *testing.T
-	dir  string
-	src  *Source
-	logs *syncBuffer
+	t     *testing.T
+	dir   string
+	opts  query.FileSource
+	src   *Source
+	logs  *syncBuffer
+	clock time.Time // the modification time of the next file written
 }
 
 func newFixture(t *testing.T, maxFiles int) *fixture {
-	t.Helper()
-	dir := t.TempDir()
-	store, err := objstore.NewFS(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &syncBuffer{}
-	logger := slog.New(slog.NewTextHandler(logs, nil))
-	return &fixture{t: t, dir: dir, logs: logs,
-		src: New(store, query.FileSource{Path: dir, MaxFilesPerTrigger: maxFiles}, logger)}
+	return newFixtureOpts(t, query.FileSource{MaxFilesPerTrigger: maxFiles})
 }
 
+func newFixtureOpts(t *testing.T, opts query.FileSource) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	opts.Path = dir
+	f := &fixture{t: t, dir: dir, opts: opts, logs: &syncBuffer{}, clock: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)}
+	f.restart()
+	return f
+}
+
+// restart replaces the source with a new one (a restarted driver): all it
+// knows comes from the offsets it is given.
+func (f *fixture) restart() {
+	store, err := objstore.NewFS(f.dir)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.src = New(store, f.opts, slog.New(slog.NewTextHandler(f.logs, nil)))
+}
+
+// write writes a file whose modification time is one second after the
+// previous file's.
 func (f *fixture) write(name, content string) {
+	f.t.Helper()
+	f.clock = f.clock.Add(time.Second)
+	f.writeAt(name, content, f.clock)
+}
+
+func (f *fixture) writeAt(name, content string, mtime time.Time) {
 	f.t.Helper()
 	p := filepath.Join(f.dir, filepath.FromSlash(name))
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		f.t.Fatal(err)
 	}
 	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := os.Chtimes(p, mtime, mtime); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -120,27 +144,58 @@ func (f *fixture) drain(start, limit source.Offset) ([][]string, source.Offset) 
 	return nil, nil
 }
 
+// trigger plans one batch as the scheduler does (Latest, then Next).
+func (f *fixture) trigger(start source.Offset) source.Offset {
+	f.t.Helper()
+	return f.next(start, f.latest(start))
+}
+
 func TestInitialOffsetIsCanonical(t *testing.T) {
 	f := newFixture(t, 0)
-	if got := string(f.initial()); got != `{"lastFile":"","files":[]}` {
+	if got := string(f.initial()); got != `{"version":2,"files":[]}` {
 		t.Errorf("Initial = %s", got)
 	}
 }
 
-func TestFilesAreTakenInNameOrderCappedByMaxFilesPerTrigger(t *testing.T) {
+func TestFilesAreTakenOldestFirstCappedByMaxFilesPerTrigger(t *testing.T) {
 	f := newFixture(t, 2)
 	for _, n := range []string{"c.jsonl", "a.jsonl", "e.jsonl", "b.jsonl", "d.jsonl"} {
-		f.write(n, "{}\n")
+		f.write(n, "{}\n") // modification times in this order
 	}
 	start := f.initial()
 	limit := f.latest(start)
 	batches, end := f.drain(start, limit)
-	want := [][]string{{"a.jsonl", "b.jsonl"}, {"c.jsonl", "d.jsonl"}, {"e.jsonl"}}
+	want := [][]string{{"c.jsonl", "a.jsonl"}, {"e.jsonl", "b.jsonl"}, {"d.jsonl"}}
 	if !slices.EqualFunc(batches, want, slices.Equal) {
 		t.Errorf("batches = %v, want %v", batches, want)
 	}
-	if got := string(end); got != `{"lastFile":"e.jsonl","files":["e.jsonl"]}` {
-		t.Errorf("final offset = %s", got)
+	o, _ := ParseOffset(end)
+	if len(o.Seen) != 5 || !slices.Equal(o.Files, []string{"d.jsonl"}) {
+		t.Errorf("final offset = %s, want all five seen and d.jsonl as the batch", end)
+	}
+}
+
+func TestSameModificationTimeIsTakenInNameOrder(t *testing.T) {
+	f := newFixture(t, 0)
+	at := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	for _, n := range []string{"b.jsonl", "c.jsonl", "a.jsonl"} {
+		f.writeAt(n, "{}\n", at)
+	}
+	if got := f.files(f.trigger(f.initial())); !slices.Equal(got, []string{"a.jsonl", "b.jsonl", "c.jsonl"}) {
+		t.Errorf("batch = %v", got)
+	}
+}
+
+func TestLatestFirstTakesTheNewestFirst(t *testing.T) {
+	f := newFixtureOpts(t, query.FileSource{MaxFilesPerTrigger: 2, LatestFirst: true})
+	for _, n := range []string{"a.jsonl", "b.jsonl", "c.jsonl", "d.jsonl", "e.jsonl"} {
+		f.write(n, "{}\n")
+	}
+	start := f.initial()
+	batches, _ := f.drain(start, f.latest(start))
+	want := [][]string{{"e.jsonl", "d.jsonl"}, {"c.jsonl", "b.jsonl"}, {"a.jsonl"}}
+	if !slices.EqualFunc(batches, want, slices.Equal) {
+		t.Errorf("batches = %v, want %v", batches, want)
 	}
 }
 
@@ -158,16 +213,16 @@ func TestNextDoesNotPassTheLimit(t *testing.T) {
 	}
 }
 
-func TestLatestCoversEverythingAfterStartAndIsStartWhenNothingIsNew(t *testing.T) {
+func TestLatestCoversEverythingNotTakenAndIsStartWhenNothingIsNew(t *testing.T) {
 	f := newFixture(t, 1)
 	f.write("a.jsonl", "{}\n")
 	f.write("b.jsonl", "{}\n")
 	start := f.initial()
-	if got := string(f.latest(start)); got != `{"lastFile":"b.jsonl","files":["a.jsonl","b.jsonl"]}` {
+	if got := string(f.latest(start)); got != `{"version":2,"files":["a.jsonl","b.jsonl"]}` {
 		t.Errorf("Latest = %s", got)
 	}
-	end := f.next(start, f.latest(start))
-	end = f.next(end, f.latest(end))
+	end := f.trigger(start)
+	end = f.trigger(end)
 	if got := f.latest(end); !bytes.Equal(got, end) {
 		t.Errorf("Latest with nothing new = %s, want start %s", got, end)
 	}
@@ -179,13 +234,12 @@ func TestEachFileIsTakenOnceAcrossTriggers(t *testing.T) {
 	var taken []string
 	var all []string
 	for round := range 5 {
-		// Files keep arriving, each round sorting after the last.
 		for i := range round + 2 {
 			n := "f-" + string(rune('a'+round)) + "-" + string(rune('0'+i)) + ".jsonl"
 			f.write(n, "{}\n")
 			all = append(all, n)
 		}
-		end := f.next(start, f.latest(start))
+		end := f.trigger(start)
 		taken = append(taken, f.files(end)...)
 		start = end
 	}
@@ -193,62 +247,145 @@ func TestEachFileIsTakenOnceAcrossTriggers(t *testing.T) {
 	for _, b := range batches {
 		taken = append(taken, b...)
 	}
-	slices.Sort(all)
 	if !slices.Equal(taken, all) {
 		t.Errorf("taken = %v, want each of %v once, in order", taken, all)
 	}
-	if got := f.src.IgnoredFiles(); len(got) != 0 {
-		t.Errorf("IgnoredFiles = %v, want none", got)
-	}
 }
 
-func TestLateNamedFileIsIgnoredAndWarnedOnEveryNext(t *testing.T) {
+// The file source never skips a file: one whose name sorts before every
+// file taken, written later (while the query runs, or while the driver is
+// down), is read exactly once, also across a restart.
+func TestAFileThatSortsFirstIsReadOnceWhenEverItArrives(t *testing.T) {
 	f := newFixture(t, 0)
-	f.write("a.jsonl", "{}\n")
+	f.write("b.jsonl", "{}\n")
 	f.write("c.jsonl", "{}\n")
-	start := f.initial()
-	end := f.next(start, f.latest(start))
-	if got := f.files(end); !slices.Equal(got, []string{"a.jsonl", "c.jsonl"}) {
+	end := f.trigger(f.initial())
+	if got := f.files(end); !slices.Equal(got, []string{"b.jsonl", "c.jsonl"}) {
 		t.Fatalf("first batch = %v", got)
 	}
-	if strings.Contains(f.logs.String(), "ignores") {
-		t.Fatalf("warning before any late file: %s", f.logs)
-	}
-
-	f.write("b.jsonl", "{}\n") // sorts before c.jsonl, already taken
+	f.write("a.jsonl", "{}\n") // sorts first, arrives later
 	f.write("d.jsonl", "{}\n")
-	next := f.next(end, f.latest(end))
-	if got := f.files(next); !slices.Equal(got, []string{"d.jsonl"}) {
-		t.Errorf("second batch = %v, want [d.jsonl]", got)
+	next := f.trigger(end)
+	if got := f.files(next); !slices.Equal(got, []string{"a.jsonl", "d.jsonl"}) {
+		t.Errorf("second batch = %v, want [a.jsonl d.jsonl]", got)
 	}
-	if got := f.src.IgnoredFiles(); !slices.Equal(got, []string{"b.jsonl"}) {
-		t.Errorf("IgnoredFiles = %v, want [b.jsonl]", got)
+	// The driver is down; a file sorting first arrives with an old
+	// modification time (copied with its times kept); the driver restarts
+	// from the logged offset.
+	f.writeAt("0.jsonl", "{}\n", f.clock.Add(-time.Hour))
+	f.restart()
+	after := f.trigger(next)
+	if got := f.files(after); !slices.Equal(got, []string{"0.jsonl"}) {
+		t.Errorf("after the restart = %v, want [0.jsonl]", got)
 	}
-	logs := f.logs.String()
-	if strings.Count(logs, "level=WARN") != 1 || !strings.Contains(logs, "b.jsonl") {
-		t.Errorf("want one warning naming b.jsonl, logs:\n%s", logs)
-	}
-	// Still ignored, and still said, on the next trigger.
-	if again := f.next(next, f.latest(next)); !bytes.Equal(again, next) {
-		t.Errorf("Next = %s, want no new data", again)
-	}
-	if got := strings.Count(f.logs.String(), "level=WARN"); got != 2 {
-		t.Errorf("warnings after two Next calls = %d, want 2", got)
+	f.restart()
+	if again := f.trigger(after); !bytes.Equal(again, after) {
+		t.Errorf("nothing new, but Next = %s", again)
 	}
 }
 
-func TestFilesPresentWhenAProcessResumesAreNotReportedAsIgnored(t *testing.T) {
+// maxFileAge (relative to the newest file taken): older files are ignored
+// after the first batch, and the names kept in the offset are bounded.
+func TestMaxFileAgeIgnoresOldFilesAndBoundsTheNamesKept(t *testing.T) {
+	f := newFixtureOpts(t, query.FileSource{MaxFileAge: query.Duration(time.Hour)})
+	base := f.clock
+	f.writeAt("old.jsonl", "{}\n", base)
+	f.writeAt("new.jsonl", "{}\n", base.Add(3*time.Hour))
+	end := f.trigger(f.initial())
+	// The first batch takes every file, as in Spark.
+	if got := f.files(end); !slices.Equal(got, []string{"old.jsonl", "new.jsonl"}) {
+		t.Fatalf("first batch = %v", got)
+	}
+	o, _ := ParseOffset(end)
+	if _, kept := o.Seen["old.jsonl"]; kept || len(o.Seen) != 1 {
+		t.Errorf("seen = %v, want only new.jsonl (old.jsonl is past maxFileAge)", o.Seen)
+	}
+	f.writeAt("late-but-old.jsonl", "{}\n", base.Add(90*time.Minute)) // 90 min older than the newest
+	f.writeAt("recent.jsonl", "{}\n", base.Add(150*time.Minute))      // 30 min older: within the hour
+	next := f.trigger(end)
+	if got := f.files(next); !slices.Equal(got, []string{"recent.jsonl"}) {
+		t.Errorf("second batch = %v, want [recent.jsonl]", got)
+	}
+	// old.jsonl, though no longer in the offset, is not taken again.
+	if again := f.trigger(next); !bytes.Equal(again, next) {
+		t.Errorf("Next = %s, want nothing new", again)
+	}
+	// 200 files over 200 hours: the offset keeps about an hour's worth.
+	start := next
+	for i := range 200 {
+		f.writeAt(fmt.Sprintf("h%03d.jsonl", i), "{}\n", base.Add(time.Duration(4+i)*time.Hour))
+		start = f.trigger(start)
+	}
+	o, _ = ParseOffset(start)
+	if len(o.Seen) > 2 {
+		t.Errorf("after 200 hourly files the offset keeps %d names, want at most 2", len(o.Seen))
+	}
+}
+
+// A version-1 offset ({"lastFile"}) from an older build: the files at or
+// before lastFile count as taken, the rest are read, and a file sorting
+// first arriving afterwards is read too.
+func TestVersionOneOffsetIsConverted(t *testing.T) {
 	f := newFixture(t, 0)
 	f.write("a.jsonl", "{}\n")
 	f.write("b.jsonl", "{}\n")
 	f.write("c.jsonl", "{}\n")
-	resumed := Offset{LastFile: "b.jsonl", Files: []string{"b.jsonl"}}.Marshal()
-	end := f.next(resumed, f.latest(resumed))
+	resumed := []byte(`{"lastFile":"b.jsonl","files":["b.jsonl"]}`)
+	end := f.trigger(resumed)
 	if got := f.files(end); !slices.Equal(got, []string{"c.jsonl"}) {
 		t.Errorf("batch = %v, want [c.jsonl]", got)
 	}
-	if got := f.src.IgnoredFiles(); len(got) != 0 {
-		t.Errorf("IgnoredFiles = %v, want none", got)
+	f.write("0.jsonl", "{}\n")
+	if got := f.files(f.trigger(end)); !slices.Equal(got, []string{"0.jsonl"}) {
+		t.Errorf("batch = %v, want [0.jsonl]", got)
+	}
+}
+
+func TestCleanSourceDeletesOrArchivesACommittedBatchsFiles(t *testing.T) {
+	ctx := context.Background()
+	f := newFixtureOpts(t, query.FileSource{CleanSource: query.CleanSourceDelete})
+	f.write("a.jsonl", "{}\n")
+	f.write("sub/b.jsonl", "{}\n")
+	end := f.trigger(f.initial())
+	if err := f.src.Commit(ctx, end); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(f.dir, "*.jsonl")); len(left) != 0 {
+		t.Errorf("after delete: %v", left)
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "sub", "b.jsonl")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("sub/b.jsonl not deleted: %v", err)
+	}
+
+	archiveDir := t.TempDir()
+	g := newFixtureOpts(t, query.FileSource{CleanSource: query.CleanSourceArchive, SourceArchiveDir: archiveDir})
+	arch, err := objstore.NewFS(archiveDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.src.SetArchive(arch)
+	g.write("a.jsonl", `{"x":1}`+"\n")
+	g.write("sub/b.jsonl", `{"x":2}`+"\n")
+	end = g.trigger(g.initial())
+	g.write("c.jsonl", "{}\n") // not in the batch: stays
+	if err := g.src.Commit(ctx, end); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"a.jsonl": `{"x":1}`, "sub/b.jsonl": `{"x":2}`} {
+		got, err := os.ReadFile(filepath.Join(archiveDir, filepath.FromSlash(name)))
+		if err != nil || strings.TrimSpace(string(got)) != want {
+			t.Errorf("archived %s = %q, %v", name, got, err)
+		}
+		if _, err := os.Stat(filepath.Join(g.dir, filepath.FromSlash(name))); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s still in the source directory", name)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(g.dir, "c.jsonl")); err != nil {
+		t.Errorf("c.jsonl, not in the batch, was moved: %v", err)
+	}
+	// A repeated commit (a restart) finds the files gone and succeeds.
+	if err := g.src.Commit(ctx, end); err != nil {
+		t.Errorf("repeated Commit: %v", err)
 	}
 }
 
@@ -262,7 +399,7 @@ func TestHiddenAndUnderscoreNamesAreNotDataButSubdirectoriesAre(t *testing.T) {
 	f.write("2026/01/b.jsonl", "{}\n")
 	start := f.initial()
 	end := f.next(start, f.latest(start))
-	if got := f.files(end); !slices.Equal(got, []string{"2026/01/b.jsonl", "a.jsonl"}) {
+	if got := f.files(end); !slices.Equal(got, []string{"a.jsonl", "2026/01/b.jsonl"}) {
 		t.Errorf("files = %v", got)
 	}
 }
@@ -395,10 +532,10 @@ func TestRerunSplitsComeFromTheLoggedOffsetNotTheDirectory(t *testing.T) {
 
 func TestSplitsRefuseAnEndThatDoesNotFollowStart(t *testing.T) {
 	f := newFixture(t, 0)
-	start := Offset{LastFile: "c", Files: []string{"c"}}.Marshal()
-	end := Offset{LastFile: "d", Files: []string{"b", "d"}}.Marshal()
+	start := Offset{Version: 2, Files: []string{"c"}, Seen: map[string]int64{"b": 1, "c": 2}}.Marshal()
+	end := Offset{Version: 2, Files: []string{"b", "d"}, Seen: map[string]int64{"b": 1, "c": 2, "d": 3}}.Marshal()
 	if _, err := f.src.Splits(context.Background(), start, end); err == nil {
-		t.Error("want an error for a file at or before start's lastFile")
+		t.Error("want an error for a file already taken at the start")
 	}
 }
 

@@ -129,3 +129,108 @@ func BenchmarkCatchUp(b *testing.B) {
 		b.ReportMetric(float64(perPartition)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
 	})
 }
+
+// BenchmarkManySmallRanges reads one batch of 20,000 records spread over
+// 512 partitions (39 each), as a capped batch over a many-partition topic
+// does: Splits, then Read of every split by two goroutines (the task
+// slots of a 2-core process). The cost should follow the records, not the
+// partitions.
+//
+//	go test -run '^$' -bench ManySmallRanges ./source/kafka/
+func BenchmarkManySmallRanges(b *testing.B) {
+	const partitions, perPartition, slots = 512, 39, 2
+	c := kafkatest.Start(b, kfake.SeedTopics(partitions, "events"))
+	var recs []*kgo.Record
+	for p := int32(0); p < partitions; p++ {
+		for i := range perPartition * 10 {
+			recs = append(recs, &kgo.Record{Topic: "events", Partition: p, Value: kafkatest.Value(i)})
+		}
+	}
+	c.Produce(recs...)
+	s, err := New(Config{Kafka: query.KafkaSource{BootstrapServers: c.Addr, Subscribe: "events"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	batch := 0
+	for b.Loop() {
+		from, to := Offsets{}, Offsets{}
+		for p := int32(0); p < partitions; p++ {
+			from.Set(TopicPartition{"events", p}, int64(batch%10*perPartition))
+			to.Set(TopicPartition{"events", p}, int64(batch%10*perPartition+perPartition))
+		}
+		batch++
+		splits, err := s.Splits(ctx, from.Encode(), to.Encode())
+		if err != nil {
+			b.Fatal(err)
+		}
+		var n atomic.Int64
+		next := atomic.Int64{}
+		var wg sync.WaitGroup
+		errs := make([]error, slots)
+		for w := range slots {
+			wg.Go(func() {
+				for {
+					i := int(next.Add(1) - 1)
+					if i >= len(splits) || errs[w] != nil {
+						return
+					}
+					errs[w] = s.Read(ctx, splits[i], func(*source.Record) error { n.Add(1); return nil })
+				}
+			})
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		if n.Load() != partitions*perPartition {
+			b.Fatalf("read %d records, want %d", n.Load(), partitions*perPartition)
+		}
+		b.ReportMetric(float64(len(splits)), "tasks")
+	}
+	b.ReportMetric(float64(partitions*perPartition)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+// BenchmarkPlanning times what the driver asks the source for one batch
+// over a topic of 1,024 partitions: Latest, Next and Splits.
+//
+//	go test -run '^$' -bench Planning ./source/kafka/
+func BenchmarkPlanning(b *testing.B) {
+	const partitions = 1024
+	c := kafkatest.Start(b, kfake.SeedTopics(partitions, "events"))
+	var recs []*kgo.Record
+	for p := int32(0); p < partitions; p++ {
+		for i := range 20 {
+			recs = append(recs, &kgo.Record{Topic: "events", Partition: p, Value: kafkatest.Value(i)})
+		}
+	}
+	c.Produce(recs...)
+	s, err := New(Config{Kafka: query.KafkaSource{BootstrapServers: c.Addr, Subscribe: "events", StartingOffsets: "earliest", MaxOffsetsPerTrigger: 10000}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	start, err := s.Initial(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		latest, err := s.Latest(ctx, start, time.Now())
+		if err != nil {
+			b.Fatal(err)
+		}
+		end, err := s.Next(ctx, start, latest)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Splits(ctx, start, end); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(len(end)), "offsets-bytes")
+	}
+}

@@ -9,10 +9,14 @@
 //     list), subscribePattern (a regular expression matched against whole
 //     topic names, as Kafka does; topics are discovered as they appear) or
 //     assign ({"topic":[0,1]}); startingOffsets; failOnDataLoss;
-//     maxOffsetsPerTrigger; minPartitions; commitOffsetsToGroup; and the
+//     maxOffsetsPerTrigger; minPartitions; minOffsetsPerTask (Sluice's:
+//     ranges smaller than this share a read task); commitOffsetsToGroup; and the
 //     kafka.* client options it maps to franz-go (security.protocol,
 //     sasl.mechanism PLAIN/SCRAM-SHA-256/SCRAM-SHA-512 with sasl.jaas.config
-//     or sasl.username/sasl.password, PEM ssl.truststore/ssl.keystore,
+//     or sasl.username/sasl.password, OAUTHBEARER with
+//     sasl.oauthbearer.token.file (re-read at every authentication; a
+//     Sluice option), AWS_MSK_IAM with credentials from the AWS chain the
+//     S3 store uses (sasl.go), PEM ssl.truststore/ssl.keystore,
 //     ssl.endpoint.identification.algorithm, isolation.level, client.id and
 //     fetch sizes). Unknown kafka.* options are refused with the list of
 //     supported ones. Secrets never appear in errors or logs; Redacted
@@ -25,17 +29,26 @@
 //     watermarks of every subscribed partition), Next (the end of the next
 //     batch, capped by maxOffsetsPerTrigger in proportion to each
 //     partition's backlog, never above the cap, and every partition with a
-//     backlog progressing when the cap allows), Splits (one read task per
-//     partition range, cut further when minPartitions asks for more, as
-//     Spark's KafkaOffsetRangeCalculator), Lag, and CommitToGroup. The
-//     arithmetic (rateLimit, splitRanges) is pure and tested on its own.
-//   - Reading (read.go): Read consumes one partition range with franz-go's
-//     direct partition consumer at an exact offset, never a consumer group,
-//     from a small pool of clients. Its reset policy is "none", so a range
-//     deleted after it was planned fails with a *DataLossError instead of
-//     franz-go silently jumping to the new log start. Transaction markers
-//     are consumed (not delivered) so that a range ending on one finishes;
-//     compaction gaps are passed over.
+//     backlog progressing when the cap allows), Splits (read tasks: one
+//     per partition range, cut further when minPartitions asks for more,
+//     as Spark's KafkaOffsetRangeCalculator, and small ranges grouped so
+//     that a task carries about minOffsetsPerTask offsets), Lag, and
+//     CommitToGroup. The arithmetic (rateLimit, splitRanges, planTasks) is
+//     pure and tested on its own.
+//   - Reading (read.go): Read reads a task's ranges with Fetch requests it
+//     builds itself (one per broker per round, carrying every partition of
+//     the task that the broker leads, at exact offsets), through the
+//     source's one client, never a consumer group. A gone offset answers
+//     OFFSET_OUT_OF_RANGE, which is checked against the listed offsets, so
+//     a range deleted after it was planned fails with a *DataLossError. A
+//     partition leaves the requests at the end of its range (no read waits
+//     for a fetch timeout); records reach the callback range by range in
+//     offset order; records fetched past a range's end are kept (bounded)
+//     for the next batch's range. Transaction markers are consumed (not
+//     delivered) so that a range ending on one finishes; compaction gaps
+//     are passed over.
+//   - Clients (clients.go): a process's cache of clients keyed by the
+//     connection settings, so that queries and batches share connections.
 //
 // # Data loss
 //
@@ -74,6 +87,7 @@
 //
 // It does not decode record values (the engine does, with the query's
 // schema), keep any package-level state, join consumer groups, or interpret
-// the engine's checkpoint. It does not sleep to wait: reads block in
-// franz-go polls bounded by the context and the poll timeout.
+// the engine's checkpoint. It does not sleep to wait, except a short pause
+// before retrying a fetch that failed (leader moving, broker away); reads
+// are bounded by the context and the poll timeout.
 package kafka

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -26,13 +27,14 @@ type Config struct {
 	// Logger receives warnings (skipped data) and client errors. Nil
 	// discards them.
 	Logger *slog.Logger
+	// Clients, if set, is the process's client cache: sources with the
+	// same connection settings share one client (see Clients). Nil gives
+	// the source a client of its own.
+	Clients *Clients
 	// PollTimeout bounds how long Read waits for the next record of its
 	// range before it fails, like Spark's kafkaConsumer.pollTimeoutMs.
 	// Zero means two minutes.
 	PollTimeout time.Duration
-	// MaxIdleReaders bounds the reading clients kept open between reads
-	// for reuse. Zero means 8; negative keeps none.
-	MaxIdleReaders int
 }
 
 // DefaultPollTimeout is Spark's kafkaConsumer.pollTimeoutMs default.
@@ -45,11 +47,17 @@ const maxSkipRecords = 256
 type Source struct {
 	set         *settings
 	log         *slog.Logger
-	base        []kgo.Opt // seeds, auth, TLS, logger: shared by every client
-	admin       *kgo.Client
+	base        []kgo.Opt   // seeds, auth, TLS, logger: shared by every client
+	admin       *kgo.Client // shared with other sources when Config.Clients is set
 	adm         *kadm.Client
+	release     func() // closes admin, or gives it back to Config.Clients
 	pollTimeout time.Duration
-	pool        *readerPool
+	// decompressor and leaderCache serve Read (read.go): every read goes
+	// through admin, one connection per broker for all of them.
+	decompressor kgo.Decompressor
+	leaderCache  leaderCache
+	ahead        aheadCache
+	closed       atomic.Bool
 
 	mu       sync.Mutex
 	skips    map[string]int64 // skipped offsets by range key, see recordSkip
@@ -81,20 +89,28 @@ func New(cfg Config) (*Source, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	base := append([]kgo.Opt{kgo.SeedBrokers(set.seeds...), kgo.WithLogger(kgoLogger{log})}, copts...)
-	admin, err := kgo.NewClient(base...)
+	mk := func() (*kgo.Client, error) {
+		cl, err := kgo.NewClient(base...)
+		if err != nil {
+			return nil, fmt.Errorf("create kafka client: %w", err)
+		}
+		return cl, nil
+	}
+	var (
+		admin   *kgo.Client
+		release func()
+	)
+	if cfg.Clients != nil {
+		admin, release, err = cfg.Clients.acquire(connectionKey(set.seeds, set.client), mk)
+	} else if admin, err = mk(); err == nil {
+		release = admin.Close
+	}
 	if err != nil {
-		return nil, fmt.Errorf("create kafka client: %w", err)
+		return nil, err
 	}
 	pt := cfg.PollTimeout
 	if pt <= 0 {
 		pt = DefaultPollTimeout
-	}
-	idle := cfg.MaxIdleReaders
-	switch {
-	case idle == 0:
-		idle = 8
-	case idle < 0:
-		idle = 0
 	}
 	s := &Source{
 		set:         set,
@@ -102,10 +118,13 @@ func New(cfg Config) (*Source, error) {
 		base:        base,
 		admin:       admin,
 		adm:         kadm.NewClient(admin),
+		release:     release,
 		pollTimeout: pt,
 		skips:       map[string]int64{},
+
+		decompressor: kgo.DefaultDecompressor(),
 	}
-	s.pool = &readerPool{max: idle, newClient: s.newReaderClient}
+	s.ahead.max = defaultAheadBytes
 	r := Redacted(cfg.Kafka)
 	log.Debug("kafka source configured", "bootstrapServers", r.BootstrapServers, "subscribe", r.Subscribe,
 		"subscribePattern", r.SubscribePattern, "assign", r.Assign, "startingOffsets", r.StartingOffsets,
@@ -114,11 +133,13 @@ func New(cfg Config) (*Source, error) {
 	return s, nil
 }
 
+func (s *Source) isClosed() bool { return s.closed.Load() }
+
 // Close releases the connections. It is idempotent.
 func (s *Source) Close() error {
 	s.closeOnce.Do(func() {
-		s.pool.close()
-		s.admin.Close()
+		s.closed.Store(true)
+		s.release()
 	})
 	return nil
 }
@@ -307,9 +328,10 @@ func (s *Source) Next(ctx context.Context, start, limit source.Offset) (source.O
 	return enc, nil
 }
 
-// Splits divides [start, end) into one read task per partition, or more
-// when minPartitions asks for more tasks than there are partitions with
-// data. Partitions not in start begin at their earliest offset. It checks
+// Splits divides [start, end) into read tasks (see planTasks): one per
+// partition with data, more when minPartitions asks for more tasks than
+// there are partitions with data, fewer when partitions have fewer than
+// minOffsetsPerTask offsets each (they then share tasks). Partitions not in start begin at their earliest offset. It checks
 // the start offsets against the brokers' earliest offsets again (a re-run
 // of a logged batch comes here without Next): with failOnDataLoss a lost
 // offset fails with a *DataLossError, without it the range starts at the
@@ -375,10 +397,10 @@ func (s *Source) Splits(ctx context.Context, start, end source.Offset) ([]source
 	if skipped > 0 {
 		s.recordSkip(start, end, skipped)
 	}
-	parts := splitRanges(ranges, s.set.minPartitions)
-	out := make([]source.Split, len(parts))
-	for i, r := range parts {
-		out[i] = r.Split()
+	tasks := planTasks(ranges, s.set.minPartitions, s.set.minPerTask)
+	out := make([]source.Split, len(tasks))
+	for i, rs := range tasks {
+		out[i] = GroupSplit(rs)
 	}
 	return out, nil
 }
@@ -393,8 +415,15 @@ func (s *Source) Splits(ctx context.Context, start, end source.Offset) ([]source
 // them (after planning) are logged by that task but not counted here.
 func (s *Source) SkippedOffsets(start, end source.Offset) int64 {
 	s.mu.Lock()
+	none := len(s.skips) == 0
+	s.mu.Unlock()
+	if none {
+		return 0 // the usual case: no need to canonicalise two offsets of every partition
+	}
+	k := skipKey(start, end)
+	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.skips[skipKey(start, end)]
+	return s.skips[k]
 }
 
 func (s *Source) recordSkip(start, end source.Offset, n int64) {

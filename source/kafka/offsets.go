@@ -3,6 +3,7 @@ package kafka
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -164,14 +165,69 @@ func (r Range) Split() source.Split {
 	return source.Split{ID: r.ID(), Desc: desc}
 }
 
-// DecodeRange reads a split's Desc.
+// groupDesc is the Desc of a split of several ranges.
+type groupDesc struct {
+	Ranges []Range `json:"ranges"`
+}
+
+// GroupSplit returns ranges as one source.Split (one read task). One range
+// gives exactly Range.Split. The ID is the first range's ID and the number
+// of ranges ("t-3-100+12"): unique within a batch, as ranges do not
+// overlap.
+func GroupSplit(rs []Range) source.Split {
+	if len(rs) == 1 {
+		return rs[0].Split()
+	}
+	desc, _ := json.Marshal(groupDesc{Ranges: rs}) // plain structs, always marshal
+	return source.Split{ID: rs[0].ID() + "+" + strconv.Itoa(len(rs)-1), Desc: desc}
+}
+
+// DecodeRange reads a split's Desc of one range.
 func DecodeRange(desc []byte) (Range, error) {
 	var r Range
 	if err := json.Unmarshal(desc, &r); err != nil {
 		return Range{}, fmt.Errorf("decode kafka split %s: %w", clip(desc), err)
 	}
-	if r.Topic == "" || r.Partition < 0 || r.From < 0 || r.To < r.From {
-		return Range{}, fmt.Errorf("decode kafka split %s: want a topic, a partition >= 0 and 0 <= from <= to", clip(desc))
+	if err := r.check(); err != nil {
+		return Range{}, fmt.Errorf("decode kafka split %s: %w", clip(desc), err)
 	}
 	return r, nil
+}
+
+func (r Range) check() error {
+	if r.Topic == "" || r.Partition < 0 || r.From < 0 || r.To < r.From {
+		return errors.New("want a topic, a partition >= 0 and 0 <= from <= to")
+	}
+	return nil
+}
+
+// DecodeRanges reads a split's Desc: one range (Range.Split) or several
+// (GroupSplit). A partition may appear only once.
+func DecodeRanges(desc []byte) ([]Range, error) {
+	t := bytes.TrimSpace(desc)
+	if !bytes.Contains(t, []byte(`"ranges"`)) {
+		r, err := DecodeRange(t)
+		if err != nil {
+			return nil, err
+		}
+		return []Range{r}, nil
+	}
+	var g groupDesc
+	if err := json.Unmarshal(t, &g); err != nil {
+		return nil, fmt.Errorf("decode kafka split %s: %w", clip(desc), err)
+	}
+	if len(g.Ranges) == 0 {
+		return nil, fmt.Errorf("decode kafka split %s: no ranges", clip(desc))
+	}
+	seen := map[TopicPartition]bool{}
+	for _, r := range g.Ranges {
+		if err := r.check(); err != nil {
+			return nil, fmt.Errorf("decode kafka split %s: %w", clip(desc), err)
+		}
+		if seen[r.TP()] {
+			return nil, fmt.Errorf("decode kafka split %s: partition %s appears twice", clip(desc), r.TP())
+		}
+		seen[r.TP()] = true
+	}
+	return g.Ranges, nil
 }

@@ -34,6 +34,7 @@ type settings struct {
 	failOnLoss    bool
 	maxPerTrigger int64
 	minPartitions int
+	minPerTask    int64 // minOffsetsPerTask, default applied
 	commitGroup   string
 	client        clientSettings
 }
@@ -41,8 +42,9 @@ type settings struct {
 // clientSettings are the kafka.* options Sluice understands.
 type clientSettings struct {
 	protocol       string // PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL
-	mechanism      string // PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
+	mechanism      string // PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, AWS_MSK_IAM
 	user, pass     string
+	tokenFile      string // OAUTHBEARER: re-read at every authentication
 	trustFile      string
 	trustPEM       string
 	keystoreFile   string
@@ -68,6 +70,7 @@ var supportedOptions = []string{
 	"max.partition.fetch.bytes",
 	"sasl.jaas.config",
 	"sasl.mechanism",
+	"sasl.oauthbearer.token.file",
 	"sasl.password",
 	"sasl.username",
 	"security.protocol",
@@ -94,6 +97,13 @@ var refusedOptions = map[string]string{
 	"ssl.truststore.password": "only PEM truststores are supported, and they take no password",
 }
 
+// tokenSourceHelp says where each token-based mechanism gets its
+// credentials.
+var tokenSourceHelp = map[string]string{
+	"OAUTHBEARER": "the token is read from kafka.sasl.oauthbearer.token.file at every authentication, so a sidecar or a projected volume can refresh it",
+	"AWS_MSK_IAM": "credentials come from the standard AWS chain, as for S3: environment, shared files, web identity, instance role",
+}
+
 // secretOptions are never shown in logs or errors.
 var secretOptions = map[string]bool{
 	"sasl.password":           true,
@@ -113,7 +123,7 @@ func Redacted(k query.KafkaSource) query.KafkaSource {
 	if k.Options != nil {
 		opts := make(map[string]string, len(k.Options))
 		for name, v := range k.Options {
-			if secretOptions[strings.TrimPrefix(name, "kafka.")] {
+			if secretOptions[strings.TrimPrefix(name, "kafka.")] || query.SecretOption(name) {
 				v = redactedValue
 			}
 			opts[name] = v
@@ -138,7 +148,11 @@ func parse(k query.KafkaSource) (*settings, error) {
 		failOnLoss:    k.FailsOnDataLoss(),
 		maxPerTrigger: k.MaxOffsetsPerTrigger,
 		minPartitions: k.MinPartitions,
+		minPerTask:    k.MinOffsetsPerTask,
 		commitGroup:   k.CommitOffsetsToGroup,
+	}
+	if s.minPerTask == 0 {
+		s.minPerTask = DefaultMinOffsetsPerTask
 	}
 
 	servers := k.BootstrapServers
@@ -250,6 +264,9 @@ func parse(k query.KafkaSource) (*settings, error) {
 	if k.MinPartitions < 0 {
 		bad("source.kafka.minPartitions %d must be positive (or absent)", k.MinPartitions)
 	}
+	if k.MinOffsetsPerTask < 0 {
+		bad("source.kafka.minOffsetsPerTask %d must be positive (or absent for %d)", k.MinOffsetsPerTask, DefaultMinOffsetsPerTask)
+	}
 
 	c, cerrs := parseClient(k.Options)
 	s.client = c
@@ -308,7 +325,7 @@ func parseClient(raw map[string]string) (clientSettings, []error) {
 	saslOn := strings.HasPrefix(c.protocol, "SASL_")
 	tlsOn := c.protocol == "SSL" || c.protocol == "SASL_SSL"
 
-	for _, name := range []string{"sasl.mechanism", "sasl.jaas.config", "sasl.username", "sasl.password"} {
+	for _, name := range []string{"sasl.mechanism", "sasl.jaas.config", "sasl.username", "sasl.password", "sasl.oauthbearer.token.file"} {
 		if _, ok := opts[name]; ok && !saslOn {
 			bad("source.kafka option kafka.%s needs kafka.security.protocol SASL_PLAINTEXT or SASL_SSL (it is %s)", name, c.protocol)
 		}
@@ -324,16 +341,37 @@ func parseClient(raw map[string]string) (clientSettings, []error) {
 	if saslOn {
 		c.mechanism = strings.ToUpper(strings.TrimSpace(opts["sasl.mechanism"]))
 		switch c.mechanism {
-		case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+		case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM":
 		case "":
-			bad("source.kafka: kafka.security.protocol %s needs kafka.sasl.mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", c.protocol)
+			bad("source.kafka: kafka.security.protocol %s needs kafka.sasl.mechanism: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM", c.protocol)
 		default:
-			bad("source.kafka option kafka.sasl.mechanism %s: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", shown("sasl.mechanism"))
+			bad("source.kafka option kafka.sasl.mechanism %s: want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM", shown("sasl.mechanism"))
+		}
+		_, hasTokenFile := opts["sasl.oauthbearer.token.file"]
+		if hasTokenFile && c.mechanism != "OAUTHBEARER" {
+			bad("source.kafka option kafka.sasl.oauthbearer.token.file needs kafka.sasl.mechanism OAUTHBEARER (it is %s)", c.mechanism)
+		}
+		if c.mechanism == "OAUTHBEARER" || c.mechanism == "AWS_MSK_IAM" {
+			for _, name := range []string{"sasl.jaas.config", "sasl.username", "sasl.password"} {
+				if _, ok := opts[name]; ok {
+					bad("source.kafka option kafka.%s does not apply to kafka.sasl.mechanism %s (%s)", name, c.mechanism, tokenSourceHelp[c.mechanism])
+				}
+			}
+			switch {
+			case c.mechanism == "AWS_MSK_IAM" && c.protocol != "SASL_SSL":
+				bad("source.kafka: kafka.sasl.mechanism AWS_MSK_IAM needs kafka.security.protocol SASL_SSL (MSK serves IAM on its TLS listener)")
+			case c.mechanism == "OAUTHBEARER":
+				c.tokenFile = strings.TrimSpace(opts["sasl.oauthbearer.token.file"])
+				if c.tokenFile == "" {
+					bad("source.kafka: kafka.sasl.mechanism OAUTHBEARER needs kafka.sasl.oauthbearer.token.file (%s)", tokenSourceHelp[c.mechanism])
+				}
+			}
 		}
 		jaas, hasJAAS := opts["sasl.jaas.config"]
 		user, hasUser := opts["sasl.username"]
 		pass, hasPass := opts["sasl.password"]
 		switch {
+		case c.mechanism == "OAUTHBEARER" || c.mechanism == "AWS_MSK_IAM":
 		case hasJAAS && (hasUser || hasPass):
 			bad("source.kafka: give the SASL credentials either in kafka.sasl.jaas.config or in kafka.sasl.username and kafka.sasl.password, not both")
 		case hasJAAS:
@@ -495,6 +533,16 @@ func (c clientSettings) clientOpts() ([]kgo.Opt, error) {
 			m = scram.Auth{User: c.user, Pass: c.pass}.AsSha256Mechanism()
 		case "SCRAM-SHA-512":
 			m = scram.Auth{User: c.user, Pass: c.pass}.AsSha512Mechanism()
+		case "OAUTHBEARER":
+			if _, err := readToken(c.tokenFile); err != nil {
+				return nil, err
+			}
+			m = oauthFromFile(c.tokenFile)
+		case "AWS_MSK_IAM":
+			var err error
+			if m, err = mskIAM(); err != nil {
+				return nil, err
+			}
 		}
 		opts = append(opts, kgo.SASL(m))
 	}

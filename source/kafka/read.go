@@ -4,162 +4,402 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicehq/sluice/source"
 )
 
-// Reads use franz-go's direct partition consuming (never a consumer
-// group) at an exact offset, with the reset policy "none": if the offset
-// is gone the broker answers OFFSET_OUT_OF_RANGE and the client reports it
-// instead of silently jumping to the new log start. Control records
-// (transaction markers) are kept so that the read sees every offset up to
-// the end of its range even when the range ends on a marker.
+// Reads send Fetch requests themselves, through the source's one client
+// (one connection per broker, whatever the number of partitions and
+// concurrent reads), instead of running a franz-go consumer per partition:
+//
+//   - one request per broker carries every partition of the read that the
+//     broker leads, at its exact next offset (never a consumer group,
+//     never a reset: a gone offset answers OFFSET_OUT_OF_RANGE, which the
+//     read checks against the listed offsets before calling it data loss);
+//   - a partition leaves the requests as soon as it reaches the end of its
+//     range, so no read waits for a fetch timeout at the end of a range
+//     and nothing is fetched past the range but the rest of the last
+//     record batch;
+//   - nothing is assigned or unassigned: a franz-go consumer re-assigned
+//     to a new partition waits for a metadata refresh (10 ms or more)
+//     every time, which was the cost of a batch over many partitions.
+//
+// Records are handed to the callback range by range, in the split's order
+// and in offset order within a range, whatever order the responses come
+// in, so a re-run of a split sees the same sequence. Records of a later
+// range fetched before its turn wait in memory; a range stops being
+// fetched once it holds maxBufferedBytes.
+//
+// Control records (transaction markers) and, with read_committed,
+// aborted records advance the position but are not handed out, so a
+// range that ends on a marker is finished.
 
-// defaultPartitionFetchBytes is Kafka's and franz-go's 1 MiB default. A
-// larger fetch does not read faster here: the client fetches ahead, and
-// whatever it fetched past a read task's range is thrown away when the task
-// ends (measured in bench/: 8 MiB made the broker send 1.5-1.9x the bytes
-// read and raised peak memory with the backlog).
+// defaultPartitionFetchBytes is Kafka's and franz-go's 1 MiB default.
+// Larger does not read faster here (measured in bench/), and whatever a
+// fetch returns past a range's end is thrown away.
 const defaultPartitionFetchBytes = 1 << 20
+
+// defaultFetchMaxBytes is Kafka's fetch.max.bytes default (50 MiB).
+const defaultFetchMaxBytes = 50 << 20
+
+// defaultReadMaxWait bounds how long a broker holds a read's fetch when
+// it has nothing to return yet. Planned ranges end at or below the high
+// watermark, so a broker normally answers at once; the wait only matters
+// while a leader moves.
+const defaultReadMaxWait = 500 * time.Millisecond
 
 // maxRetriesOutOfRange bounds retries of an OFFSET_OUT_OF_RANGE that the
 // offsets listed just after do not confirm (a leader change in progress).
 const maxRetriesOutOfRange = 3
 
+// retryBackoff is the pause before fetching again after a round that
+// failed (unknown leader, a broker unreachable).
+const retryBackoff = 100 * time.Millisecond
+
 var (
 	errOutOfRange  = errors.New("offset out of range")
 	errPollTimeout = errors.New("poll timeout")
+	errNoLeader    = errors.New("partition unknown to the brokers")
 )
 
-// Read calls fn for every record of the split's range, in offset order,
-// with Record.Value, Key, Topic, Partition, Offset, Timestamp (broker
-// timestamp, microseconds) and Part ("topic-3") set. Offsets missing from
-// the range (compaction, transaction markers) are passed over. If the
-// range's data is gone from the broker, it fails with a *DataLossError, or
-// with failOnDataLoss false logs a warning and continues from the earliest
-// available offset. It fails when no record arrives within the poll
-// timeout, and stops when ctx is done.
+// rangeRead is the progress of one range of a read.
+type rangeRead struct {
+	Range
+	tp      TopicPartition
+	next    int64
+	buf     []record // fetched before the range's turn
+	bufSize int
+	retries int
+}
+
+func (r *rangeRead) done() bool { return r.next >= r.To }
+
+// record is what a read keeps of a fetched record (not a control record).
+type record struct {
+	offset     int64
+	timestamp  int64 // µs
+	key, value []byte
+}
+
+func (r *rangeRead) add(kr *kgo.Record) {
+	r.buf = append(r.buf, record{offset: kr.Offset, timestamp: kr.Timestamp.UnixMicro(), key: kr.Key, value: kr.Value})
+	r.bufSize += len(kr.Value) + len(kr.Key)
+}
+
+// Read calls fn for every record of the split's ranges, range by range
+// and in offset order, with Record.Value, Key, Topic, Partition, Offset,
+// Timestamp (broker timestamp, microseconds) and Part ("topic-3") set.
+// Offsets missing from a range (compaction, transaction markers) are
+// passed over. If a range's data is gone from the broker, it fails with a
+// *DataLossError, or with failOnDataLoss false logs a warning and
+// continues from the earliest available offset. It fails when no record
+// of the split arrives within the poll timeout, and stops when ctx is
+// done.
 func (s *Source) Read(ctx context.Context, split source.Split, fn func(*source.Record) error) error {
-	r, err := DecodeRange(split.Desc)
+	ranges, err := DecodeRanges(split.Desc)
 	if err != nil {
 		return err
 	}
-	tp := r.TP()
-	rec := source.Record{Part: tp.String(), Topic: r.Topic, Partition: r.Partition}
-	next := r.From
-	retries := 0
-	for next < r.To {
-		rd, err := s.pool.get(tp, next)
-		if err != nil {
-			return err
-		}
-		err = s.consume(ctx, rd.cl, r, &next, &rec, fn)
-		if err == nil {
-			s.pool.put(rd)
-			return nil
-		}
-		s.pool.discard(rd)
-		if !errors.Is(err, errOutOfRange) && !errors.Is(err, errPollTimeout) {
-			return err
-		}
-		// Find out whether the offset is really gone.
-		bounds, lerr := s.bounds(ctx, tp)
-		if lerr != nil {
-			return errors.Join(err, lerr)
-		}
-		if next >= bounds.earliest && next <= bounds.latest {
-			if errors.Is(err, errPollTimeout) {
-				return fmt.Errorf("read kafka %s: no record at or after offset %d within %s although the latest offset is %d (range ends at %d)",
-					tp, next, s.pollTimeout, bounds.latest, r.To)
-			}
-			if retries++; retries > maxRetriesOutOfRange {
-				return fmt.Errorf("read kafka %s at offset %d: %w (earliest %d, latest %d)", tp, next, kerr.OffsetOutOfRange, bounds.earliest, bounds.latest)
-			}
-			continue
-		}
-		loss := &DataLossError{Topic: r.Topic, Partition: r.Partition, Wanted: next, Earliest: bounds.earliest, Latest: bounds.latest}
-		if s.set.failOnLoss {
-			return loss
-		}
-		if next < bounds.earliest {
-			s.log.Warn("kafka offsets lost while reading, skipping to the earliest available offset (failOnDataLoss is false)",
-				"partition", tp.String(), "wanted", next, "earliest", bounds.earliest, "skipped", min(bounds.earliest, r.To)-next)
-			next = min(bounds.earliest, r.To)
-		} else {
-			s.log.Warn("kafka partition is behind the planned offsets (topic recreated?), skipping the rest of the range (failOnDataLoss is false)",
-				"partition", tp.String(), "wanted", next, "latest", bounds.latest, "range_end", r.To)
-			next = r.To
-		}
+	if s.isClosed() {
+		return errors.New("read kafka: source is closed")
 	}
-	return nil
-}
-
-// consume polls rd until *next reaches r.To, calling fn for the records of
-// the range and advancing *next past every offset seen.
-func (s *Source) consume(ctx context.Context, cl *kgo.Client, r Range, next *int64, rec *source.Record, fn func(*source.Record) error) error {
-	for *next < r.To {
-		pctx, cancel := context.WithTimeout(ctx, s.pollTimeout)
-		fetches := cl.PollFetches(pctx)
-		cancel()
-		var perr error
-		for i := range fetches {
-			f := &fetches[i]
-			for j := range f.Topics {
-				ft := &f.Topics[j]
-				for k := range ft.Partitions {
-					p := &ft.Partitions[k]
-					if ft.Topic != r.Topic || p.Partition != r.Partition {
-						if p.Err != nil && perr == nil {
-							perr = p.Err // injected errors: closed client, ctx
-						}
-						continue
-					}
-					for _, kr := range p.Records {
-						if kr.Offset < *next {
-							continue
-						}
-						if kr.Offset >= r.To {
-							*next = r.To
-							break
-						}
-						*next = kr.Offset + 1
-						if kr.Attrs.IsControl() {
-							continue
-						}
-						rec.Value = kr.Value
-						rec.Key = kr.Key
-						rec.Offset = kr.Offset
-						rec.Timestamp = kr.Timestamp.UnixMicro()
-						if err := fn(rec); err != nil {
-							return err
-						}
-					}
-					if p.Err != nil && *next < r.To {
-						if errors.Is(p.Err, kerr.OffsetOutOfRange) {
-							return fmt.Errorf("read kafka %s at offset %d: %w", r.TP(), *next, errOutOfRange)
-						}
-						perr = p.Err
-					}
+	rs := make([]*rangeRead, len(ranges))
+	for i, r := range ranges {
+		rs[i] = &rangeRead{Range: r, tp: r.TP(), next: r.From}
+	}
+	var rec source.Record
+	emit := func(r *rangeRead, kr record) error {
+		rec = source.Record{
+			Value: kr.value, Key: kr.key, Part: r.tp.String(), Topic: r.Topic, Partition: r.Partition,
+			Offset: kr.offset, Timestamp: kr.timestamp,
+		}
+		return fn(&rec)
+	}
+	cur := 0
+	lastProgress := time.Now()
+	for {
+		// Hand out, in order, what the ranges whose turn it is hold.
+		for cur < len(rs) {
+			r := rs[cur]
+			for _, kr := range r.buf {
+				if err := emit(r, kr); err != nil {
+					return err
 				}
 			}
+			r.buf, r.bufSize = nil, 0
+			if !r.done() {
+				break
+			}
+			cur++
 		}
-		if *next >= r.To {
+		if cur == len(rs) {
 			return nil
 		}
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("read kafka %s at offset %d: %w", r.TP(), *next, err)
+			r := rs[cur]
+			return fmt.Errorf("read kafka %s at offset %d: %w", r.tp, r.next, err)
 		}
-		if perr != nil {
-			if errors.Is(perr, context.DeadlineExceeded) {
-				return fmt.Errorf("read kafka %s at offset %d: %w", r.TP(), *next, errPollTimeout)
+		var active []*rangeRead
+		for _, r := range rs[cur:] {
+			if !r.done() && s.ahead.take(r) {
+				lastProgress = time.Now()
 			}
-			return fmt.Errorf("read kafka %s at offset %d: %w", r.TP(), *next, perr)
 		}
+		for i, r := range rs[cur:] {
+			if !r.done() && (i == 0 || r.bufSize < s.maxBufferedBytes()) {
+				active = append(active, r)
+			}
+		}
+		progressed, failed, err := s.fetchRound(ctx, active)
+		if err != nil {
+			return err
+		}
+		if progressed || len(active) == 0 {
+			lastProgress = time.Now()
+			continue
+		}
+		if time.Since(lastProgress) > s.pollTimeout {
+			r := active[0]
+			if err := s.checkLost(ctx, r, errPollTimeout); err != nil {
+				return err
+			}
+			lastProgress = time.Now()
+			continue
+		}
+		if failed {
+			t := time.NewTimer(retryBackoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// fetchRound sends one Fetch request to each leader of the active ranges
+// and takes in what comes back. progressed says whether a range moved;
+// failed whether a request or a partition failed in a way worth a pause.
+func (s *Source) fetchRound(ctx context.Context, active []*rangeRead) (progressed, failed bool, err error) {
+	tps := make([]TopicPartition, len(active))
+	for i, r := range active {
+		tps[i] = r.tp
+	}
+	leaders, ids, err := s.leaders(ctx, tps)
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, false, fmt.Errorf("read kafka: %w", ctx.Err())
+		}
+		s.log.Debug("kafka metadata for a read failed; retrying", "err", err)
+		return false, true, nil
+	}
+	byBroker := map[int32][]*rangeRead{}
+	var brokers []int32
+	for _, r := range active {
+		b, ok := leaders[r.tp]
+		if !ok {
+			// No leader known: the topic may be gone. checkLost decides.
+			if err := s.checkLost(ctx, r, errNoLeader); err != nil {
+				return false, false, err
+			}
+			failed = true
+			continue
+		}
+		if byBroker[b] == nil {
+			brokers = append(brokers, b)
+		}
+		byBroker[b] = append(byBroker[b], r)
+	}
+	resps := make([]*kmsg.FetchResponse, len(brokers))
+	errs := make([]error, len(brokers))
+	var wg sync.WaitGroup
+	for i, b := range brokers {
+		req := s.fetchRequest(byBroker[b], ids)
+		wg.Go(func() {
+			resp, err := req.RequestWith(ctx, s.admin.Broker(int(b)))
+			resps[i], errs[i] = resp, err
+		})
+	}
+	wg.Wait()
+	for i, b := range brokers {
+		if errs[i] == nil && resps[i].ErrorCode != 0 {
+			errs[i] = kerr.ErrorForCode(resps[i].ErrorCode)
+		}
+		if errs[i] != nil {
+			if ctx.Err() != nil {
+				return false, false, fmt.Errorf("read kafka: %w", ctx.Err())
+			}
+			s.log.Debug("kafka fetch failed; retrying", "broker", b, "err", errs[i])
+			s.forgetLeaders()
+			failed = true
+			continue
+		}
+		p, f, err := s.takeFetch(ctx, resps[i], byBroker[b], ids)
+		if err != nil {
+			return false, false, err
+		}
+		progressed = progressed || p
+		failed = failed || f
+	}
+	return progressed, failed, nil
+}
+
+// fetchRequest asks for every range's partition at its next offset.
+func (s *Source) fetchRequest(rs []*rangeRead, ids map[string][16]byte) *kmsg.FetchRequest {
+	c := s.set.client
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxWaitMillis = int32(defaultReadMaxWait / time.Millisecond)
+	if c.fetchMaxWait > 0 && c.fetchMaxWait < defaultReadMaxWait {
+		req.MaxWaitMillis = int32(c.fetchMaxWait / time.Millisecond)
+	}
+	req.MinBytes = 1
+	req.MaxBytes = defaultFetchMaxBytes
+	if c.fetchMaxBytes > 0 {
+		req.MaxBytes = c.fetchMaxBytes
+	}
+	partBytes := c.partFetchBytes
+	if partBytes == 0 {
+		partBytes = defaultPartitionFetchBytes
+	}
+	if c.readCommitted {
+		req.IsolationLevel = 1
+	}
+	topicAt := map[string]int{}
+	for _, r := range rs {
+		i, ok := topicAt[r.Topic]
+		if !ok {
+			i = len(req.Topics)
+			topicAt[r.Topic] = i
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic, t.TopicID = r.Topic, ids[r.Topic]
+			req.Topics = append(req.Topics, t)
+		}
+		p := kmsg.NewFetchRequestTopicPartition()
+		p.Partition = r.Partition
+		p.FetchOffset = r.next
+		p.PartitionMaxBytes = partBytes
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
+	}
+	return req
+}
+
+// takeFetch moves the ranges forward with a fetch response, buffering
+// their records, and handles per-partition errors.
+func (s *Source) takeFetch(ctx context.Context, resp *kmsg.FetchResponse, rs []*rangeRead, ids map[string][16]byte) (progressed, failed bool, err error) {
+	byTP := make(map[TopicPartition]*rangeRead, len(rs))
+	for _, r := range rs {
+		byTP[r.tp] = r
+	}
+	byID := map[[16]byte]string{}
+	for t, id := range ids {
+		byID[id] = t
+	}
+	iso := kgo.ReadUncommitted()
+	if s.set.client.readCommitted {
+		iso = kgo.ReadCommitted()
+	}
+	for ti := range resp.Topics {
+		rt := &resp.Topics[ti]
+		topic := rt.Topic
+		if topic == "" {
+			topic = byID[rt.TopicID]
+		}
+		for pi := range rt.Partitions {
+			rp := &rt.Partitions[pi]
+			r := byTP[TopicPartition{topic, rp.Partition}]
+			if r == nil {
+				continue
+			}
+			fp, nextOff := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+				KeepControlRecords: true, Offset: r.next, IsolationLevel: iso, Topic: r.Topic, Partition: r.Partition,
+			}, rp, s.decompressor, nil)
+			before := r.next
+			for k, kr := range fp.Records {
+				if kr.Offset < r.next {
+					continue
+				}
+				if kr.Offset >= r.To {
+					if fp.Err == nil && nextOff > r.To {
+						s.ahead.put(r.tp, r.To, nextOff, fp.Records[k:])
+					}
+					r.next = r.To
+					break
+				}
+				r.next = kr.Offset + 1
+				if kr.Attrs.IsControl() {
+					continue
+				}
+				r.add(kr)
+			}
+			if fp.Err == nil && nextOff > r.next {
+				// Aborted batches and markers past the last record kept.
+				r.next = min(nextOff, r.To)
+			}
+			if r.next > before {
+				progressed = true
+				r.retries = 0
+			}
+			if fp.Err == nil || r.done() {
+				continue
+			}
+			switch {
+			case errors.Is(fp.Err, kerr.OffsetOutOfRange):
+				err = s.checkLost(ctx, r, errOutOfRange)
+			case errors.Is(fp.Err, kerr.UnknownTopicOrPartition), errors.Is(fp.Err, kerr.UnknownTopicID):
+				s.forgetLeaders()
+				err = s.checkLost(ctx, r, errNoLeader)
+			case kerr.IsRetriable(fp.Err):
+				s.forgetLeaders()
+			default:
+				err = fmt.Errorf("read kafka %s at offset %d: %w", r.tp, r.next, fp.Err)
+			}
+			if err != nil {
+				return false, false, err
+			}
+			failed = true
+		}
+	}
+	return progressed, failed, nil
+}
+
+// checkLost lists the range's partition bounds after a fetch that could
+// not continue (out of range, no leader, no record within the poll
+// timeout) and decides: retry (the offset is there), data loss (fail, or
+// skip with failOnDataLoss false), or a plain error.
+func (s *Source) checkLost(ctx context.Context, r *rangeRead, cause error) error {
+	bounds, lerr := s.bounds(ctx, r.tp)
+	if lerr != nil {
+		return errors.Join(fmt.Errorf("read kafka %s at offset %d: %w", r.tp, r.next, cause), lerr)
+	}
+	if r.next >= bounds.earliest && r.next <= bounds.latest {
+		if errors.Is(cause, errPollTimeout) {
+			return fmt.Errorf("read kafka %s: no record at or after offset %d within %s although the latest offset is %d (range ends at %d)",
+				r.tp, r.next, s.pollTimeout, bounds.latest, r.To)
+		}
+		if r.retries++; r.retries > maxRetriesOutOfRange*10 || (errors.Is(cause, errOutOfRange) && r.retries > maxRetriesOutOfRange) {
+			return fmt.Errorf("read kafka %s at offset %d: %w (earliest %d, latest %d)", r.tp, r.next, kerr.OffsetOutOfRange, bounds.earliest, bounds.latest)
+		}
+		s.forgetLeaders()
+		return nil
+	}
+	loss := &DataLossError{Topic: r.Topic, Partition: r.Partition, Wanted: r.next, Earliest: bounds.earliest, Latest: bounds.latest}
+	if s.set.failOnLoss {
+		return loss
+	}
+	if r.next < bounds.earliest {
+		s.log.Warn("kafka offsets lost while reading, skipping to the earliest available offset (failOnDataLoss is false)",
+			"partition", r.tp.String(), "wanted", r.next, "earliest", bounds.earliest, "skipped", min(bounds.earliest, r.To)-r.next)
+		r.next = min(bounds.earliest, r.To)
+	} else {
+		s.log.Warn("kafka partition is behind the planned offsets (topic recreated?), skipping the rest of the range (failOnDataLoss is false)",
+			"partition", r.tp.String(), "wanted", r.next, "latest", bounds.latest, "range_end", r.To)
+		r.next = r.To
 	}
 	return nil
 }
@@ -191,99 +431,200 @@ func (s *Source) bounds(ctx context.Context, tp TopicPartition) (partitionBounds
 	return b, nil
 }
 
-// newReaderClient makes a client that consumes tp from offset from.
-func (s *Source) newReaderClient(tp TopicPartition, from int64) (*kgo.Client, error) {
-	c := s.set.client
-	partBytes := c.partFetchBytes
-	if partBytes == 0 {
-		partBytes = defaultPartitionFetchBytes
+// maxBufferedBytes is how much a range waiting for its turn may hold
+// before it is no longer fetched: one partition fetch.
+func (s *Source) maxBufferedBytes() int {
+	if b := s.set.client.partFetchBytes; b > 0 {
+		return int(b)
 	}
-	opts := append(slices.Clone(s.base),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{tp.Topic: {tp.Partition: kgo.NewOffset().At(from)}}),
-		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
-		kgo.KeepControlRecords(),
-		kgo.FetchMaxPartitionBytes(partBytes),
-	)
-	if c.fetchMaxBytes > 0 {
-		opts = append(opts, kgo.FetchMaxBytes(c.fetchMaxBytes))
-	} else if partBytes > 50<<20 {
-		opts = append(opts, kgo.FetchMaxBytes(partBytes))
-	}
-	if c.fetchMaxWait > 0 {
-		opts = append(opts, kgo.FetchMaxWait(c.fetchMaxWait))
-	}
-	if c.readCommitted {
-		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("create kafka reader for %s: %w", tp, err)
-	}
-	return cl, nil
+	return defaultPartitionFetchBytes
 }
 
-// readerPool keeps idle reading clients (and their connections) for the
-// next read. A client is handed out assigned to exactly one partition at
-// one offset; putting it back unassigns the partition, which drops any
-// data it fetched ahead.
-type readerPool struct {
-	max       int
-	newClient func(TopicPartition, int64) (*kgo.Client, error)
-
-	mu     sync.Mutex
-	idle   []*kgo.Client
-	closed bool
+// leaderCache maps partitions to their leaders and topics to their ids,
+// from metadata the reads ask for when a partition is missing or a fetch
+// said the leaders moved.
+type leaderCache struct {
+	mu      sync.Mutex
+	leaders map[TopicPartition]int32
+	ids     map[string][16]byte
+	known   map[string]bool // topics asked about since the last forget
 }
 
-type reader struct {
-	cl *kgo.Client
-	tp TopicPartition
+// leaders returns the leader of each partition the brokers know, and the
+// ids of their topics.
+func (s *Source) leaders(ctx context.Context, tps []TopicPartition) (map[TopicPartition]int32, map[string][16]byte, error) {
+	c := &s.leaderCache
+	c.mu.Lock()
+	var missing []string
+	seen := map[string]bool{}
+	for _, tp := range tps {
+		if _, ok := c.leaders[tp]; !ok && !c.known[tp.Topic] && !seen[tp.Topic] {
+			seen[tp.Topic] = true
+			missing = append(missing, tp.Topic)
+		}
+	}
+	c.mu.Unlock()
+	if len(missing) > 0 {
+		req := kmsg.NewPtrMetadataRequest()
+		for _, t := range missing {
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(t)
+			req.Topics = append(req.Topics, rt)
+		}
+		resp, err := req.RequestWith(ctx, s.admin)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read kafka metadata of %v: %w", missing, err)
+		}
+		c.mu.Lock()
+		if c.leaders == nil {
+			c.leaders, c.ids, c.known = map[TopicPartition]int32{}, map[string][16]byte{}, map[string]bool{}
+		}
+		for _, t := range resp.Topics {
+			if t.Topic == nil {
+				continue
+			}
+			c.known[*t.Topic] = true
+			if t.ErrorCode != 0 {
+				continue
+			}
+			c.ids[*t.Topic] = t.TopicID
+			for _, p := range t.Partitions {
+				if p.ErrorCode == 0 && p.Leader >= 0 {
+					c.leaders[TopicPartition{*t.Topic, p.Partition}] = p.Leader
+				}
+			}
+		}
+		for _, t := range missing {
+			c.known[t] = true
+		}
+		c.mu.Unlock()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[TopicPartition]int32, len(tps))
+	ids := make(map[string][16]byte, len(seen))
+	for _, tp := range tps {
+		if b, ok := c.leaders[tp]; ok {
+			out[tp] = b
+			ids[tp.Topic] = c.ids[tp.Topic]
+		}
+	}
+	return out, ids, nil
 }
 
-func (p *readerPool) get(tp TopicPartition, from int64) (reader, error) {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return reader{}, errors.New("read kafka: source is closed")
-	}
-	var cl *kgo.Client
-	if n := len(p.idle); n > 0 {
-		cl = p.idle[n-1]
-		p.idle = p.idle[:n-1]
-	}
-	p.mu.Unlock()
-	if cl != nil {
-		cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{tp.Topic: {tp.Partition: kgo.NewOffset().At(from)}})
-		return reader{cl, tp}, nil
-	}
-	cl, err := p.newClient(tp, from)
-	if err != nil {
-		return reader{}, err
-	}
-	return reader{cl, tp}, nil
+// forgetLeaders makes the next read ask for metadata again.
+func (s *Source) forgetLeaders() {
+	c := &s.leaderCache
+	c.mu.Lock()
+	c.leaders, c.ids, c.known = nil, nil, nil
+	c.mu.Unlock()
 }
 
-func (p *readerPool) put(r reader) {
-	r.cl.RemoveConsumePartitions(map[string][]int32{r.tp.Topic: {r.tp.Partition}})
-	p.mu.Lock()
-	if !p.closed && len(p.idle) < p.max {
-		p.idle = append(p.idle, r.cl)
-		r.cl = nil
-	}
-	p.mu.Unlock()
-	if r.cl != nil {
-		r.cl.Close()
-	}
+// defaultAheadBytes bounds the records a source keeps past the ends of the
+// ranges it read (see aheadCache).
+const defaultAheadBytes = 64 << 20
+
+// aheadCache keeps, per partition, the records a fetch returned past the
+// end of the range it was for, so that the next batch's range, which
+// starts exactly there, takes them instead of fetching them again. Kafka
+// answers a fetch with whole record batches, so a batch of 20 records per
+// partition out of record batches of 200 would otherwise fetch and decode
+// every record ten times; Spark's cached consumers keep their fetched
+// buffer across batches for the same reason. An entry covers the offsets
+// [start, end) completely (markers and aborted records are already left
+// out), so taking it is the same as fetching it. Entries are dropped when
+// a read starts elsewhere, and nothing is kept beyond the byte bound.
+type aheadCache struct {
+	mu      sync.Mutex
+	max     int
+	size    int
+	entries map[TopicPartition]*aheadEntry
 }
 
-func (p *readerPool) discard(r reader) { r.cl.Close() }
+type aheadEntry struct {
+	start, end int64
+	recs       []record // offsets in [start, end), ascending; no control records
+	size       int
+}
 
-func (p *readerPool) close() {
-	p.mu.Lock()
-	idle := p.idle
-	p.idle, p.closed = nil, true
-	p.mu.Unlock()
-	for _, cl := range idle {
-		cl.Close()
+// compact copies records (not control records) into one slab, so that a
+// kept entry does not hold the whole fetch response in memory.
+func compact(krs []*kgo.Record) ([]record, int) {
+	n := 0
+	for _, kr := range krs {
+		n += len(kr.Key) + len(kr.Value)
 	}
+	slab := make([]byte, 0, n)
+	out := make([]record, 0, len(krs))
+	for _, kr := range krs {
+		if kr.Attrs.IsControl() {
+			continue
+		}
+		k := len(slab)
+		slab = append(slab, kr.Key...)
+		v := len(slab)
+		slab = append(slab, kr.Value...)
+		out = append(out, record{offset: kr.Offset, timestamp: kr.Timestamp.UnixMicro(), key: slab[k:v:v], value: slab[v:len(slab):len(slab)]})
+	}
+	return out, n + 48*len(out)
+}
+
+func (c *aheadCache) put(tp TopicPartition, start, end int64, krs []*kgo.Record) {
+	c.mu.Lock()
+	if old := c.entries[tp]; old != nil {
+		c.size -= old.size
+		delete(c.entries, tp)
+	}
+	full := c.size >= c.max
+	c.mu.Unlock()
+	if full {
+		return
+	}
+	recs, size := compact(krs)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.size+size > c.max || c.entries[tp] != nil {
+		return
+	}
+	if c.entries == nil {
+		c.entries = map[TopicPartition]*aheadEntry{}
+	}
+	c.entries[tp] = &aheadEntry{start: start, end: end, recs: recs, size: size}
+	c.size += size
+}
+
+// take moves r forward over the records kept for its partition, if they
+// start where r is. It reports whether r moved.
+func (c *aheadCache) take(r *rangeRead) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[r.tp]
+	if e == nil {
+		return false
+	}
+	delete(c.entries, r.tp)
+	c.size -= e.size
+	if r.next < e.start || r.next >= e.end {
+		return false
+	}
+	for k, kr := range e.recs {
+		if kr.offset < r.next {
+			continue
+		}
+		if kr.offset >= r.To {
+			// The rest stays for the next batch (its slab is shared, so
+			// its size is counted as before).
+			rest := *e
+			rest.start, rest.recs = r.To, e.recs[k:]
+			c.entries[r.tp] = &rest
+			c.size += rest.size
+			r.next = r.To
+			return true
+		}
+		r.next = kr.offset + 1
+		r.buf = append(r.buf, kr)
+		r.bufSize += len(kr.key) + len(kr.value)
+	}
+	r.next = min(e.end, r.To)
+	return true
 }

@@ -1,0 +1,251 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/internal/tiletest"
+	"github.com/sluicehq/sluice/internal/tlsconf"
+	"github.com/sluicehq/sluice/internal/tlstest"
+	"github.com/sluicehq/sluice/proto/sluicepb"
+	"github.com/sluicehq/sluice/query"
+)
+
+// syncBuffer collects log output written from several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// pki is a test CA with a server/client certificate directory.
+type pki struct {
+	ca  *tlstest.CA
+	dir string
+}
+
+func newPKI(t *testing.T) pki {
+	ca := tlstest.NewCA(t, "sluice-test-ca")
+	dir := filepath.Join(t.TempDir(), "tls")
+	tlstest.WriteDir(t, dir, ca.Issue(t, "sluice", time.Time{}, time.Time{}), ca)
+	return pki{ca: ca, dir: dir}
+}
+
+func tlsSource(t *testing.T, c tlsconf.Config) *tlsconf.Source {
+	t.Helper()
+	s, err := tlsconf.Load(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// The pass-through tile on two executors with mutual TLS and a token on
+// top: every connection (executor to driver, driver to executor, executor
+// to executor) is TLS; the rows returned to the driver's sink exceed one
+// message's limit, so they arrive in chunks.
+func TestMutualTLSClusterStreamsDriverSinkRowsInChunks(t *testing.T) {
+	p := newPKI(t)
+	in, _ := tileInput(t, 150000)
+	c := newSecureTestCluster(t, 2, "s3cret", tlsSource(t, tlsconf.Config{Dir: p.dir}), testLogger(t))
+	dir := t.TempDir()
+	spec := tiletest.Spec(in, "", filepath.Join(dir, "cp"))
+	spec.Aggregate, spec.Watermark = nil, nil
+	spec.Source.File.MaxFilesPerTrigger = 1000
+	spec.ShufflePartitions = 1 // one reduce task returns every row
+	spec.Sink = query.Sink{JSONBatches: &query.JSONBatchesSink{Path: filepath.Join(dir, "out")}}
+	c.runOn(spec, nil)
+	var lines, size int
+	filepath.Walk(filepath.Join(dir, "out"), func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			b, _ := os.ReadFile(p)
+			lines += strings.Count(string(b), "\n")
+			size += len(b)
+		}
+		return nil
+	})
+	if lines != 150000 {
+		t.Fatalf("%d rows written, want 150000", lines)
+	}
+	// The shuffle encoding is more compact than JSON; what matters is that
+	// one partition's rows are far beyond one message.
+	if size < 3*MaxMessageBytes {
+		t.Fatalf("the sink got %d bytes: too few to need chunks (limit %d per message)", size, MaxMessageBytes)
+	}
+}
+
+// Clients without an acceptable certificate are refused by the driver's
+// and the executor's gRPC servers, and the server's log names the cause.
+func TestTLSRefusalsNameTheCauseOnTheServer(t *testing.T) {
+	p := newPKI(t)
+	other := tlstest.NewCA(t, "other-ca")
+	base := t.TempDir()
+	foreign := filepath.Join(base, "foreign")
+	tlstest.WriteDir(t, foreign, other.Issue(t, "intruder", time.Time{}, time.Time{}), p.ca)
+	expired := filepath.Join(base, "expired")
+	tlstest.WriteDir(t, expired, p.ca.Issue(t, "old", time.Now().Add(-72*time.Hour), time.Now().Add(-24*time.Hour)), p.ca)
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	c := newSecureTestCluster(t, 1, "", tlsSource(t, tlsconf.Config{Dir: p.dir}), log)
+	execAddr := c.nodes[0].Addr()
+	cases := []struct {
+		name string
+		cfg  *tls.Config
+		want string
+	}{
+		{"plaintext client", nil, "first record does not look like a TLS handshake"},
+		{"certificate of another CA", tlsSource(t, tlsconf.Config{Dir: foreign}).ClientConfig(), "unknown authority"},
+		{"expired certificate", tlsSource(t, tlsconf.Config{Dir: expired}).ClientConfig(), "expired"},
+		{"no client certificate", tlsSource(t, tlsconf.Config{CAFile: filepath.Join(p.dir, tlsconf.DirCA)}).ClientConfig(), "didn't provide a certificate"},
+	}
+	for _, tc := range cases {
+		for _, port := range []struct{ name, addr string }{{"driver", c.driver.Addr()}, {"executor", execAddr}} {
+			conn, err := grpc.NewClient(port.addr, DialOptions("", tc.cfg)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			var callErr error
+			if port.name == "driver" {
+				_, callErr = sluicepb.NewDriverServiceClient(conn).Heartbeat(ctx, &sluicepb.HeartbeatRequest{ExecutorId: "x"})
+			} else {
+				_, callErr = sluicepb.NewExecutorServiceClient(conn).ReleaseBatch(ctx, &sluicepb.ReleaseBatchRequest{})
+			}
+			cancel()
+			conn.Close()
+			if callErr == nil {
+				t.Errorf("%s on the %s port: the call succeeded", tc.name, port.name)
+				continue
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for !strings.Contains(logs.String(), tc.want) && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if !strings.Contains(logs.String(), tc.want) {
+				t.Errorf("%s on the %s port: the server's log does not name the cause %q:\n%s", tc.name, port.name, tc.want, logs.String())
+			}
+		}
+	}
+	_ = execAddr
+}
+
+// A message larger than MaxMessageBytes is refused before any handler runs.
+func TestOversizedMessageIsRefused(t *testing.T) {
+	c := newTestCluster(t, 0, "s3cret")
+	conn, err := grpc.NewClient(c.driver.Addr(), DialOptions("", nil)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	big := strings.Repeat("x", 8<<20)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = sluicepb.NewDriverServiceClient(conn).Register(ctx, &sluicepb.RegisterRequest{Address: "127.0.0.1:1", Name: big}, grpc.MaxCallSendMsgSize(64<<20))
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("8 MiB register: %v, want RESOURCE_EXHAUSTED", err)
+	}
+}
+
+func TestNonLoopbackListenNeedsAuthentication(t *testing.T) {
+	p := newPKI(t)
+	serverOnly := filepath.Join(t.TempDir(), "server-only")
+	if err := os.MkdirAll(serverOnly, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{tlsconf.DirCert, tlsconf.DirKey} {
+		b, _ := os.ReadFile(filepath.Join(p.dir, f))
+		os.WriteFile(filepath.Join(serverOnly, f), b, 0o600)
+	}
+	for _, tc := range []struct {
+		name string
+		opts DriverOptions
+		want string // "" accepted
+	}{
+		{"nothing", DriverOptions{}, "--tls-ca"},
+		{"TLS without a CA", DriverOptions{TLS: tlsSource(t, tlsconf.Config{Dir: serverOnly})}, "TLS without a CA"},
+		{"token", DriverOptions{Token: "t"}, ""},
+		{"mutual TLS", DriverOptions{TLS: tlsSource(t, tlsconf.Config{Dir: p.dir})}, ""},
+		{"insecure", DriverOptions{Insecure: true}, ""},
+	} {
+		var logs syncBuffer
+		tc.opts.Listen, tc.opts.Logger = "0.0.0.0:0", slog.New(slog.NewTextHandler(&logs, nil))
+		d, err := NewDriver(tc.opts)
+		if tc.want != "" {
+			if err == nil || !strings.Contains(err.Error(), "not loopback") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: got %v, want a refusal naming %q", tc.name, err, tc.want)
+			}
+			if err == nil {
+				d.lis.Close()
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		d.lis.Close()
+		if tc.opts.Insecure && !strings.Contains(logs.String(), "--insecure") {
+			t.Errorf("--insecure started without the warning: %s", logs.String())
+		}
+		// The same rule for executors.
+		_, err = NewNode(NodeOptions{Driver: "127.0.0.1:1", DataDir: t.TempDir(), Listen: "0.0.0.0:0"})
+		if err == nil || !strings.Contains(err.Error(), "not loopback") {
+			t.Errorf("executor on 0.0.0.0 with nothing: %v", err)
+		}
+	}
+}
+
+func TestBlankTokenIsAnError(t *testing.T) {
+	t.Setenv(TokenEnv, " \t\n")
+	if _, err := LoadToken(""); err == nil || !strings.Contains(err.Error(), TokenEnv) {
+		t.Errorf("whitespace %s: %v", TokenEnv, err)
+	}
+	f := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(f, []byte("  \n"), 0o600)
+	if _, err := LoadToken(f); err == nil || !strings.Contains(err.Error(), "--token-file") {
+		t.Errorf("whitespace token file: %v", err)
+	}
+	t.Setenv(TokenEnv, " abc\n")
+	if tok, err := LoadToken(""); err != nil || tok != "abc" {
+		t.Errorf("token %q, %v", tok, err)
+	}
+}
+
+// A query with secrets is not sent to executors over plaintext beyond
+// loopback.
+func TestSecretsAreNotSentInClear(t *testing.T) {
+	d, err := NewDriver(DriverOptions{Listen: "0.0.0.0:0", Token: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.lis.Close()
+	spec := query.Spec{Name: "q", Source: query.Source{Kafka: &query.KafkaSource{BootstrapServers: "b:9092", Subscribe: "t",
+		Options: map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "u", "sasl.password": "hunter2"}}}}
+	_, err = d.NewRunner(RunnerOptions{QueryID: "id", Spec: spec})
+	if err == nil || !strings.Contains(err.Error(), "kafka.sasl.password") || !strings.Contains(err.Error(), "--tls-dir") || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("got %v, want a refusal naming the option and --tls-dir, without the value", err)
+	}
+}

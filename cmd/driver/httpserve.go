@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/pflag"
+
+	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/internal/tlsconf"
+	"github.com/sluicehq/sluice/metrics"
+	"github.com/sluicehq/sluice/monitor"
+	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/web"
+)
+
+// httpConfig is the driver's HTTP port: address and metrics options.
+type httpConfig struct {
+	Addr string
+	// PartitionLag adds one lag series per source partition.
+	PartitionLag bool
+	// TLS, if it holds a certificate, serves HTTPS (a client certificate
+	// is required when it has a CA).
+	TLS *tlsconf.Source
+}
+
+// addHTTPFlags registers --http-addr, its deprecated alias --metrics-addr
+// and --metrics-partition-lag.
+func addHTTPFlags(f *pflag.FlagSet, c *httpConfig, def string) {
+	f.StringVar(&c.Addr, "http-addr", def, "serve HTTP on this address: /metrics (Prometheus), /healthz, /readyz and the status page at / (e.g. 127.0.0.1:8080)")
+	f.StringVar(&c.Addr, "metrics-addr", def, "deprecated alias of --http-addr")
+	_ = f.MarkDeprecated("metrics-addr", "use --http-addr (it serves the same /metrics, and the status page)")
+	f.BoolVar(&c.PartitionLag, "metrics-partition-lag", false, "export sluice_source_partition_lag_offsets, one series per source partition")
+}
+
+// serveHTTP serves the driver's HTTP port on addr: /metrics, /healthz,
+// /readyz (ready's answer) and the status page, all read from tr. It
+// returns when the port listens; stop (or the end of ctx) shuts it down.
+func serveHTTP(ctx context.Context, addr string, tr *monitor.Tracker, ready func() error, log *slog.Logger) (stop func(), err error) {
+	return serveHTTPWith(ctx, httpConfig{Addr: addr}, tr, ready, log)
+}
+
+func serveHTTPWith(ctx context.Context, c httpConfig, tr *monitor.Tracker, ready func() error, log *slog.Logger) (stop func(), err error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		metrics.NewBuildInfo(),
+		metrics.NewTrackerCollector(tr, metrics.TrackerOptions{PartitionLag: c.PartitionLag}),
+	)
+	m := metrics.New(reg)
+	ln, err := web.Listen(c.Addr, c.TLS)
+	if err != nil {
+		return nil, err
+	}
+	unlisten := tr.Listen(m.Observe)
+	h := web.New(web.Options{Role: "driver", Tracker: tr, Ready: ready, Gatherer: reg, Logger: log})
+	log.Info("serving HTTP: /metrics, /healthz, /readyz and the status page", "address", ln.Addr().String())
+	stopServe := web.Serve(ctx, ln, h, log)
+	return func() { stopServe(); unlisten() }, nil
+}
+
+// countStores wraps every store a query opens so that its requests are
+// counted in tr (sluice_objstore_requests_total and _errors_total).
+func countStores(tr *monitor.Tracker) func(role string, s objstore.Store) objstore.Store {
+	return func(role string, s objstore.Store) objstore.Store {
+		c := objstore.NewCounting(s)
+		tr.CountStore(role, c)
+		return c
+	}
+}
+
+// trackExecutors keeps tr's count of registered executors current until
+// ctx ends.
+func trackExecutors(ctx context.Context, tr *monitor.Tracker, drv *cluster.Driver) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		tr.SetExecutors(len(drv.Members.Live()))
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/internal/tlsconf"
+	"github.com/sluicehq/sluice/metrics"
+	"github.com/sluicehq/sluice/web"
+)
+
+// serveHTTP serves the executor's /metrics, /healthz and /readyz (ready
+// while registered with the driver, with a valid lease).
+func serveHTTP(ctx context.Context, addr string, src *tlsconf.Source, node *cluster.Node, driver string, log *slog.Logger) (stop func(), err error) {
+	stats := func() metrics.ExecutorStats {
+		s := node.Stats()
+		return metrics.ExecutorStats{
+			MapTasks: s.MapTasks, ReduceTasks: s.ReduceTasks, TaskFailures: s.TaskFailures, RunningTasks: s.RunningTasks,
+			ShuffleBytes: s.ShuffleBytes, StateRows: s.StateRows, Registered: s.Registered,
+		}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		metrics.NewBuildInfo(),
+		metrics.NewExecutorCollector(stats),
+	)
+	ready := func() error {
+		if !node.Stats().Registered {
+			return fmt.Errorf("not registered with the driver %s", driver)
+		}
+		return nil
+	}
+	ln, err := web.Listen(addr, src)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("serving HTTP: /metrics, /healthz, /readyz", "address", ln.Addr().String())
+	return web.Serve(ctx, ln, web.New(web.Options{Role: "executor", Ready: ready, Gatherer: reg, Logger: log}), log), nil
+}

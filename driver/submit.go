@@ -1,0 +1,211 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/monitor"
+	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/query"
+	"github.com/sluicehq/sluice/registry"
+	"github.com/sluicehq/sluice/scheduler"
+)
+
+// Registry changes, as recorded in Record.Change.
+const (
+	ChangeSubmit  = "submit"
+	ChangeUpdate  = "update"
+	ChangeResume  = "resume"
+	ChangeRestart = "restart"
+	ChangeStop    = "stop"
+	ChangeStopNow = "stop-now"
+)
+
+// Errors callers branch on (the control service maps them to gRPC codes).
+var (
+	// ErrInvalidSpec: the spec does not parse or validate.
+	ErrInvalidSpec = errors.New("invalid query spec")
+	// ErrStandby: this driver does not hold the lease.
+	ErrStandby = errors.New("this driver is a standby (another driver holds the lease)")
+)
+
+// Submission is a submit request.
+type Submission struct {
+	Spec                    []byte
+	AllowFirstStart, Replay bool
+	ChangedBy               string
+}
+
+// SubmitResult says what a submit did.
+type SubmitResult struct {
+	Record registry.Record
+	// Outcome is submitted, updated, resumed, restarted or unchanged.
+	Outcome string
+	Message string
+}
+
+// Parse parses and validates a spec as driver run does, wrapping the
+// messages in ErrInvalidSpec.
+func Parse(data []byte) (query.Spec, error) {
+	spec, err := query.Parse(data)
+	if err != nil {
+		return query.Spec{}, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
+	}
+	if err := spec.Validate(); err != nil {
+		return query.Spec{}, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
+	}
+	return spec, nil
+}
+
+// admit runs the production guards and the checkpoint compatibility check
+// of spec against its checkpoint, creating nothing.
+func (s *Service) admit(ctx context.Context, spec query.Spec, allowFirst, allowReplay bool) error {
+	spec = spec.WithDefaults()
+	cp, err := objstore.Open(ctx, spec.CheckpointLocation, s.opts.Engine.Store)
+	if err != nil {
+		return fmt.Errorf("open checkpointLocation: %w", err)
+	}
+	return scheduler.Admit(ctx, scheduler.Config{
+		Spec: spec, Checkpoint: cp, CheckpointOnObjectStore: objstore.IsObjectStore(spec.CheckpointLocation),
+		AllowFirstStart: allowFirst, AllowReplay: allowReplay,
+	})
+}
+
+// Submit registers a spec as running. The same spec again is a no-op; a
+// stopped (or finished, or failed) query is resumed from its checkpoint; a
+// changed spec is applied if the query's checkpoint can serve it, else
+// refused with checkpoint.ErrIncompatibleCheckpoint and the old version
+// keeps running. Production guards refuse with
+// scheduler.ErrProductionGuard. Concurrent submitters of one name: one
+// wins, the others get registry.ErrConflict.
+func (s *Service) Submit(ctx context.Context, sub Submission) (SubmitResult, error) {
+	if !s.active.Load() {
+		return SubmitResult{}, ErrStandby
+	}
+	spec, err := Parse(sub.Spec)
+	if err != nil {
+		return SubmitResult{}, err
+	}
+	cur, err := s.reg.Get(ctx, spec.Name)
+	var prev *registry.Record
+	switch {
+	case errors.Is(err, registry.ErrNotFound):
+	case err != nil:
+		return SubmitResult{}, err
+	default:
+		prev = &cur
+	}
+	change := ChangeSubmit
+	if prev != nil {
+		same := sameSpec(prev.Spec, spec)
+		v, _ := s.tr.Get(spec.Name)
+		switch {
+		case prev.Desired == registry.Running && same && !v.State.Terminal():
+			return SubmitResult{Record: cur, Outcome: "unchanged", Message: fmt.Sprintf("query %s is already running this spec (generation %d): nothing changed", spec.Name, cur.Generation)}, nil
+		case prev.Desired == registry.Running && same:
+			change = ChangeRestart
+		case prev.Desired == registry.Stopped:
+			change = ChangeResume
+		default:
+			change = ChangeUpdate
+		}
+	}
+	if err := s.admit(ctx, spec, sub.AllowFirstStart, sub.Replay); err != nil {
+		return SubmitResult{}, err
+	}
+	next := registry.Record{
+		Name: spec.Name, Desired: registry.Running, Spec: string(sub.Spec),
+		AllowFirstStart: sub.AllowFirstStart, AllowReplay: sub.Replay,
+		Change: change, ChangedBy: sub.ChangedBy, ChangedAt: s.opts.Now().UTC(),
+	}
+	if prev != nil && sameSpec(prev.Spec, spec) {
+		next.Spec = prev.Spec // keep the text the running version has
+	}
+	rec, err := s.reg.Write(ctx, prev, next)
+	if err != nil {
+		return SubmitResult{}, err
+	}
+	s.Kick()
+	outcome := map[string]string{ChangeSubmit: "submitted", ChangeUpdate: "updated", ChangeResume: "resumed", ChangeRestart: "restarted"}[change]
+	return SubmitResult{Record: rec, Outcome: outcome, Message: fmt.Sprintf("query %s %s (generation %d, id %s)", rec.Name, outcome, rec.Generation, rec.ID)}, nil
+}
+
+// sameSpec reports whether the registered spec text means spec.
+func sameSpec(text string, spec query.Spec) bool {
+	old, err := query.Parse([]byte(text))
+	if err != nil {
+		return false
+	}
+	a, b := old.WithDefaults(), spec.WithDefaults()
+	return a.Fingerprint() == b.Fingerprint()
+}
+
+// WaitStarted waits until name's run of at least generation gen is past
+// STARTING; it returns the view, and the query's error if it failed.
+func (s *Service) WaitStarted(ctx context.Context, name string, gen int64) (monitor.View, error) {
+	for {
+		r := s.runOf(name)
+		v, _ := s.tr.Get(name)
+		if r != nil && r.gen >= gen && v.State != monitor.Pending && v.State != monitor.Starting {
+			if v.State == monitor.Failed {
+				return v, errors.New(v.LastError)
+			}
+			return v, nil
+		}
+		select {
+		case <-ctx.Done():
+			return v, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Stop sets name's desired state to stopped and waits until its run has
+// ended: by default the batch in flight commits first (within timeout,
+// then it is abandoned); now abandons it at once.
+func (s *Service) Stop(ctx context.Context, name string, now bool, timeout time.Duration, by string) (registry.Record, monitor.View, error) {
+	if !s.active.Load() {
+		return registry.Record{}, monitor.View{}, ErrStandby
+	}
+	if timeout <= 0 {
+		timeout = s.opts.StopTimeout
+	}
+	cur, err := s.reg.Get(ctx, name)
+	if err != nil {
+		return registry.Record{}, monitor.View{}, err
+	}
+	rec := cur
+	if cur.Desired != registry.Stopped {
+		change := ChangeStop
+		if now {
+			change = ChangeStopNow
+		}
+		next := cur
+		next.Desired, next.Change, next.ChangedBy, next.ChangedAt = registry.Stopped, change, by, s.opts.Now().UTC()
+		if rec, err = s.reg.Write(ctx, &cur, next); err != nil {
+			return registry.Record{}, monitor.View{}, err
+		}
+	}
+	s.tr.SetDesired(monitor.Ref{Name: rec.Name, ID: rec.ID}, monitor.DesiredStopped, rec.Generation)
+	r := s.runOf(name)
+	if r != nil && !r.ended() {
+		s.tr.SetState(monitor.Ref{Name: rec.Name, ID: rec.ID}, monitor.Stopping, nil)
+		r.stop(now, timeout, true)
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			v, _ := s.tr.Get(name)
+			return rec, v, ctx.Err()
+		}
+	} else if v, ok := s.tr.Get(name); !ok || !v.State.Terminal() {
+		s.tr.SetState(monitor.Ref{Name: rec.Name, ID: rec.ID}, monitor.Stopped, nil)
+	}
+	v, _ := s.tr.Get(name)
+	return rec, v, nil
+}
+
+// IsIncompatible reports whether err is "new checkpoint required".
+func IsIncompatible(err error) bool { return errors.Is(err, checkpoint.ErrIncompatibleCheckpoint) }

@@ -1,0 +1,3 @@
+module k8sxetcd
+
+go 1.26.0

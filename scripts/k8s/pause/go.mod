@@ -1,0 +1,3 @@
+module k8sxpause
+
+go 1.26.0

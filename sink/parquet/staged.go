@@ -1,0 +1,219 @@
+package parquet
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/sluicehq/sluice/objstore"
+)
+
+// PendingDir holds one record per (batch, partition, attempt) that staged
+// files: the upload ids, written before any byte is uploaded, so that an
+// attempt that never reaches the sink log can be found and aborted without
+// listing uploads (MinIO lists none by prefix).
+const PendingDir = "_sink_pending/"
+
+// pendingVersion is the format version of a pending record.
+const pendingVersion = 1
+
+// Upload is one staged file: the multipart upload that makes the object
+// Key when completed, and its parts. On a filesystem the upload is a hidden
+// "_<name>.<uploadId>-<n>.inprogress" file renamed at completion.
+type Upload struct {
+	Key      string          `json:"key"`
+	UploadID string          `json:"uploadId"`
+	Parts    []objstore.Part `json:"parts,omitempty"`
+}
+
+// pendingRecord is _sink_pending/<batch>/<partition>-<attempt>.json.
+type pendingRecord struct {
+	Version   int      `json:"version"`
+	QueryID   string   `json:"queryId"`
+	BatchID   int64    `json:"batchId"`
+	Partition int      `json:"partition"`
+	Uploads   []Upload `json:"uploads"`
+}
+
+func pendingKey(batchID int64, partition int, attempt string) string {
+	return fmt.Sprintf("%s%d/%04d-%s.json", PendingDir, batchID, partition, attempt)
+}
+
+func newAttemptID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// descriptor encodes a staged file for the reduce result's file list: the
+// scheduler passes these strings, unread, from the reduce tasks to Commit.
+// A plain key (no leading '{') is a file written visibly by a store without
+// Multipart.
+func descriptor(u Upload) (string, error) {
+	b, err := json.Marshal(u)
+	return string(b), err
+}
+
+func parseDescriptor(s string) (Upload, bool, error) {
+	if !strings.HasPrefix(s, "{") {
+		return Upload{Key: s}, false, nil
+	}
+	var u Upload
+	if err := json.Unmarshal([]byte(s), &u); err != nil {
+		return Upload{}, false, fmt.Errorf("staged file descriptor %q: %w", s, err)
+	}
+	if u.Key == "" || u.UploadID == "" || len(u.Parts) == 0 {
+		return Upload{}, false, fmt.Errorf("staged file descriptor %q: key, uploadId and parts are required", s)
+	}
+	return u, true, nil
+}
+
+// stage writes one partition's encoded files as multipart uploads: it
+// creates every upload, records their ids in a pending record, then uploads
+// the bytes. It returns the descriptors, sorted by key.
+func (s *Sink) stage(ctx context.Context, mp objstore.Multipart, queryID string, batchID int64, partition int, keys []string, data [][]byte) ([]string, error) {
+	rec := pendingRecord{Version: pendingVersion, QueryID: queryID, BatchID: batchID, Partition: partition}
+	for _, key := range keys {
+		id, err := mp.CreateMultipart(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		rec.Uploads = append(rec.Uploads, Upload{Key: key, UploadID: id})
+	}
+	doc, err := json.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.store.Put(ctx, pendingKey(batchID, partition, newAttemptID()), append(doc, '\n')); err != nil {
+		return nil, fmt.Errorf("record pending uploads: %w", err)
+	}
+	out := make([]string, len(keys))
+	for i, u := range rec.Uploads {
+		part, err := mp.UploadPart(ctx, u.Key, u.UploadID, 1, data[i])
+		if err != nil {
+			return nil, err
+		}
+		u.Parts = []objstore.Part{part}
+		if out[i], err = descriptor(u); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// complete makes a logged batch's staged files visible. It is idempotent:
+// an upload already completed is recognised (see objstore.Multipart).
+func (s *Sink) complete(ctx context.Context, e LogEntry) error {
+	if len(e.Uploads) == 0 {
+		return nil
+	}
+	mp, ok := s.store.(objstore.Multipart)
+	if !ok {
+		return fmt.Errorf("complete sink batch %d: %s logs staged uploads but the store has no multipart support", e.BatchID, s.path())
+	}
+	// A few at a time: a batch has one file per (partition, date).
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	errs := make([]error, len(e.Uploads))
+	for i, u := range e.Uploads {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := mp.CompleteMultipart(ctx, u.Key, u.UploadID, u.Parts); err != nil {
+				errs[i] = fmt.Errorf("complete %s: %w", u.Key, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("complete sink batch %d: %w", e.BatchID, err)
+	}
+	return nil
+}
+
+// sweep resolves the pending records of batches up to upTo (all if
+// upTo < 0): uploads its log entry names are completed (a restart may find
+// the log written and the completion not done), every other upload is
+// aborted, and the record is deleted. A batch without a log entry is one
+// whose attempts never committed: all its uploads are aborted, unless it is
+// newer than upTo. Batch completed (-1: none) was just completed by the
+// caller and is not completed again.
+func (s *Sink) sweep(ctx context.Context, l logLayout, queryID string, upTo, completed int64) error {
+	keys, err := s.store.List(ctx, PendingDir)
+	if err != nil {
+		return fmt.Errorf("list pending uploads: %w", err)
+	}
+	byBatch := map[int64][]string{}
+	for _, k := range keys {
+		num, _, ok := strings.Cut(strings.TrimPrefix(k, PendingDir), "/")
+		n, err := strconv.ParseInt(num, 10, 64)
+		if !ok || err != nil || n < 0 {
+			continue
+		}
+		if upTo >= 0 && n > upTo {
+			continue
+		}
+		byBatch[n] = append(byBatch[n], k)
+	}
+	batches := make([]int64, 0, len(byBatch))
+	for n := range byBatch {
+		batches = append(batches, n)
+	}
+	slices.Sort(batches)
+	mp, _ := s.store.(objstore.Multipart)
+	for _, n := range batches {
+		logged := map[string]bool{}
+		e, err := readEntry(ctx, s.store, l.key(n))
+		switch {
+		case err == nil && e.QueryID == queryID:
+			if n != completed {
+				if err := s.complete(ctx, e); err != nil {
+					return err
+				}
+			}
+			for _, u := range e.Uploads {
+				logged[u.UploadID] = true
+			}
+		case err == nil, errors.Is(err, objstore.ErrNotExist):
+		default:
+			return err
+		}
+		for _, k := range byBatch[n] {
+			data, err := s.store.Get(ctx, k)
+			if errors.Is(err, objstore.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("read pending uploads %s: %w", k, err)
+			}
+			var rec pendingRecord
+			if err := json.Unmarshal(data, &rec); err != nil || rec.Version != pendingVersion {
+				s.logger.Warn("unreadable pending upload record left in place", "key", k, "err", err)
+				continue
+			}
+			if rec.QueryID != queryID {
+				continue // another query's (a shared path in a lab)
+			}
+			for _, u := range rec.Uploads {
+				if logged[u.UploadID] || mp == nil {
+					continue
+				}
+				if err := mp.AbortMultipart(ctx, u.Key, u.UploadID); err != nil {
+					return fmt.Errorf("abort unlogged upload of %s: %w", u.Key, err)
+				}
+			}
+			if err := s.store.Delete(ctx, k); err != nil && !errors.Is(err, objstore.ErrNotExist) {
+				return fmt.Errorf("delete pending upload record: %w", err)
+			}
+		}
+	}
+	return nil
+}

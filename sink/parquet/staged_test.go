@@ -1,0 +1,206 @@
+package parquet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/s3test"
+	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/query"
+	"github.com/sluicehq/sluice/row"
+	"github.com/sluicehq/sluice/sink"
+)
+
+// backends returns a fresh sink store per backend: the filesystem (hidden
+// parts), memory and, when the test server is installed, S3 (versitygw).
+func backends(t *testing.T) map[string]func(t *testing.T) objstore.Store {
+	m := map[string]func(t *testing.T) objstore.Store{
+		"fs":  func(t *testing.T) objstore.Store { return newStore(t) },
+		"mem": func(t *testing.T) objstore.Store { return objstore.NewMem() },
+	}
+	if _, err := s3test.Binary(); err == nil {
+		srv := s3test.Start(t)
+		var n atomic.Int64
+		m["s3"] = func(t *testing.T) objstore.Store {
+			return srv.Store(t, "sink", fmt.Sprintf("run-%d/", n.Add(1)))
+		}
+	}
+	return m
+}
+
+// leftovers lists what a finished protocol must not leave: staged parts on
+// disk (fs), pending uploads (mem), pending records (all).
+func leftovers(t *testing.T, st objstore.Store) []string {
+	t.Helper()
+	var out []string
+	keys, err := st.List(context.Background(), PendingDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = append(out, keys...)
+	switch s := st.(type) {
+	case *objstore.FS:
+		filepath.WalkDir(s.Root(), func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && strings.HasSuffix(d.Name(), ".inprogress") {
+				out = append(out, p)
+			}
+			return nil
+		})
+	case *objstore.Mem:
+		if n := s.PendingUploads(); n > 0 {
+			out = append(out, fmt.Sprintf("%d pending uploads", n))
+		}
+	}
+	return out
+}
+
+func readVisible(t *testing.T, st objstore.Store) []row.Row {
+	t.Helper()
+	_, rows, err := ReadAllFiles(context.Background(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+// TestStagedFilesAppearOnlyAtCommitAndAReRunWithOtherDataLeavesOnlyItsOwn
+// is the re-run that reads different data: the first attempt stages files
+// and dies before the log entry; a restarted driver (Prepare) aborts them;
+// the second attempt's rows are the only ones a directory reader ever sees.
+func TestStagedFilesAppearOnlyAtCommitAndAReRunWithOtherDataLeavesOnlyItsOwn(t *testing.T) {
+	for name, newSt := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			st := newSt(t)
+			b := sink.Batch{QueryID: queryA, ID: 0}
+			first := []row.Row{tileRow("2024-03-01T10:00:00Z", "c1", 7), tileRow("2024-03-02T10:00:00Z", "c2", 1)}
+			s1 := New(st, tileSchema, Options{PartitionBy: "window_date"})
+			if err := s1.Prepare(ctx, queryA, query.Lab); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s1.WritePartition(ctx, b, 0, first); err != nil {
+				t.Fatal(err)
+			}
+			if got := readVisible(t, st); len(got) != 0 {
+				t.Fatalf("staged rows visible before commit: %v", got)
+			}
+			// The driver dies; a new one starts and the batch re-runs with
+			// other rows (records expired under failOnDataLoss: false).
+			s2 := New(st, tileSchema, Options{PartitionBy: "window_date"})
+			if err := s2.Prepare(ctx, queryA, query.Lab); err != nil {
+				t.Fatal(err)
+			}
+			if l := leftovers(t, st); len(l) != 0 {
+				t.Fatalf("after restart, the abandoned attempt left %v", l)
+			}
+			second := []row.Row{tileRow("2024-03-01T10:00:00Z", "c1", 3)}
+			descs, err := s2.WritePartition(ctx, b, 0, second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := readVisible(t, st); len(got) != 0 {
+				t.Fatalf("staged rows visible before commit: %v", got)
+			}
+			if err := s2.Commit(ctx, b, descs); err != nil {
+				t.Fatal(err)
+			}
+			if got := readVisible(t, st); !sameRows(got, second) {
+				t.Fatalf("visible after commit = %v, want only the re-run's %v", got, second)
+			}
+			if l := leftovers(t, st); len(l) != 0 {
+				t.Fatalf("after commit, left behind: %v", l)
+			}
+		})
+	}
+}
+
+// TestAbandonedAttemptOfACommittedBatchIsAbortedAtCommit: two attempts of
+// one batch stage files (a slow task of the first attempt); the commit of
+// the second aborts the first's uploads at once.
+func TestAbandonedAttemptOfACommittedBatchIsAbortedAtCommit(t *testing.T) {
+	for name, newSt := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			st := newSt(t)
+			s := New(st, tileSchema, Options{})
+			if err := s.Prepare(ctx, queryA, query.Lab); err != nil {
+				t.Fatal(err)
+			}
+			b := sink.Batch{QueryID: queryA, ID: 4}
+			if _, err := s.WritePartition(ctx, b, 1, []row.Row{tileRow("2024-03-01T10:00:00Z", "old", 1)}); err != nil {
+				t.Fatal(err)
+			}
+			want := []row.Row{tileRow("2024-03-01T10:00:00Z", "new", 2)}
+			descs, err := s.WritePartition(ctx, b, 1, want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Commit(ctx, b, descs); err != nil {
+				t.Fatal(err)
+			}
+			if got := readVisible(t, st); !sameRows(got, want) {
+				t.Fatalf("visible = %v, want %v", got, want)
+			}
+			if l := leftovers(t, st); len(l) != 0 {
+				t.Fatalf("left behind: %v", l)
+			}
+		})
+	}
+}
+
+// TestRestartCompletesALoggedBatchWhoseCompletionWasCutShort: the log
+// entry is durable but the driver died before (or while) completing the
+// uploads; a restarted driver finishes it, and finishing twice is fine.
+func TestRestartCompletesALoggedBatchWhoseCompletionWasCutShort(t *testing.T) {
+	for name, newSt := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			inner := newSt(t)
+			faulty := objstore.NewFaulty(inner, objstore.FaultRule{Name: "crash", Op: objstore.OpCompleteMultipart})
+			s := New(faulty, tileSchema, Options{PartitionBy: "window_date"})
+			if err := s.Prepare(ctx, queryA, query.Lab); err != nil {
+				t.Fatal(err)
+			}
+			b := sink.Batch{QueryID: queryA, ID: 0}
+			rows := []row.Row{tileRow("2024-03-01T10:00:00Z", "c1", 7), tileRow("2024-03-02T10:00:00Z", "c2", 1)}
+			descs, err := s.WritePartition(ctx, b, 0, rows)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Commit(ctx, b, descs); !errors.Is(err, objstore.ErrInjected) {
+				t.Fatalf("Commit with completion failing = %v, want the injected error", err)
+			}
+			if got := readVisible(t, inner); len(got) != 0 {
+				t.Fatalf("visible before completion: %v", got)
+			}
+			for i := 0; i < 2; i++ {
+				s2 := New(inner, tileSchema, Options{PartitionBy: "window_date"})
+				if err := s2.Prepare(ctx, queryA, query.Lab); err != nil {
+					t.Fatal(err)
+				}
+				if ok, err := s2.Committed(ctx, 0); !ok || err != nil {
+					t.Fatalf("Committed = %v, %v", ok, err)
+				}
+				// The scheduler finishes a logged batch with Commit(b, nil).
+				if err := s2.Commit(ctx, b, nil); err != nil {
+					t.Fatal(err)
+				}
+				if got := readVisible(t, inner); !sameRows(got, rows) {
+					t.Fatalf("restart %d: visible = %v, want %v", i, got, rows)
+				}
+				if _, got, err := ReadCommitted(ctx, inner); err != nil || !sameRows(got, rows) {
+					t.Fatalf("restart %d: ReadCommitted = %v, %v", i, got, err)
+				}
+			}
+			if l := leftovers(t, inner); len(l) != 0 {
+				t.Fatalf("left behind: %v", l)
+			}
+		})
+	}
+}

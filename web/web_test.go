@@ -1,0 +1,183 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/metrics"
+	"github.com/sluicehq/sluice/monitor"
+	"github.com/sluicehq/sluice/scheduler"
+)
+
+var t0 = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+
+func get(t *testing.T, srv *httptest.Server, path string) (int, string, http.Header) {
+	t.Helper()
+	resp, err := srv.Client().Get(srv.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b), resp.Header
+}
+
+func observe(tr *monitor.Tracker, name string, batch int64, sec int, rows, lag int64, wmMs int64) {
+	tr.Observe(&scheduler.Progress{
+		Name: name, ID: "id-" + name, BatchID: batch, Timestamp: t0.Add(time.Duration(sec) * time.Second).Format(time.RFC3339Nano),
+		NumInputRows: rows, InputRowsPerSecond: float64(rows), ProcessedRowsPerSecond: float64(rows) * 4,
+		DurationMs:       map[string]int64{"map": 30, "reduce": 20, "addBatch": 70, "commitOffsets": 10, "triggerExecution": 80},
+		BatchWatermarkMs: wmMs, EventTime: map[string]string{"max": "2026-03-02T09:31:00Z", "watermark": "x"},
+		StateOperators: []scheduler.StateOperatorProgress{{NumRowsTotal: 12}},
+		Sources:        []scheduler.SourceProgress{{Metrics: map[string]int64{"totalLag": lag, "lag.t-0": lag}}},
+	})
+}
+
+func TestHandlerServesHealthReadinessMetricsAndThePage(t *testing.T) {
+	now := t0.Add(10 * time.Minute)
+	tr := monitor.New(monitor.Options{Now: func() time.Time { return now }})
+	ref := monitor.Ref{Name: "tile", ID: "id-tile"}
+	tr.SetDesired(ref, monitor.DesiredRunning, 1)
+	tr.SetState(ref, monitor.Running, nil)
+	for i := range 5 {
+		observe(tr, "tile", int64(40+i), i*10, 100, int64(10+i*100), 1_772_442_000_000) // lag grows, watermark stays
+	}
+	idle := monitor.Ref{Name: "idle-files", ID: "id-idle-files"}
+	tr.SetState(idle, monitor.Recovering, errors.New("list lab/in: permission denied"))
+	observe(tr, "idle-files", 3, 0, 7, 0, 1_772_442_000_000)
+	tr.SetExecutors(2)
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics.NewTrackerCollector(tr, metrics.TrackerOptions{Now: func() time.Time { return now }}))
+	var notReady error = errors.New("standby: another driver holds the lease")
+	srv := httptest.NewServer(New(Options{Tracker: tr, Gatherer: reg, Ready: func() error { return notReady }, Now: func() time.Time { return now }}))
+	defer srv.Close()
+
+	if code, body, _ := get(t, srv, "/healthz"); code != 200 || strings.TrimSpace(body) != "ok" {
+		t.Fatalf("/healthz: %d %q", code, body)
+	}
+	if code, body, _ := get(t, srv, "/readyz"); code != 503 || !strings.Contains(body, "another driver holds the lease") {
+		t.Fatalf("/readyz while standby: %d %q", code, body)
+	}
+	notReady = nil
+	if code, body, _ := get(t, srv, "/readyz"); code != 200 || strings.TrimSpace(body) != "ready" {
+		t.Fatalf("/readyz when ready: %d %q", code, body)
+	}
+	if code, body, _ := get(t, srv, "/metrics"); code != 200 || !strings.Contains(body, `sluice_query_state{query="tile",query_id="id-tile",state="RUNNING"} 1`) {
+		t.Fatalf("/metrics: %d\n%s", code, body)
+	}
+
+	code, page, hdr := get(t, srv, "/")
+	if code != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "text/html") {
+		t.Fatalf("/: %d %s", code, hdr.Get("Content-Type"))
+	}
+	if !strings.Contains(hdr.Get("Content-Security-Policy"), "default-src 'self'") {
+		t.Fatalf("CSP %q", hdr.Get("Content-Security-Policy"))
+	}
+	for _, want := range []string{
+		`data-batch="44"`, `data-batch="40"`, "RUNNING", "RECOVERING", "list lab/in: permission denied",
+		"Incident:", "lag grew from 10 to 410", // tile: stalled 10 minutes while lag grows
+		"Idle source:", // idle-files: stalled, no input, no lag
+		"<svg", "2 executors",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	assertLocalOnly(t, page)
+	for _, asset := range []string{"/assets/style.css", "/assets/page.js"} {
+		code, body, _ := get(t, srv, asset)
+		if code != 200 || len(body) < 100 {
+			t.Fatalf("%s: %d, %d bytes", asset, code, len(body))
+		}
+		assertLocalOnly(t, body)
+	}
+
+	_, body, _ := get(t, srv, "/api/queries")
+	var list struct {
+		Queries []struct {
+			Name      string `json:"name"`
+			State     string `json:"state"`
+			Watermark struct {
+				Verdict string `json:"verdict"`
+			} `json:"watermark"`
+		} `json:"queries"`
+		Executors int `json:"executors"`
+	}
+	if err := json.Unmarshal([]byte(body), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Queries) != 2 || list.Queries[1].Name != "tile" || list.Queries[1].Watermark.Verdict != "incident" || list.Executors != 2 {
+		t.Fatalf("/api/queries: %s", body)
+	}
+	_, body, _ = get(t, srv, "/api/queries/tile/progress?n=2")
+	var ps []scheduler.Progress
+	if err := json.Unmarshal([]byte(body), &ps); err != nil || len(ps) != 2 || ps[1].BatchID != 44 {
+		t.Fatalf("progress n=2: %v %s", err, body)
+	}
+	if code, _, _ := get(t, srv, "/api/queries/nope/progress"); code != 404 {
+		t.Fatalf("unknown query: %d", code)
+	}
+	if code, body, _ := get(t, srv, "/api/queries/tile/progress?n=-1"); code != 400 || !strings.Contains(body, "n=") {
+		t.Fatalf("bad n: %d %q", code, body)
+	}
+}
+
+func TestExecutorHandlerHasNoPageButHealthAndMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics.NewExecutorCollector(func() metrics.ExecutorStats { return metrics.ExecutorStats{Registered: true} }))
+	srv := httptest.NewServer(New(Options{Role: "executor", Gatherer: reg, Ready: func() error { return errors.New("not registered with 127.0.0.1:7077") }}))
+	defer srv.Close()
+	if code, body, _ := get(t, srv, "/readyz"); code != 503 || !strings.Contains(body, "not registered") {
+		t.Fatalf("/readyz: %d %q", code, body)
+	}
+	if code, body, _ := get(t, srv, "/metrics"); code != 200 || !strings.Contains(body, "sluice_executor_registered 1") {
+		t.Fatalf("/metrics: %d %s", code, body)
+	}
+	if code, body, _ := get(t, srv, "/"); code != 200 || !strings.Contains(body, "/metrics") {
+		t.Fatalf("/: %d %q", code, body)
+	}
+	if code, _, _ := get(t, srv, "/api/queries"); code != 404 {
+		t.Fatalf("/api/queries on an executor: %d", code)
+	}
+}
+
+// urlRe finds absolute and protocol-relative URLs in HTML, CSS and JS.
+var urlRe = regexp.MustCompile(`(?i)(?:https?:)?//[a-z0-9.\-\[\]:]+`)
+
+// assertLocalOnly fails when text references a URL off this machine.
+func assertLocalOnly(t *testing.T, text string) {
+	t.Helper()
+	for _, u := range urlRe.FindAllString(text, -1) {
+		host := strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(strings.ToLower(u), "http:"), "https:"), "//")
+		if !strings.HasPrefix(host, "127.0.0.1") && !strings.HasPrefix(host, "localhost") && !strings.HasPrefix(host, "[::1]") {
+			t.Errorf("references a non-local URL: %q", u)
+		}
+	}
+}
+
+func TestChartHandlesEmptyFlatAndMissingValues(t *testing.T) {
+	for _, c := range []chart{
+		{Title: "empty"},
+		{Title: "flat", Series: []series{{Name: "a", Class: "s1", Values: []float64{5, 5, 5}}}},
+		{Title: "one", Series: []series{{Name: "a", Class: "s1", Values: []float64{3}}}},
+		{Title: "stacked", Stacked: true, Series: []series{{Name: "a", Class: "s1", Values: []float64{1, 2}}, {Name: "b", Class: "s2", Values: []float64{1, 0}}}},
+	} {
+		svg := string(c.SVG())
+		if !strings.HasPrefix(svg, "<svg") || !strings.HasSuffix(svg, "</svg>") || strings.Contains(svg, "NaN") || strings.Contains(svg, "Inf") {
+			t.Errorf("%s: %s", c.Title, svg)
+		}
+	}
+}
