@@ -111,8 +111,16 @@ func runSpecTracked(cmd *cobra.Command, spec query.Spec, opts engine.Options, tr
 	opts.Logger = logger(cmd)
 	opts.Stdout = cmd.OutOrStdout()
 	next := opts.Progress
+	printLine := func(p *scheduler.Progress) { fmt.Fprintln(cmd.ErrOrStderr(), p.Line()) }
+	if spec.Trigger.AvailableNow && isTerminal(cmd.ErrOrStderr()) {
+		// On a terminal an availableNow run shows how far it is: offsets
+		// done of offsets to do, rows/s and the time left.
+		bp := &barPrinter{w: cmd.ErrOrStderr(), now: time.Now}
+		printLine = bp.print
+		defer bp.finish()
+	}
 	opts.Progress = func(p *scheduler.Progress) {
-		fmt.Fprintln(cmd.ErrOrStderr(), p.Line())
+		printLine(p)
 		if next != nil {
 			next(p)
 		}
