@@ -555,7 +555,7 @@ func (s *executorService) RunMapTask(ctx context.Context, req *sluicepb.RunMapTa
 	}
 	res, err := executor.RunMap(ctx, q.env.Env, executor.MapTask{
 		Batch: req.Batch, Index: int(req.MapIndex), Split: source.Split{ID: req.Split.GetId(), Desc: req.Split.GetDesc()},
-		Late: eventtime.Watermark(req.LateWatermarkUs), Partitions: int(req.Partitions),
+		Late: eventtime.Watermark(req.LateWatermarkUs), Partitions: int(req.Partitions), BatchTimestampMs: req.BatchTimestampMs,
 	})
 	n.releaseSlot()
 	if err != nil {
@@ -574,7 +574,7 @@ func (s *executorService) RunMapTask(ctx context.Context, req *sluicepb.RunMapTa
 	return &sluicepb.RunMapTaskResponse{Metrics: &sluicepb.MapMetrics{
 		InputRows: res.InputRows, Malformed: res.Malformed, DroppedByWatermark: res.DroppedByWatermark,
 		HasEventTime: res.HasEventTime, MinEventTimeUs: res.MinEventTime, MaxEventTimeUs: res.MaxEventTime,
-		ShuffleBytes: stats.Bytes, ShuffleRecords: stats.Records,
+		ShuffleBytes: stats.Bytes, ShuffleRecords: stats.Records, TooFarAhead: res.TooFarAhead,
 	}}, nil
 }
 

@@ -28,6 +28,14 @@ type Progress struct {
 	Sources                []SourceProgress        `json:"sources"`
 	Sink                   SinkProgress            `json:"sink"`
 	NumRowsMalformed       int64                   `json:"numRowsMalformed"`
+	// NumRowsTooFarAhead counts the malformed rows set aside because their
+	// event time was more than watermark.maxEventTimeAhead ahead.
+	NumRowsTooFarAhead int64 `json:"numRowsTooFarAhead,omitempty"`
+	// WatermarkJumpMs is how far this batch moved the watermark when that
+	// was more than watermark.maxJump (0 otherwise); NumWatermarkJumps
+	// counts such batches since the query (re)started.
+	WatermarkJumpMs   int64 `json:"watermarkJumpMs,omitempty"`
+	NumWatermarkJumps int64 `json:"numWatermarkJumps"`
 	// BatchWatermarkMs is the watermark the batch evicted with and
 	// LateWatermarkMs the one it dropped late rows against.
 	BatchWatermarkMs int64 `json:"batchWatermarkMs"`
@@ -79,6 +87,9 @@ func (p *Progress) Line() string {
 	fmt.Fprintf(&b, ": %d rows in %d ms (%.0f rows/s)", p.NumInputRows, p.DurationMs["triggerExecution"], p.ProcessedRowsPerSecond)
 	if p.NumRowsMalformed > 0 {
 		fmt.Fprintf(&b, ", %d malformed", p.NumRowsMalformed)
+		if p.NumRowsTooFarAhead > 0 {
+			fmt.Fprintf(&b, " (%d too far ahead)", p.NumRowsTooFarAhead)
+		}
 	}
 	for _, s := range p.StateOperators {
 		fmt.Fprintf(&b, ", state %d rows, %d late dropped", s.NumRowsTotal, s.NumRowsDroppedByWatermark)
@@ -88,6 +99,9 @@ func (p *Progress) Line() string {
 		b.WriteString(" (sink already had it)")
 	}
 	fmt.Fprintf(&b, ", watermark %s", p.EventTime["watermark"])
+	if p.WatermarkJumpMs > 0 {
+		fmt.Fprintf(&b, " (then jumped %s)", time.Duration(p.WatermarkJumpMs)*time.Millisecond)
+	}
 	return b.String()
 }
 

@@ -78,6 +78,11 @@ type Query struct {
 	runID  string
 	conf   map[string]string
 	runner executor.Runner
+	// jumps counts the batches of this run that moved the watermark by
+	// more than watermark.maxJump; jumpMs is the current batch's move when
+	// it did. Used only by the batch loop.
+	jumps  int64
+	jumpMs int64
 }
 
 // Open reads (or, for an empty checkpoint, creates) the checkpoint's
@@ -434,6 +439,14 @@ func (q *Query) runBatch(ctx context.Context, lp *loop, e *checkpoint.OffsetEntr
 	next := int64(wm.Evict)
 	if cfg.Spec.Watermark != nil {
 		next = int64(eventtime.Advance(wm.Evict, res.MaxEventTime, res.HasEventTime, delay))
+		q.jumpMs = 0
+		if d, jumped := eventtime.Jump(wm.Evict, eventtime.Watermark(next), cfg.Spec.Watermark.MaxJumpOrDefault().Micros()); jumped {
+			q.jumps++
+			q.jumpMs = d / 1000
+			cfg.Logger.Warn("watermark jumped: one batch moved it by more than watermark.maxJump; later rows before the new watermark are dropped as late",
+				"query", cfg.Spec.Name, "batch", e.BatchID, "from", fmtMicros(int64(wm.Evict)), "to", fmtMicros(next),
+				"jump", time.Duration(d)*time.Microsecond, "maxJump", cfg.Spec.Watermark.MaxJumpOrDefault().D(), "max_event_time", fmtMicros(res.MaxEventTime))
+		}
 	}
 	commitStart := cfg.Now()
 	if err := q.log.WriteCommit(ctx, &checkpoint.CommitEntry{BatchID: e.BatchID, NextBatchWatermarkMs: next / 1000}); err != nil {
@@ -483,7 +496,7 @@ func (q *Query) attempt(ctx context.Context, e *checkpoint.OffsetEntry, wm event
 	if parts <= 0 {
 		parts = cfg.Spec.ShufflePartitions
 	}
-	res, err := q.runner.RunBatch(ctx, executor.BatchPlan{Batch: e.BatchID, Splits: splits, Watermark: wm, Partitions: parts, SkipSink: skipSink})
+	res, err := q.runner.RunBatch(ctx, executor.BatchPlan{Batch: e.BatchID, Splits: splits, Watermark: wm, Partitions: parts, SkipSink: skipSink, BatchTimestampMs: e.BatchTimestampMs})
 	if err != nil {
 		return nil, false, err
 	}
@@ -524,15 +537,18 @@ func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *exec
 	total := done.Sub(started)
 	p := &Progress{
 		ID: q.meta.QueryID, RunID: q.runID, Name: cfg.Spec.Name,
-		Timestamp:        started.UTC().Format(time.RFC3339Nano),
-		BatchID:          e.BatchID,
-		Rerun:            rerun,
-		NoData:           e.NoData,
-		NumInputRows:     res.InputRows,
-		NumRowsMalformed: res.Malformed,
-		BatchWatermarkMs: e.BatchWatermarkMs,
-		LateWatermarkMs:  e.LateWatermarkMs,
-		Attempts:         attempts,
+		Timestamp:          started.UTC().Format(time.RFC3339Nano),
+		BatchID:            e.BatchID,
+		Rerun:              rerun,
+		NoData:             e.NoData,
+		NumInputRows:       res.InputRows,
+		NumRowsMalformed:   res.Malformed,
+		NumRowsTooFarAhead: res.TooFarAhead,
+		WatermarkJumpMs:    q.jumpMs,
+		NumWatermarkJumps:  q.jumps,
+		BatchWatermarkMs:   e.BatchWatermarkMs,
+		LateWatermarkMs:    e.LateWatermarkMs,
+		Attempts:           attempts,
 		DurationMs: map[string]int64{
 			"map":              ms(res.MapDuration),
 			"reduce":           ms(res.ReduceDuration),
