@@ -509,6 +509,9 @@ func (b *batchRun) release() {
 	defer cancel()
 	var wg sync.WaitGroup
 	req := &sluicepb.ReleaseBatchRequest{QueryId: b.r.opts.QueryID, RunId: b.r.runID, Batch: b.plan.Batch}
+	for _, o := range b.protoOwners {
+		req.PartitionOwners = append(req.PartitionOwners, o.ExecutorId)
+	}
 	for _, m := range b.lease.Members {
 		if !b.r.d.Members.IsMember(m.ID) {
 			continue

@@ -133,6 +133,29 @@ func (m *Memory) Cleanup(ctx context.Context, p int, keep Version) error {
 	return nil
 }
 
+// Release drops partition p's cached map unless it is open.
+func (m *Memory) Release(p int) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	part := m.parts[p]
+	if part == nil || part.open {
+		return false, nil
+	}
+	delete(m.parts, p)
+	return true, nil
+}
+
+// Held returns each cached partition's estimated memory.
+func (m *Memory) Held() map[int]int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[int]int64, len(m.parts))
+	for p, part := range m.parts {
+		out[p] = part.bytes + int64(len(part.data))*48
+	}
+	return out
+}
+
 // Close drops the cache.
 func (m *Memory) Close() error {
 	m.mu.Lock()

@@ -496,6 +496,48 @@ func (pb *Pebble) Close() error {
 	return errors.Join(errs...)
 }
 
+// Release closes partition p's local database and deletes it from the
+// data dir, unless the partition is open.
+func (pb *Pebble) Release(p int) (bool, error) {
+	pb.mu.Lock()
+	part := pb.parts[p]
+	if pb.closed || part == nil || part.open {
+		pb.mu.Unlock()
+		return false, nil
+	}
+	delete(pb.parts, p)
+	pb.mu.Unlock()
+	var errs []error
+	if part.db != nil {
+		if err := part.db.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		part.db = nil
+	}
+	if err := os.RemoveAll(part.dir); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return true, fmt.Errorf("release state partition %d: %w", p, err)
+	}
+	return true, nil
+}
+
+// Held returns each local database's size on disk.
+func (pb *Pebble) Held() map[int]int64 {
+	pb.mu.Lock()
+	defer pb.mu.Unlock()
+	out := make(map[int]int64, len(pb.parts))
+	for p, part := range pb.parts {
+		var n int64
+		if part.db != nil && !part.open {
+			n = int64(part.db.Metrics().DiskSpaceUsage())
+		}
+		out[p] = n
+	}
+	return out
+}
+
 // numParts is the number of local databases open, for sharing the block
 // cache's size among them in MemoryBytes.
 func (pb *Pebble) numParts() int64 {

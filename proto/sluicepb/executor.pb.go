@@ -712,12 +712,16 @@ func (x *RunReduceTaskResponse) GetStateWrites() int32 {
 }
 
 type ReleaseBatchRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	QueryId       string                 `protobuf:"bytes,1,opt,name=query_id,json=queryId,proto3" json:"query_id,omitempty"`
-	RunId         string                 `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	Batch         int64                  `protobuf:"varint,3,opt,name=batch,proto3" json:"batch,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	QueryId string                 `protobuf:"bytes,1,opt,name=query_id,json=queryId,proto3" json:"query_id,omitempty"`
+	RunId   string                 `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Batch   int64                  `protobuf:"varint,3,opt,name=batch,proto3" json:"batch,omitempty"`
+	// partition_owners[p] is the executor that owned state partition p in
+	// this batch: an executor releases the cached state of every partition
+	// it no longer owns.
+	PartitionOwners []string `protobuf:"bytes,4,rep,name=partition_owners,json=partitionOwners,proto3" json:"partition_owners,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ReleaseBatchRequest) Reset() {
@@ -769,6 +773,13 @@ func (x *ReleaseBatchRequest) GetBatch() int64 {
 		return x.Batch
 	}
 	return 0
+}
+
+func (x *ReleaseBatchRequest) GetPartitionOwners() []string {
+	if x != nil {
+		return x.PartitionOwners
+	}
+	return nil
 }
 
 type ReleaseBatchResponse struct {
@@ -870,11 +881,12 @@ const file_executor_proto_rawDesc = "" +
 	"\aupdated\x18\x05 \x01(\x03R\aupdated\x12\x18\n" +
 	"\aremoved\x18\x06 \x01(\x03R\aremoved\x12!\n" +
 	"\fmemory_bytes\x18\a \x01(\x03R\vmemoryBytes\x12!\n" +
-	"\fstate_writes\x18\b \x01(\x05R\vstateWrites\"]\n" +
+	"\fstate_writes\x18\b \x01(\x05R\vstateWrites\"\x88\x01\n" +
 	"\x13ReleaseBatchRequest\x12\x19\n" +
 	"\bquery_id\x18\x01 \x01(\tR\aqueryId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x14\n" +
-	"\x05batch\x18\x03 \x01(\x03R\x05batch\"\x16\n" +
+	"\x05batch\x18\x03 \x01(\x03R\x05batch\x12)\n" +
+	"\x10partition_owners\x18\x04 \x03(\tR\x0fpartitionOwners\"\x16\n" +
 	"\x14ReleaseBatchResponse2\xd2\x02\n" +
 	"\x0fExecutorService\x12O\n" +
 	"\fPrepareQuery\x12\x1e.sluice.v1.PrepareQueryRequest\x1a\x1f.sluice.v1.PrepareQueryResponse\x12I\n" +
