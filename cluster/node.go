@@ -472,6 +472,9 @@ func taskError(ctx context.Context, err error) error {
 	if _, ok := status.FromError(err); ok && status.Code(err) != codes.Unknown {
 		return err
 	}
+	if errors.Is(err, statestore.ErrMemoryLimit) {
+		return status.Error(codes.ResourceExhausted, err.Error())
+	}
 	return status.Error(codes.Internal, err.Error())
 }
 

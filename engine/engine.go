@@ -70,6 +70,11 @@ type Options struct {
 	// databases (a cache); empty means a temporary directory removed on
 	// Close.
 	StateDir string
+	// StateMemoryLimit, when set, bounds the in-memory state provider's
+	// state (shared by every query of the process that uses it): a batch
+	// past it fails with statestore.ErrMemoryLimit, whose message says to
+	// switch to stateStore pebble. Nil: no limit.
+	StateMemoryLimit *statestore.MemoryLimit
 }
 
 func (o *Options) defaults() {
@@ -171,7 +176,7 @@ func NewEnv(ctx context.Context, spec *query.Spec, queryID string, opts Options)
 func openState(spec *query.Spec, cp objstore.Store, opts Options, env *Env) (statestore.Provider, error) {
 	switch spec.StateStore {
 	case "memory":
-		return statestore.NewMemory(cp, statestore.MemoryOptions{SnapshotInterval: spec.SnapshotInterval}), nil
+		return statestore.NewMemory(cp, statestore.MemoryOptions{SnapshotInterval: spec.SnapshotInterval, Limit: opts.StateMemoryLimit}), nil
 	case "pebble":
 		dir := opts.StateDir
 		if dir == "" {

@@ -2,6 +2,8 @@ package engine_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/query"
+	"github.com/sluicehq/sluice/statestore"
 )
 
 // One record stamped in 2099 among the tile's events. With
@@ -98,4 +101,36 @@ func TestFarFutureRowIsSetAsideAndTheTileKeepsClosingWindows(t *testing.T) {
 			}
 		}
 	})
+}
+
+// The in-memory state store past its per-process limit fails the query
+// with a message that says to switch to pebble, without retrying.
+func TestStateMemoryLimitFailsTheQueryWithAdviceToUsePebble(t *testing.T) {
+	in, _ := tileEvents(t, 2000)
+	dir := t.TempDir()
+	spec := tiletest.Spec(in, filepath.Join(dir, "out"), filepath.Join(dir, "cp"))
+	limit := statestore.NewMemoryLimit(8 << 10)
+	job, err := engine.Build(context.Background(), spec, engine.Options{StateMemoryLimit: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer job.Close()
+	err = job.Run(context.Background())
+	if !errors.Is(err, statestore.ErrMemoryLimit) || !strings.Contains(err.Error(), "stateStore: pebble") || !strings.Contains(err.Error(), "after 1 attempts") {
+		t.Fatalf("run past the state memory limit: %v; want ErrMemoryLimit, advice to use pebble, no retries", err)
+	}
+	t.Logf("the error: %v", err)
+	// The same query with room runs to the end.
+	spec.CheckpointLocation = filepath.Join(dir, "cp2")
+	spec.Sink.Parquet.Path = filepath.Join(dir, "out2")
+	run(t, spec, engine.Options{StateMemoryLimit: statestore.NewMemoryLimit(64 << 20)})
+}
+
+func tileEvents(t *testing.T, n int) (string, []tiletest.Window) {
+	events := tiletest.Events(20, n, 150*time.Millisecond, 4*time.Minute, 400)
+	in := filepath.Join(t.TempDir(), "in")
+	if err := tiletest.WriteFiles(in, events, 250); err != nil {
+		t.Fatal(err)
+	}
+	return in, tiletest.Oracle(events, 5*time.Minute, 10*time.Minute)
 }

@@ -201,7 +201,8 @@ func (q *Query) Metadata() *checkpoint.Metadata { return q.meta }
 // permanent reports errors that retrying the batch cannot fix.
 func permanent(err error) bool {
 	return errors.Is(err, checkpoint.ErrFenced) || errors.Is(err, checkpoint.ErrIncompatibleCheckpoint) ||
-		errors.Is(err, source.ErrDataLoss) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+		errors.Is(err, source.ErrDataLoss) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, statestore.ErrMemoryLimit)
 }
 
 // loop is the mutable position of the loop between batches.

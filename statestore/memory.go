@@ -16,6 +16,11 @@ type MemoryOptions struct {
 	// SnapshotInterval: a snapshot is written when the committed version is
 	// a multiple of it. Must be >= 1.
 	SnapshotInterval int
+	// Limit, when set, bounds the state held by every Memory provider
+	// sharing it: a batch that would go past it fails with a
+	// *MemoryLimitError that says to switch to stateStore pebble, instead
+	// of the process being killed for running out of memory.
+	Limit *MemoryLimit
 }
 
 // Memory keeps each partition's newest committed version in a map and
@@ -34,6 +39,17 @@ type memPart struct {
 	data    map[string][]byte
 	bytes   int64
 	open    bool
+}
+
+// mapEntryBytes estimates Go's map overhead per entry.
+const mapEntryBytes = 48
+
+// held is the part's estimated memory.
+func (part *memPart) held() int64 {
+	if part == nil {
+		return 0
+	}
+	return part.bytes + int64(len(part.data))*mapEntryBytes
 }
 
 // NewMemory returns an in-memory provider whose files go to store (rooted at
@@ -66,8 +82,19 @@ func (m *Memory) Open(ctx context.Context, p int, v Version) (Store, error) {
 	}
 	part.open = true
 	m.mu.Lock()
+	m.opts.Limit.add(part.held() - m.parts[p].held())
 	m.parts[p] = part
 	m.mu.Unlock()
+	if err := m.opts.Limit.check(p, 0); err != nil {
+		m.mu.Lock()
+		if m.parts[p] == part {
+			part.open = false
+			m.opts.Limit.add(-part.held())
+			delete(m.parts, p)
+		}
+		m.mu.Unlock()
+		return nil, fmt.Errorf("open state partition %d version %d: %w", p, v, err)
+	}
 	return &memStore{m: m, p: p, part: part, overlay: map[string]*[]byte{}}, nil
 }
 
@@ -141,6 +168,7 @@ func (m *Memory) Release(p int) (bool, error) {
 	if part == nil || part.open {
 		return false, nil
 	}
+	m.opts.Limit.add(-part.held())
 	delete(m.parts, p)
 	return true, nil
 }
@@ -151,7 +179,7 @@ func (m *Memory) Held() map[int]int64 {
 	defer m.mu.Unlock()
 	out := make(map[int]int64, len(m.parts))
 	for p, part := range m.parts {
-		out[p] = part.bytes + int64(len(part.data))*48
+		out[p] = part.held()
 	}
 	return out
 }
@@ -159,6 +187,9 @@ func (m *Memory) Held() map[int]int64 {
 // Close drops the cache.
 func (m *Memory) Close() error {
 	m.mu.Lock()
+	for _, part := range m.parts {
+		m.opts.Limit.add(-part.held())
+	}
 	m.parts = map[int]*memPart{}
 	m.mu.Unlock()
 	return nil
@@ -171,7 +202,10 @@ type memStore struct {
 	p       int
 	part    *memPart
 	overlay map[string]*[]byte
-	done    bool
+	// added estimates the memory the overlay holds, checked against the
+	// provider's limit as it grows.
+	added int64
+	done  bool
 }
 
 func (s *memStore) Version() Version { return s.part.version }
@@ -188,6 +222,12 @@ func (s *memStore) Get(key []byte) ([]byte, bool, error) {
 }
 
 func (s *memStore) Put(key, value []byte) error {
+	if _, ok := s.overlay[string(key)]; !ok {
+		s.added += int64(len(key)+len(value)) + mapEntryBytes
+		if err := s.m.opts.Limit.check(s.p, s.added); err != nil {
+			return err
+		}
+	}
 	v := append([]byte(nil), value...)
 	s.overlay[string(key)] = &v
 	return nil
@@ -238,8 +278,8 @@ func (s *memStore) NumRows() int64 {
 }
 
 func (s *memStore) MemoryBytes() int64 {
-	// Keys and values plus Go map overhead per entry (about 48 bytes).
-	return s.part.bytes + int64(len(s.part.data))*48
+	// Keys and values plus Go map overhead per entry.
+	return s.part.held()
 }
 
 // Commit writes version+1's delta (and snapshot when due), then applies
@@ -272,6 +312,8 @@ func (s *memStore) Commit(ctx context.Context) (int, error) {
 	writes++
 	// Apply to the cached map.
 	part := s.part
+	before := part.held()
+	defer func() { s.m.opts.Limit.add(part.held() - before) }()
 	for k, v := range s.overlay {
 		if old, ok := part.data[k]; ok {
 			part.bytes -= int64(len(k) + len(old))

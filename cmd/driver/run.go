@@ -22,12 +22,14 @@ import (
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/scheduler"
+	"github.com/sluicehq/sluice/statestore"
 )
 
 func newRunCmd() *cobra.Command {
 	var file, progressJSON, metricsAddr string
 	var allowFirst, allowReplay bool
 	var sourceRetry time.Duration
+	var stateMemoryLimit int64
 	var s3 objstore.S3Options
 	cmd := &cobra.Command{
 		Use:   "run -f QUERY.yaml",
@@ -53,12 +55,16 @@ func newRunCmd() *cobra.Command {
 				defer stop()
 				progress = chain(progress, observe)
 			}
+			if stateMemoryLimit < 0 {
+				return fmt.Errorf("--state-memory-limit %d is negative: give bytes, or 0 for no limit", stateMemoryLimit)
+			}
 			return runSpec(cmd, spec, engine.Options{
-				Store:           objstore.Options{S3: s3},
-				AllowFirstStart: allowFirst,
-				SourceRetryFor:  sourceRetry,
-				AllowReplay:     allowReplay,
-				Progress:        progress,
+				StateMemoryLimit: statestore.NewMemoryLimit(stateMemoryLimit),
+				Store:            objstore.Options{S3: s3},
+				AllowFirstStart:  allowFirst,
+				SourceRetryFor:   sourceRetry,
+				AllowReplay:      allowReplay,
+				Progress:         progress,
 			})
 		},
 	}
@@ -68,6 +74,7 @@ func newRunCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&allowFirst, "allow-first-start", false, "let a production query start on an empty checkpoint (a first start)")
 	cmd.Flags().BoolVar(&allowReplay, "allow-replay", false, "let a production query start on an empty checkpoint (an intended replay)")
 	cmd.Flags().DurationVar(&sourceRetry, "source-retry-for", 5*time.Minute, "keep retrying this long when the source is unreachable (a broker down) before failing")
+	cmd.Flags().Int64Var(&stateMemoryLimit, "state-memory-limit", 0, "bytes of state the in-memory state store (stateStore: memory) may hold; past it a batch fails with advice to switch to stateStore: pebble (0: no limit)")
 	cliflags.S3(cmd.Flags(), &s3)
 	return cmd
 }
