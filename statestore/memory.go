@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"sort"
 	"sync"
 
 	"github.com/sluicehq/sluice/objstore"
@@ -124,21 +126,31 @@ func (m *Memory) load(ctx context.Context, p int, v Version) (*memPart, error) {
 		part.data[k] = val
 		part.bytes += int64(len(k) + len(val))
 	}
-	if base > 0 {
-		data, err := m.store.Get(ctx, fs.snaps[base])
+	var applied int
+	read := func(key string, kind byte) error {
+		rc, err := objstore.GetReader(ctx, m.store, key)
 		if err != nil {
-			return nil, fmt.Errorf("load state partition %d: %w", p, err)
+			return fmt.Errorf("load state partition %d: %w", p, err)
 		}
-		if err := decodeFile(fs.snaps[base], data, kindSnap, apply); err != nil {
+		defer rc.Close()
+		_, err = decodeStream(key, rc, kind, func(c change) error {
+			apply(c)
+			// A partition too large for the limit is refused while it
+			// loads, not after.
+			if applied++; applied%4096 == 0 {
+				return m.opts.Limit.check(p, part.held())
+			}
+			return nil
+		})
+		return err
+	}
+	if base > 0 {
+		if err := read(fs.snaps[base], kindSnap); err != nil {
 			return nil, err
 		}
 	}
 	for _, d := range deltas {
-		data, err := m.store.Get(ctx, fs.deltas[d])
-		if err != nil {
-			return nil, fmt.Errorf("load state partition %d: %w", p, err)
-		}
-		if err := decodeFile(fs.deltas[d], data, kindDelta, apply); err != nil {
+		if err := read(fs.deltas[d], kindDelta); err != nil {
 			return nil, err
 		}
 	}
@@ -327,11 +339,7 @@ func (s *memStore) Commit(ctx context.Context) (int, error) {
 	}
 	part.version = next
 	if int(next)%s.m.opts.SnapshotInterval == 0 {
-		all := make([]change, 0, len(part.data))
-		for k, v := range part.data {
-			all = append(all, change{key: []byte(k), value: v})
-		}
-		if err := s.m.store.Put(ctx, snapKey(op, s.p, next), encodeFile(kindSnap, all)); err != nil {
+		if err := s.writeSnapshot(ctx, snapKey(op, s.p, next)); err != nil {
 			s.release()
 			return writes, fmt.Errorf("commit state partition %d snapshot %d: %w", s.p, next, err)
 		}
@@ -339,6 +347,29 @@ func (s *memStore) Commit(ctx context.Context) (int, error) {
 	}
 	s.release()
 	return writes, nil
+}
+
+// writeSnapshot streams the cached map, in key order, to key: the only
+// copies made are of the keys' headers for sorting.
+func (s *memStore) writeSnapshot(ctx context.Context, key string) error {
+	data := s.part.data
+	keys := make([]string, 0, len(data))
+	for k := range data {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return objstore.PutWriter(ctx, s.m.store, key, func(w io.Writer) error {
+		fw, err := newFileWriter(w, kindSnap, uint64(len(keys)))
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if err := fw.put(change{key: []byte(k), value: data[k]}); err != nil {
+				return err
+			}
+		}
+		return fw.close()
+	})
 }
 
 func (s *memStore) release() {
