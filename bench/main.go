@@ -34,6 +34,8 @@ type config struct {
 	kafka             KafkaConfig
 	kafkaRSS          string
 	kafkaOptions      string
+	state             StateConfig
+	stateGroups       string
 }
 
 func main() {
@@ -62,7 +64,22 @@ func main() {
 	flag.StringVar(&c.kafka.HeapProfile, "kafka-heap-profile", "", "kafka: run the engine in this process over the largest RSS backlog and write heap profiles into this directory")
 	flag.IntVar(&c.kafka.HeapEvery, "kafka-heap-every", 10, "kafka: batches between heap profiles")
 	flag.StringVar(&c.kafkaOptions, "kafka-options", "", "kafka: client options of the engine's source, k=v,k=v (the spec's kafka.* options without the prefix, e.g. max.partition.fetch.bytes=1048576)")
+	flag.StringVar(&c.stateGroups, "state-groups", "1000000", "state: groups in the one pebble partition, comma-separated runs (e.g. 1000000,10000000)")
+	flag.IntVar(&c.state.Batch, "state-batch", 250_000, "state: groups added per committed batch (a batch's changes are held in memory until it commits)")
+	flag.StringVar(&c.state.MemLimit, "state-memlimit", "512MiB", "state: GOMEMLIMIT of each phase process")
+	flag.IntVar(&c.state.ValueBytes, "state-value-bytes", 24, "state: bytes per group's aggregate")
+	flag.BoolVar(&c.state.MemoryToo, "state-memory", true, "state: also load the checkpoint with the in-memory provider, for contrast")
 	flag.Parse()
+	for _, s := range strings.Split(c.stateGroups, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n <= 0 {
+				fmt.Fprintf(os.Stderr, "sluicebench: -state-groups: %q is not a positive count\n", s)
+				os.Exit(2)
+			}
+			c.state.Groups = append(c.state.Groups, n)
+		}
+	}
 	c.kafka.Partitions = int32(partitions)
 	for _, s := range strings.Split(c.kafkaRSS, ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -120,8 +137,9 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		}
 	}
 	all := len(want) == 0
-	// kafka preloads a broker with millions of records: only when named.
-	do := func(s string) bool { return (all && s != "kafka") || want[s] }
+	// kafka preloads a broker with millions of records, state writes
+	// millions of groups: only when named.
+	do := func(s string) bool { return (all && s != "kafka" && s != "state") || want[s] }
 
 	dir := c.dir
 	if dir == "" {
@@ -144,6 +162,15 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		defer pprof.StopCPUProfile()
 	}
 
+	if do("state") {
+		c.state.KeepWorkDir = c.dir != ""
+		if _, err := runState(ctx, c.state, dir, out); err != nil {
+			return fmt.Errorf("state measurement: %w", err)
+		}
+		if len(want) == 1 {
+			return nil
+		}
+	}
 	fmt.Fprintf(out, "sluicebench: %d events, %d rounds, maxRowsPerTrigger %d, GOMAXPROCS %d, %s, %s\n",
 		c.rows, c.runs, c.maxRowsPerTrigger, runtime.GOMAXPROCS(0), runtime.Version(), time.Now().UTC().Format(time.RFC3339))
 	res := &Results{Rows: c.rows, Runs: c.runs, Load: []string{loadAvg()}}
