@@ -1,11 +1,14 @@
 package cluster
 
 import (
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/tiletest"
+	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/scheduler"
 )
 
@@ -87,5 +90,47 @@ func TestStateOfPartitionsThatMovedAwayIsReleased(t *testing.T) {
 				t.Fatalf("the joining executor holds no state: %v", after)
 			}
 		})
+	}
+}
+
+// The batch's processing time reaches the executors' map tasks over gRPC:
+// a far-future row is set aside there (watermark.maxEventTimeAhead) and
+// counted, and the windows still close.
+func TestFarFutureRowIsSetAsideOnExecutors(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	line := func(id, ts string) string {
+		return `{"event_id":"` + id + `","course_id":"c1","lesson_id":"l1","event_time":"` + ts + `"}`
+	}
+	files := map[string]string{
+		"001.jsonl": line("e1", "2026-03-02T09:01:00Z") + "\n" + line("bad-clock", "2099-01-01T00:00:00Z") + "\n",
+		"002.jsonl": line("e2", "2026-03-02T09:31:00Z") + "\n",
+	}
+	if err := os.MkdirAll(in, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(in, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := newTestCluster(t, 2, "")
+	spec := tiletest.Spec(in, filepath.Join(dir, "out"), filepath.Join(dir, "cp"))
+	spec.Source.File.MaxFilesPerTrigger = 1
+	spec.Watermark.MaxEventTimeAhead = query.Duration(time.Hour)
+	var mu sync.Mutex
+	var ahead, malformed int64
+	c.runOn(spec, func(p *scheduler.Progress) {
+		mu.Lock()
+		ahead += p.NumRowsTooFarAhead
+		malformed += p.NumRowsMalformed
+		mu.Unlock()
+	})
+	if ahead != 1 || malformed != 1 {
+		t.Fatalf("want the 2099 row set aside on an executor (1 too far ahead, 1 malformed), got %d, %d", ahead, malformed)
+	}
+	want := []tiletest.Window{{Start: time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC), Course: "c1", Count: 1}}
+	if d := tiletest.Diff(want, sinkWindows(t, spec.Sink.Parquet.Path)); d != "" {
+		t.Fatalf("windows:\n%s", d)
 	}
 }
