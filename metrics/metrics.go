@@ -27,6 +27,8 @@ type Metrics struct {
 	stateMemory    *prometheus.GaugeVec
 	lag            *prometheus.GaugeVec
 	skippedOffsets *prometheus.CounterVec
+	tooFarAhead    *prometheus.CounterVec
+	watermarkJumps *prometheus.CounterVec
 }
 
 // New creates the collectors and registers them on reg.
@@ -46,9 +48,11 @@ func New(reg prometheus.Registerer) *Metrics {
 		stateMemory:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_state_memory_bytes", Help: "Estimated memory of the aggregation state."}, q),
 		lag:            prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_source_lag", Help: "Offsets between the last batch's end and the source's latest, per source partition."}, []string{"query", "partition"}),
 		skippedOffsets: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_source_skipped_offsets_total", Help: "Offsets skipped because the source lost them (failOnDataLoss: false)."}, q),
+		tooFarAhead:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_rows_too_far_ahead_total", Help: "Records set aside as malformed because their event time was more than watermark.maxEventTimeAhead ahead of the batch."}, q),
+		watermarkJumps: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_watermark_jumps_total", Help: "Batches that moved the watermark by more than watermark.maxJump."}, q),
 	}
 	reg.MustRegister(m.batches, m.inputRows, m.outputRows, m.malformed, m.dropped, m.attempts, m.duration,
-		m.watermark, m.lastBatch, m.stateRows, m.stateMemory, m.lag, m.skippedOffsets)
+		m.watermark, m.lastBatch, m.stateRows, m.stateMemory, m.lag, m.skippedOffsets, m.tooFarAhead, m.watermarkJumps)
 	return m
 }
 
@@ -66,6 +70,10 @@ func (m *Metrics) Observe(p *scheduler.Progress) {
 	m.inputRows.WithLabelValues(q).Add(float64(p.NumInputRows))
 	m.outputRows.WithLabelValues(q).Add(float64(p.Sink.NumOutputRows))
 	m.malformed.WithLabelValues(q).Add(float64(p.NumRowsMalformed))
+	m.tooFarAhead.WithLabelValues(q).Add(float64(p.NumRowsTooFarAhead))
+	if p.WatermarkJumpMs > 0 {
+		m.watermarkJumps.WithLabelValues(q).Inc()
+	}
 	if p.Attempts > 1 {
 		m.attempts.WithLabelValues(q).Add(float64(p.Attempts - 1))
 	}

@@ -15,6 +15,7 @@ func TestObserveExportsProgressFigures(t *testing.T) {
 	m := New(reg)
 	m.Observe(&scheduler.Progress{
 		Name: "tile", BatchID: 7, NumInputRows: 100, NumRowsMalformed: 2, Attempts: 2,
+		NumRowsTooFarAhead: 1, WatermarkJumpMs: 90_000_000, NumWatermarkJumps: 1,
 		BatchWatermarkMs: 1_772_443_260_000,
 		DurationMs:       map[string]int64{"triggerExecution": 12},
 		StateOperators:   []scheduler.StateOperatorProgress{{NumRowsTotal: 40, NumRowsDroppedByWatermark: 3, MemoryUsedBytes: 4096}},
@@ -42,6 +43,12 @@ sluice_source_lag{partition="total",query="tile"} 9
 	}
 	if got := testutil.ToFloat64(m.batches.WithLabelValues("tile", "no_data")); got != 1 {
 		t.Fatalf("no-data batches = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.watermarkJumps.WithLabelValues("tile")); got != 1 {
+		t.Fatalf("watermark jumps = %v, want 1 (the second batch did not jump)", got)
+	}
+	if got := testutil.ToFloat64(m.tooFarAhead.WithLabelValues("tile")); got != 1 {
+		t.Fatalf("rows too far ahead = %v, want 1", got)
 	}
 	if got := testutil.ToFloat64(m.attempts.WithLabelValues("tile")); got != 1 {
 		t.Fatalf("retries = %v, want 1", got)
