@@ -110,9 +110,10 @@ func WindowsPerRow(size, slide int64) int64 {
 // its offset-log entry, so a re-run decides the same). Such a row is set
 // aside as malformed instead of moving the watermark: one bad clock would
 // otherwise push the watermark so far that every later row is late. A time
-// exactly maxAhead ahead is kept.
+// exactly maxAhead ahead is kept, and so is every row when the batch's
+// processing time is unknown (0).
 func TooFarAhead(t, batchTimeMs, maxAhead int64) bool {
-	if maxAhead <= 0 {
+	if maxAhead <= 0 || batchTimeMs <= 0 {
 		return false
 	}
 	return t > batchTimeMs*msMicros+maxAhead

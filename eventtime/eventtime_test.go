@@ -78,6 +78,9 @@ func TestTooFarAheadIsOffByDefaultAndKeepsTheBound(t *testing.T) {
 		{"one microsecond past the bound", now + hour + 1, hour, true},
 		{"year 2099", us(129 * 365 * 24 * time.Hour), hour, true},
 	}
+	if TooFarAhead(now+100*hour, 0, hour) {
+		t.Error("a batch without a processing time set a row aside")
+	}
 	for _, c := range cases {
 		if got := TooFarAhead(c.t, batchMs, c.ahead); got != c.want {
 			t.Errorf("%s: TooFarAhead(%d, %d, %d) = %v, want %v", c.name, c.t, batchMs, c.ahead, got, c.want)

@@ -538,18 +538,15 @@ func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *exec
 	total := done.Sub(started)
 	p := &Progress{
 		ID: q.meta.QueryID, RunID: q.runID, Name: cfg.Spec.Name,
-		Timestamp:          started.UTC().Format(time.RFC3339Nano),
-		BatchID:            e.BatchID,
-		Rerun:              rerun,
-		NoData:             e.NoData,
-		NumInputRows:       res.InputRows,
-		NumRowsMalformed:   res.Malformed,
-		NumRowsTooFarAhead: res.TooFarAhead,
-		WatermarkJumpMs:    q.jumpMs,
-		NumWatermarkJumps:  q.jumps,
-		BatchWatermarkMs:   e.BatchWatermarkMs,
-		LateWatermarkMs:    e.LateWatermarkMs,
-		Attempts:           attempts,
+		Timestamp:        started.UTC().Format(time.RFC3339Nano),
+		BatchID:          e.BatchID,
+		Rerun:            rerun,
+		NoData:           e.NoData,
+		NumInputRows:     res.InputRows,
+		NumRowsMalformed: res.Malformed,
+		BatchWatermarkMs: e.BatchWatermarkMs,
+		LateWatermarkMs:  e.LateWatermarkMs,
+		Attempts:         attempts,
 		DurationMs: map[string]int64{
 			"map":              ms(res.MapDuration),
 			"reduce":           ms(res.ReduceDuration),
@@ -559,6 +556,7 @@ func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *exec
 		},
 		EventTime: map[string]string{"watermark": fmtMs(e.BatchWatermarkMs)},
 	}
+	p.NumRowsTooFarAhead, p.WatermarkJumpMs, p.NumWatermarkJumps = res.TooFarAhead, q.jumpMs, q.jumps
 	if secs := total.Seconds(); secs > 0 {
 		p.ProcessedRowsPerSecond = float64(res.InputRows) / secs
 	}
