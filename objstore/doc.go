@@ -7,7 +7,9 @@
 // opening a store from a URI (Open, ParseURI), scoping a store under a key
 // prefix (Prefixed), and decorators for tests and diagnostics: Counting
 // (request and byte counts, call traces for golden tests of write order)
-// and Faulty (fault injection, including lost responses).
+// and Faulty (fault injection, including lost responses). Streaming
+// (stream.go) is an optional capability, Streamer, found through
+// GetReader, PutReader and PutWriter, which fall back to Get and Put.
 //
 // It knows nothing about checkpoints or queries, and it must not interpret
 // keys beyond treating them as slash-separated paths. Backends keep no
