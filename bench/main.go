@@ -42,6 +42,8 @@ type config struct {
 	partCounts        string
 	partExecutors     string
 	partBatch         string
+	state             StateConfig
+	stateGroups       string
 }
 
 func main() {
@@ -92,6 +94,11 @@ func main() {
 	flag.IntVar(&c.partitions.ScaleLeave, "partitions-scale-leave", 16, "partitions: executors that leave at once (SIGTERM) half-way through the scale simulation")
 	flag.IntVar(&c.partitions.ScaleRows, "partitions-scale-n", 400_000, "partitions: events of the scale simulation (batches of 20000)")
 	flag.DurationVar(&c.partitions.ScaleIdle, "partitions-scale-idle", 10*time.Second, "partitions: how long the idle driver's CPU is measured with every executor heartbeating")
+	flag.StringVar(&c.stateGroups, "state-groups", "1000000", "state: groups in the one pebble partition, comma-separated runs (e.g. 1000000,10000000)")
+	flag.IntVar(&c.state.Batch, "state-batch", 250_000, "state: groups added per committed batch (a batch's changes are held in memory until it commits)")
+	flag.StringVar(&c.state.MemLimit, "state-memlimit", "512MiB", "state: GOMEMLIMIT of each phase process")
+	flag.IntVar(&c.state.ValueBytes, "state-value-bytes", 24, "state: bytes per group's aggregate")
+	flag.BoolVar(&c.state.MemoryToo, "state-memory", true, "state: also load the checkpoint with the in-memory provider, for contrast")
 	flag.Parse()
 	var err error
 	if c.partitions.Counts, err = int32List(c.partCounts); err == nil {
@@ -107,6 +114,16 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sluicebench: -partitions-*:", err)
 		os.Exit(2)
+	}
+	for _, s := range strings.Split(c.stateGroups, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n <= 0 {
+				fmt.Fprintf(os.Stderr, "sluicebench: -state-groups: %q is not a positive count\n", s)
+				os.Exit(2)
+			}
+			c.state.Groups = append(c.state.Groups, n)
+		}
 	}
 	c.kafka.Partitions = int32(partitions)
 	for _, f := range []struct {
@@ -185,9 +202,9 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	all := len(want) == 0
 	// kafka preloads a broker with millions of records: only when named.
 	// A -report runs it too: the report is the whole suite (but for the
-	// partitions scale simulation, which is run on its own).
+	// partitions scale simulation and the state bench, run on their own).
 	do := func(s string) bool {
-		return (all && s != "partitions" && ((s != "kafka" && s != "scaling" && s != "nodata-s3" && s != "recovery" && s != "executors" && s != "latency") || c.report != "")) || want[s]
+		return (all && s != "partitions" && s != "state" && ((s != "kafka" && s != "scaling" && s != "nodata-s3" && s != "recovery" && s != "executors" && s != "latency") || c.report != "")) || want[s]
 	}
 
 	dir := c.dir
@@ -224,6 +241,15 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		c.partitions.Dir = filepath.Join(dir, "partitions")
 		if err := runPartitions(ctx, c.partitions, out); err != nil {
 			return fmt.Errorf("partitions measurement: %w", err)
+		}
+		if len(want) == 1 {
+			return nil
+		}
+	}
+	if do("state") {
+		c.state.KeepWorkDir = c.dir != ""
+		if _, err := runState(ctx, c.state, dir, out); err != nil {
+			return fmt.Errorf("state measurement: %w", err)
 		}
 		if len(want) == 1 {
 			return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync/atomic"
 	"time"
 
@@ -72,6 +73,21 @@ func (s *leasedStore) PutIfAbsent(ctx context.Context, key string, data []byte) 
 	}
 	return s.Store.PutIfAbsent(ctx, key, data)
 }
+
+// GetStream forwards a streamed read (reads pass).
+func (s *leasedStore) GetStream(ctx context.Context, key string) (io.ReadCloser, error) {
+	return objstore.GetReader(ctx, s.Store, key)
+}
+
+// PutStream refuses a streamed write while the lease is lapsed.
+func (s *leasedStore) PutStream(ctx context.Context, key string, r io.Reader) error {
+	if err := s.check("put", key); err != nil {
+		return err
+	}
+	return objstore.PutReader(ctx, s.Store, key, r)
+}
+
+var _ objstore.Streamer = (*leasedStore)(nil)
 
 func (s *leasedStore) Delete(ctx context.Context, key string) error {
 	if err := s.check("delete", key); err != nil {

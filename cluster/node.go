@@ -31,6 +31,7 @@ import (
 	"github.com/sluicehq/sluice/shuffle"
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/source/kafka"
+	"github.com/sluicehq/sluice/statestore"
 )
 
 // NodeOptions configure an executor process's node.
@@ -490,6 +491,9 @@ func taskError(ctx context.Context, err error) error {
 	if _, ok := status.FromError(err); ok && status.Code(err) != codes.Unknown {
 		return err
 	}
+	if errors.Is(err, statestore.ErrMemoryLimit) {
+		return status.Error(codes.ResourceExhausted, err.Error())
+	}
 	return status.Error(codes.Internal, err.Error())
 }
 
@@ -574,7 +578,7 @@ func (s *executorService) RunMapTask(ctx context.Context, req *sluicepb.RunMapTa
 	}
 	res, err := executor.RunMap(ctx, q.env.Env, executor.MapTask{
 		Batch: req.Batch, Index: int(req.MapIndex), Split: source.Split{ID: req.Split.GetId(), Desc: req.Split.GetDesc()},
-		Late: eventtime.Watermark(req.LateWatermarkUs), Partitions: int(req.Partitions),
+		Late: eventtime.Watermark(req.LateWatermarkUs), Partitions: int(req.Partitions), BatchTimestampMs: req.BatchTimestampMs,
 	})
 	n.releaseSlot()
 	if err != nil {
@@ -597,7 +601,7 @@ func (s *executorService) RunMapTask(ctx context.Context, req *sluicepb.RunMapTa
 	return &sluicepb.RunMapTaskResponse{Metrics: &sluicepb.MapMetrics{
 		InputRows: res.InputRows, Malformed: res.Malformed, DroppedByWatermark: res.DroppedByWatermark,
 		HasEventTime: res.HasEventTime, MinEventTimeUs: res.MinEventTime, MaxEventTimeUs: res.MaxEventTime,
-		ShuffleBytes: stats.Bytes, ShuffleRecords: stats.Records,
+		ShuffleBytes: stats.Bytes, ShuffleRecords: stats.Records, TooFarAhead: res.TooFarAhead,
 	}}, nil
 }
 
@@ -709,5 +713,62 @@ func (s *executorService) runReduceTask(ctx context.Context, req *sluicepb.RunRe
 
 func (s *executorService) ReleaseBatch(ctx context.Context, req *sluicepb.ReleaseBatchRequest) (*sluicepb.ReleaseBatchResponse, error) {
 	s.n.buffer.Release(shuffle.BatchKey{Query: req.QueryId, Run: req.RunId, Batch: req.Batch})
+	s.n.releaseMovedState(req.QueryId, req.RunId, req.PartitionOwners)
 	return &sluicepb.ReleaseBatchResponse{}, nil
+}
+
+// releaseMovedState drops the cached state of the query's partitions that
+// owners (one per partition) give to another executor, so state that moved
+// away stops holding memory and disk here. A partition whose reduce task
+// is running is left for the next release.
+func (n *Node) releaseMovedState(queryID, run string, owners []string) {
+	q, err := n.query(queryID, run)
+	if err != nil || len(owners) == 0 {
+		return
+	}
+	cache, ok := q.env.State.(statestore.Cache)
+	if !ok {
+		return
+	}
+	self := string(n.ID())
+	for p := range cache.Held() {
+		if p < len(owners) && owners[p] == self {
+			continue
+		}
+		lock := n.partLock(q, p)
+		if !lock.TryLock() {
+			continue
+		}
+		released, err := cache.Release(p)
+		lock.Unlock()
+		switch {
+		case err != nil:
+			n.log.Warn("release state of a partition that moved away", "query", queryID, "partition", p, "err", err)
+		case released:
+			n.log.Info("released state of a partition that moved away", "query", queryID, "partition", p, "owner", ownerOf(owners, p))
+		}
+	}
+}
+
+func ownerOf(owners []string, p int) string {
+	if p < len(owners) {
+		return owners[p]
+	}
+	return ""
+}
+
+// HeldState returns, for a prepared query, the state partitions this
+// executor caches and the bytes each holds (nil when the query is not
+// prepared or its provider caches nothing).
+func (n *Node) HeldState(queryID string) map[int]int64 {
+	n.mu.Lock()
+	q := n.queries[queryID]
+	n.mu.Unlock()
+	if q == nil {
+		return nil
+	}
+	if cache, ok := q.env.State.(statestore.Cache); ok {
+		return cache.Held()
+	}
+	return nil
 }

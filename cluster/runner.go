@@ -190,7 +190,7 @@ func (r *Runner) RunBatch(ctx context.Context, plan executor.BatchPlan) (*execut
 	var shuffled, records int64
 	for i, m := range metrics {
 		res.AddMap(&executor.MapResult{
-			Index: i, InputRows: m.InputRows, Malformed: m.Malformed, DroppedByWatermark: m.DroppedByWatermark,
+			Index: i, InputRows: m.InputRows, Malformed: m.Malformed, DroppedByWatermark: m.DroppedByWatermark, TooFarAhead: m.TooFarAhead,
 			MinEventTime: m.MinEventTimeUs, MaxEventTime: m.MaxEventTimeUs, HasEventTime: m.HasEventTime,
 		})
 		shuffled += m.ShuffleBytes
@@ -417,6 +417,7 @@ func (b *batchRun) runMap(ctx context.Context, i int) (uint64, *sluicepb.MapMetr
 			QueryId: b.r.opts.QueryID, RunId: b.r.runID, Batch: b.plan.Batch, MapIndex: int32(i), Attempt: attempt,
 			Split:           &sluicepb.Split{Id: sp.ID, Desc: sp.Desc},
 			LateWatermarkUs: int64(b.plan.Watermark.Late), Partitions: int32(b.plan.Partitions), Owners: b.protoOwners,
+			BatchTimestampMs: b.plan.BatchTimestampMs,
 		}
 		var resp *sluicepb.RunMapTaskResponse
 		err := b.call(ctx, m, func(ctx context.Context, c sluicepb.ExecutorServiceClient) error {
@@ -531,6 +532,9 @@ func (b *batchRun) release() {
 	defer cancel()
 	var wg sync.WaitGroup
 	req := &sluicepb.ReleaseBatchRequest{QueryId: b.r.opts.QueryID, RunId: b.r.runID, Batch: b.plan.Batch}
+	for _, o := range b.protoOwners {
+		req.PartitionOwners = append(req.PartitionOwners, o.ExecutorId)
+	}
 	for _, m := range b.lease.Members {
 		if !b.r.d.Members.IsMember(m.ID) {
 			continue

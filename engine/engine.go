@@ -82,6 +82,11 @@ type Options struct {
 	// reading the same Kafka cluster with the same connection settings
 	// share a client (nil: one client per query).
 	KafkaClients *kafka.Clients
+	// StateMemoryLimit, when set, bounds the in-memory state provider's
+	// state (shared by every query of the process that uses it): a batch
+	// past it fails with statestore.ErrMemoryLimit, whose message says to
+	// switch to stateStore pebble. Nil: no limit.
+	StateMemoryLimit *statestore.MemoryLimit
 }
 
 func (o *Options) defaults() {
@@ -183,7 +188,7 @@ func NewEnv(ctx context.Context, spec *query.Spec, queryID string, opts Options)
 func openState(spec *query.Spec, cp objstore.Store, opts Options, env *Env) (statestore.Provider, error) {
 	switch spec.StateStore {
 	case "memory":
-		return statestore.NewMemory(cp, statestore.MemoryOptions{SnapshotInterval: spec.SnapshotInterval}), nil
+		return statestore.NewMemory(cp, statestore.MemoryOptions{SnapshotInterval: spec.SnapshotInterval, Limit: opts.StateMemoryLimit}), nil
 	case "pebble":
 		dir := opts.StateDir
 		if dir == "" {

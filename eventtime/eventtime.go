@@ -89,3 +89,43 @@ type Batch struct {
 func NeedsNoDataBatch(evictsByWatermark, enabled bool, used, next Watermark) bool {
 	return evictsByWatermark && enabled && next > used
 }
+
+// MaxWindowsPerRow bounds size/slide: a window whose size is more than this
+// many times its slide puts every row into that many windows (30 days
+// sliding by 1 second is 2.6 million), which no batch can hold. Validation
+// refuses it.
+const MaxWindowsPerRow = 1000
+
+// WindowsPerRow is how many windows one row falls into: ceil(size/slide).
+func WindowsPerRow(size, slide int64) int64 {
+	if slide <= 0 {
+		return 1
+	}
+	return (size + slide - 1) / slide
+}
+
+// TooFarAhead reports whether an event time t (microseconds) is more than
+// maxAhead (microseconds; 0 or less: the guard is off, as in Spark) ahead
+// of the batch's processing time batchTimeMs (the batch timestamp fixed in
+// its offset-log entry, so a re-run decides the same). Such a row is set
+// aside as malformed instead of moving the watermark: one bad clock would
+// otherwise push the watermark so far that every later row is late. A time
+// exactly maxAhead ahead is kept, and so is every row when the batch's
+// processing time is unknown (0).
+func TooFarAhead(t, batchTimeMs, maxAhead int64) bool {
+	if maxAhead <= 0 || batchTimeMs <= 0 {
+		return false
+	}
+	return t > batchTimeMs*msMicros+maxAhead
+}
+
+// Jump is how far the watermark moved in one batch, in microseconds, and
+// whether that is more than maxJump (0 or less: never). The first rise from
+// the epoch (prev 0) is how every query starts and is not a jump.
+func Jump(prev, next Watermark, maxJump int64) (int64, bool) {
+	d := int64(next - prev)
+	if prev <= 0 || maxJump <= 0 {
+		return d, false
+	}
+	return d, d > maxJump
+}

@@ -61,3 +61,66 @@ func TestLateAndEvictableUseLessOrEqual(t *testing.T) {
 		t.Fatal("Evictable must be end <= watermark")
 	}
 }
+
+func TestTooFarAheadIsOffByDefaultAndKeepsTheBound(t *testing.T) {
+	batchMs := int64(1_700_000_000_000)
+	now := batchMs * 1000
+	hour := us(time.Hour)
+	cases := []struct {
+		name     string
+		t, ahead int64
+		want     bool
+	}{
+		{"off: far future kept", now + 100*365*24*hour, 0, false},
+		{"off: negative setting", now + 100*hour, -1, false},
+		{"behind now", now - hour, hour, false},
+		{"exactly the bound is kept", now + hour, hour, false},
+		{"one microsecond past the bound", now + hour + 1, hour, true},
+		{"year 2099", us(129 * 365 * 24 * time.Hour), hour, true},
+	}
+	if TooFarAhead(now+100*hour, 0, hour) {
+		t.Error("a batch without a processing time set a row aside")
+	}
+	for _, c := range cases {
+		if got := TooFarAhead(c.t, batchMs, c.ahead); got != c.want {
+			t.Errorf("%s: TooFarAhead(%d, %d, %d) = %v, want %v", c.name, c.t, batchMs, c.ahead, got, c.want)
+		}
+	}
+}
+
+func TestJumpIgnoresTheFirstRiseAndReportsBeyondTheBound(t *testing.T) {
+	day := us(24 * time.Hour)
+	cases := []struct {
+		name       string
+		prev, next Watermark
+		max        int64
+		wantD      int64
+		want       bool
+	}{
+		{"first rise from the epoch", 0, Watermark(20000 * day), day, 20000 * day, false},
+		{"no move", Watermark(day), Watermark(day), day, 0, false},
+		{"exactly the bound", Watermark(day), Watermark(2 * day), day, day, false},
+		{"past the bound", Watermark(day), Watermark(2*day + 1000), day, day + 1000, true},
+		{"off", Watermark(day), Watermark(900 * day), 0, 899 * day, false},
+	}
+	for _, c := range cases {
+		d, got := Jump(c.prev, c.next, c.max)
+		if d != c.wantD || got != c.want {
+			t.Errorf("%s: Jump = %d, %v; want %d, %v", c.name, d, got, c.wantD, c.want)
+		}
+	}
+}
+
+func TestWindowsPerRow(t *testing.T) {
+	cases := []struct{ size, slide, want int64 }{
+		{us(5 * time.Minute), us(5 * time.Minute), 1},
+		{us(10 * time.Minute), us(5 * time.Minute), 2},
+		{us(7 * time.Minute), us(3 * time.Minute), 3},
+		{us(30 * 24 * time.Hour), us(time.Second), 2_592_000},
+	}
+	for _, c := range cases {
+		if got := WindowsPerRow(c.size, c.slide); got != c.want {
+			t.Errorf("WindowsPerRow(%d, %d) = %d, want %d", c.size, c.slide, got, c.want)
+		}
+	}
+}

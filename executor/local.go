@@ -20,6 +20,9 @@ type BatchPlan struct {
 	Watermark  eventtime.Batch
 	Partitions int
 	SkipSink   bool
+	// BatchTimestampMs is the batch's processing time from its offset-log
+	// entry.
+	BatchTimestampMs int64
 }
 
 // BatchResult gathers a batch's task results and metrics.
@@ -27,6 +30,7 @@ type BatchResult struct {
 	InputRows          int64
 	Malformed          int64
 	DroppedByWatermark int64
+	TooFarAhead        int64
 	MinEventTime       int64
 	MaxEventTime       int64
 	HasEventTime       bool
@@ -63,7 +67,7 @@ func (l *Local) RunBatch(ctx context.Context, plan BatchPlan) (*BatchResult, err
 	g.SetLimit(par)
 	for i, sp := range plan.Splits {
 		g.Go(func() error {
-			r, err := RunMap(gctx, l.Env, MapTask{Batch: plan.Batch, Index: i, Split: sp, Late: plan.Watermark.Late, Partitions: plan.Partitions})
+			r, err := RunMap(gctx, l.Env, MapTask{Batch: plan.Batch, Index: i, Split: sp, Late: plan.Watermark.Late, Partitions: plan.Partitions, BatchTimestampMs: plan.BatchTimestampMs})
 			maps[i] = r
 			return err
 		})
@@ -111,6 +115,7 @@ func (r *BatchResult) add(m *MapResult) {
 	r.InputRows += m.InputRows
 	r.Malformed += m.Malformed
 	r.DroppedByWatermark += m.DroppedByWatermark
+	r.TooFarAhead += m.TooFarAhead
 	if m.HasEventTime {
 		if !r.HasEventTime || m.MaxEventTime > r.MaxEventTime {
 			r.MaxEventTime = m.MaxEventTime

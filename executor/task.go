@@ -62,6 +62,9 @@ type MapTask struct {
 	Split      source.Split
 	Late       eventtime.Watermark
 	Partitions int
+	// BatchTimestampMs is the batch's processing time (from its offset-log
+	// entry): watermark.maxEventTimeAhead is measured from it.
+	BatchTimestampMs int64
 }
 
 // MapResult is a map task's output: partials (or rows) by state partition,
@@ -76,6 +79,9 @@ type MapResult struct {
 	InputRows          int64
 	Malformed          int64
 	DroppedByWatermark int64
+	// TooFarAhead counts the malformed rows set aside because their event
+	// time was more than watermark.maxEventTimeAhead ahead of the batch.
+	TooFarAhead int64
 	// Event-time range of the rows read (valid when HasEventTime).
 	MinEventTime, MaxEventTime int64
 	HasEventTime               bool
@@ -104,6 +110,10 @@ func RunMap(ctx context.Context, env *Env, t MapTask) (*MapResult, error) {
 	passPart := t.Index % t.Partitions
 	var bad []BadRecord
 	var dst row.Row
+	var maxAhead int64
+	if w := env.Spec.Watermark; w != nil {
+		maxAhead = w.MaxEventTimeAhead.Micros()
+	}
 	err := env.Source.Read(ctx, t.Split, func(rec *source.Record) error {
 		res.InputRows++
 		r, err := dec.decode(rec, dst)
@@ -119,6 +129,16 @@ func RunMap(ctx context.Context, env *Env, t MapTask) (*MapResult, error) {
 		}
 		dst = r
 		if tc >= 0 {
+			if v := r[tc]; v.Kind != row.Null && eventtime.TooFarAhead(v.I, t.BatchTimestampMs, maxAhead) {
+				res.Malformed++
+				res.TooFarAhead++
+				bad = append(bad, BadRecord{
+					Source: rec.Part, Offset: rec.Offset, Field: env.Spec.Watermark.Column, Record: string(rec.Value),
+					Reason: fmt.Sprintf("event time %s is more than watermark.maxEventTimeAhead %s ahead of the batch's processing time %s",
+						row.FormatTimestamp(v.I), env.Spec.Watermark.MaxEventTimeAhead.D(), row.FormatTimestamp(t.BatchTimestampMs*1000)),
+				})
+				return nil
+			}
 			if v := r[tc]; v.Kind != row.Null {
 				if !res.HasEventTime {
 					res.MinEventTime, res.MaxEventTime, res.HasEventTime = v.I, v.I, true

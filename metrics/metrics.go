@@ -28,6 +28,8 @@ type Metrics struct {
 	phase          *prometheus.CounterVec
 	shuffleBytes   *prometheus.CounterVec
 	skippedOffsets *prometheus.CounterVec
+	tooFarAhead    *prometheus.CounterVec
+	watermarkJumps *prometheus.CounterVec
 }
 
 // New creates the collectors and registers them on reg.
@@ -46,13 +48,15 @@ func New(reg prometheus.Registerer) *Metrics {
 		phase:          counter("sluice_batch_phase_seconds_total", "Seconds spent in each phase of committed batches (map, reduce, addBatch, commitOffsets, triggerExecution).", "phase"),
 		shuffleBytes:   counter("sluice_shuffle_bytes_total", "Bytes map tasks shuffled between executors."),
 		skippedOffsets: counter("sluice_source_skipped_offsets_total", "Offsets skipped because the source lost them (failOnDataLoss: false)."),
+		tooFarAhead:    counter("sluice_rows_too_far_ahead_total", "Records set aside as malformed because their event time was more than watermark.maxEventTimeAhead ahead of the batch."),
+		watermarkJumps: counter("sluice_watermark_jumps_total", "Batches that moved the watermark by more than watermark.maxJump."),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "sluice_batch_duration_seconds", Help: "Duration of committed batches, trigger start to commit (Spark's triggerExecution).",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
 		}, q),
 	}
 	reg.MustRegister(m.batches, m.inputRows, m.outputRows, m.malformed, m.dropped, m.retries, m.duration,
-		m.phase, m.shuffleBytes, m.skippedOffsets)
+		m.phase, m.shuffleBytes, m.skippedOffsets, m.tooFarAhead, m.watermarkJumps)
 	return m
 }
 
@@ -72,6 +76,10 @@ func (m *Metrics) Observe(p *scheduler.Progress) {
 	m.malformed.WithLabelValues(q, id).Add(float64(p.NumRowsMalformed))
 	m.shuffleBytes.WithLabelValues(q, id).Add(float64(p.ShuffleBytes))
 	m.retries.WithLabelValues(q, id).Add(float64(max(p.Attempts-1, 0)))
+	m.tooFarAhead.WithLabelValues(q, id).Add(float64(p.NumRowsTooFarAhead))
+	if jumps := m.watermarkJumps.WithLabelValues(q, id); p.WatermarkJumpMs > 0 {
+		jumps.Inc()
+	}
 	var dropped int64
 	for _, s := range p.StateOperators {
 		dropped += s.NumRowsDroppedByWatermark

@@ -7,7 +7,9 @@
 // opening a store from a URI (Open, ParseURI), scoping a store under a key
 // prefix (Prefixed), and decorators for tests and diagnostics: Counting
 // (request and byte counts, call traces for golden tests of write order)
-// and Faulty (fault injection, including lost responses).
+// and Faulty (fault injection, including lost responses). Streaming
+// (stream.go) is an optional capability, Streamer, found through
+// GetReader, PutReader and PutWriter, which fall back to Get and Put.
 //
 // Multipart (multipart.go) is an optional capability, found by type
 // assertion: stage an object invisibly (S3 multipart upload; on the

@@ -1,9 +1,11 @@
 package objstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -109,6 +111,11 @@ func (s *FS) Get(ctx context.Context, key string) ([]byte, error) {
 
 // writeTemp writes data to a fsynced temporary file beside p.
 func (s *FS) writeTemp(p string, data []byte) (string, error) {
+	return s.writeTempFrom(p, bytes.NewReader(data))
+}
+
+// writeTempFrom copies r to a fsynced temporary file beside p.
+func (s *FS) writeTempFrom(p string, r io.Reader) (string, error) {
 	dir := filepath.Dir(p)
 	tmp := filepath.Join(dir, fmt.Sprintf(".%s.tmp-%d-%d", filepath.Base(p), os.Getpid(), s.seq.Add(1)))
 	var f *os.File
@@ -127,7 +134,7 @@ func (s *FS) writeTemp(p string, data []byte) (string, error) {
 			return "", err
 		}
 	}
-	if _, err := f.Write(data); err != nil {
+	if _, err := io.Copy(f, r); err != nil {
 		f.Close()
 		os.Remove(tmp)
 		return "", err

@@ -137,6 +137,8 @@ type S3 struct {
 	logger     *slog.Logger
 	maxAttempt int
 	backoff    func(attempt int) time.Duration
+	// partSize is a streamed put's part buffer (0: DefaultPartSize).
+	partSize int
 }
 
 // NewS3 returns a Store on bucket under prefix ("" or "a/b/"; a missing

@@ -198,6 +198,26 @@ type GeneratorSource struct {
 type Watermark struct {
 	Column string   `json:"column"`
 	Delay  Duration `json:"delay"`
+	// MaxEventTimeAhead, when set, sets aside as malformed every row whose
+	// event time is more than this ahead of its batch's processing time, so
+	// one bad clock cannot move the watermark past every later row. Zero
+	// (the default, as in Spark) keeps every row.
+	MaxEventTimeAhead Duration `json:"maxEventTimeAhead,omitempty"`
+	// MaxJump: a batch that moves the watermark by more than this is
+	// logged and counted in its progress (numWatermarkJumps). Zero means
+	// DefaultWatermarkMaxJump; a negative value is refused.
+	MaxJump Duration `json:"maxJump,omitempty"`
+}
+
+// DefaultWatermarkMaxJump is watermark.maxJump's default: a day.
+const DefaultWatermarkMaxJump = Duration(24 * time.Hour)
+
+// MaxJumpOrDefault returns maxJump, or its default when unset.
+func (w Watermark) MaxJumpOrDefault() Duration {
+	if w.MaxJump == 0 {
+		return DefaultWatermarkMaxJump
+	}
+	return w.MaxJump
 }
 
 // Aggregate is a grouped aggregation, optionally over an event-time window.

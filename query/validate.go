@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/row"
 )
 
@@ -472,6 +473,12 @@ func (v *validator) watermark() {
 	if w.Delay < 0 {
 		v.add("watermark.delay", dur(w.Delay), "is negative: the delay is how late a row may arrive; use 0s or more")
 	}
+	if w.MaxEventTimeAhead < 0 {
+		v.add("watermark.maxEventTimeAhead", dur(w.MaxEventTimeAhead), "is negative: it is how far ahead of the batch's processing time an event time may be; omit it to keep every row")
+	}
+	if w.MaxJump < 0 {
+		v.add("watermark.maxJump", dur(w.MaxJump), "is negative: it is how far the watermark may move in one batch before it is reported; omit it for the default %s", dur(DefaultWatermarkMaxJump))
+	}
 }
 
 func (v *validator) aggregate() {
@@ -532,6 +539,10 @@ func (v *validator) window(w *Window) {
 			slideOK = false
 		case sizeOK && w.Slide > w.Size:
 			v.add(p+"slide", dur(w.Slide), "is longer than the size %s: slide must be <= size, or rows would fall between windows", dur(w.Size))
+			slideOK = false
+		case sizeOK && eventtime.WindowsPerRow(w.Size.Micros(), w.Slide.Micros()) > eventtime.MaxWindowsPerRow:
+			v.add(p+"slide", dur(w.Slide), "puts each row into %d windows (size %s / slide %s): at most %d are allowed; use a longer slide or a shorter size",
+				eventtime.WindowsPerRow(w.Size.Micros(), w.Slide.Micros()), dur(w.Size), dur(w.Slide), eventtime.MaxWindowsPerRow)
 			slideOK = false
 		}
 	}

@@ -31,6 +31,14 @@ type Progress struct {
 	// BadRecords is where this batch's malformed records went (empty when
 	// there were none).
 	BadRecords string `json:"badRecords,omitempty"`
+	// NumRowsTooFarAhead counts the malformed rows set aside because their
+	// event time was more than watermark.maxEventTimeAhead ahead.
+	NumRowsTooFarAhead int64 `json:"numRowsTooFarAhead,omitempty"`
+	// WatermarkJumpMs is how far this batch moved the watermark when that
+	// was more than watermark.maxJump (0 otherwise); NumWatermarkJumps
+	// counts such batches since the query (re)started.
+	WatermarkJumpMs   int64 `json:"watermarkJumpMs,omitempty"`
+	NumWatermarkJumps int64 `json:"numWatermarkJumps"`
 	// BatchWatermarkMs is the watermark the batch evicted with and
 	// LateWatermarkMs the one it dropped late rows against.
 	BatchWatermarkMs int64 `json:"batchWatermarkMs"`
@@ -84,6 +92,9 @@ func (p *Progress) Line() string {
 	}
 	if p.NumRowsMalformed > 0 {
 		fmt.Fprintf(&b, ": %d rows read (%d good, %d malformed)", p.NumInputRows, p.NumInputRows-p.NumRowsMalformed, p.NumRowsMalformed)
+		if p.NumRowsTooFarAhead > 0 {
+			fmt.Fprintf(&b, " (%d of them too far ahead)", p.NumRowsTooFarAhead)
+		}
 	} else {
 		fmt.Fprintf(&b, ": %d rows", p.NumInputRows)
 	}
@@ -98,6 +109,9 @@ func (p *Progress) Line() string {
 	fmt.Fprintf(&b, ", watermark %s", p.EventTime["watermark"])
 	if p.NumRowsMalformed > 0 && p.BadRecords != "" {
 		fmt.Fprintf(&b, "; malformed records set aside in %s", p.BadRecords)
+	}
+	if p.WatermarkJumpMs > 0 {
+		fmt.Fprintf(&b, " (then jumped %s)", time.Duration(p.WatermarkJumpMs)*time.Millisecond)
 	}
 	return b.String()
 }

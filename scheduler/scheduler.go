@@ -99,6 +99,11 @@ type Query struct {
 	runID  string
 	conf   map[string]string
 	runner executor.Runner
+	// jumps counts the batches of this run that moved the watermark by
+	// more than watermark.maxJump; jumpMs is the current batch's move when
+	// it did. Used only by the batch loop.
+	jumps  int64
+	jumpMs int64
 }
 
 // Open reads (or, for an empty checkpoint, creates) the checkpoint's
@@ -274,7 +279,8 @@ func (q *Query) Metadata() *checkpoint.Metadata { return q.meta }
 // permanent reports errors that retrying the batch cannot fix.
 func permanent(err error) bool {
 	return errors.Is(err, checkpoint.ErrFenced) || errors.Is(err, checkpoint.ErrIncompatibleCheckpoint) ||
-		errors.Is(err, source.ErrDataLoss) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+		errors.Is(err, source.ErrDataLoss) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, statestore.ErrMemoryLimit)
 }
 
 // loop is the mutable position of the loop between batches.
@@ -574,6 +580,14 @@ func (q *Query) runBatch(ctx context.Context, lp *loop, e *checkpoint.OffsetEntr
 	next := int64(wm.Evict)
 	if cfg.Spec.Watermark != nil {
 		next = int64(eventtime.Advance(wm.Evict, res.MaxEventTime, res.HasEventTime, delay))
+		q.jumpMs = 0
+		if d, jumped := eventtime.Jump(wm.Evict, eventtime.Watermark(next), cfg.Spec.Watermark.MaxJumpOrDefault().Micros()); jumped {
+			q.jumps++
+			q.jumpMs = d / 1000
+			cfg.Logger.Warn("watermark jumped: one batch moved it by more than watermark.maxJump; later rows before the new watermark are dropped as late",
+				"query", cfg.Spec.Name, "batch", e.BatchID, "from", fmtMicros(int64(wm.Evict)), "to", fmtMicros(next),
+				"jump", time.Duration(d)*time.Microsecond, "maxJump", cfg.Spec.Watermark.MaxJumpOrDefault().D(), "max_event_time", fmtMicros(res.MaxEventTime))
+		}
 	}
 	commitStart := cfg.Now()
 	ce := &checkpoint.CommitEntry{BatchID: e.BatchID, NextBatchWatermarkMs: next / 1000, RunID: q.runID}
@@ -648,7 +662,7 @@ func (q *Query) attempt(ctx context.Context, e *checkpoint.OffsetEntry, wm event
 	if parts <= 0 {
 		parts = cfg.Spec.ShufflePartitions
 	}
-	res, err := q.runner.RunBatch(ctx, executor.BatchPlan{Batch: e.BatchID, Splits: splits, Watermark: wm, Partitions: parts, SkipSink: skipSink})
+	res, err := q.runner.RunBatch(ctx, executor.BatchPlan{Batch: e.BatchID, Splits: splits, Watermark: wm, Partitions: parts, SkipSink: skipSink, BatchTimestampMs: e.BatchTimestampMs})
 	if err != nil {
 		return nil, false, err
 	}
@@ -717,6 +731,7 @@ func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *exec
 		},
 		EventTime: map[string]string{"watermark": fmtMs(e.BatchWatermarkMs)},
 	}
+	p.NumRowsTooFarAhead, p.WatermarkJumpMs, p.NumWatermarkJumps = res.TooFarAhead, q.jumpMs, q.jumps
 	if secs := total.Seconds(); secs > 0 {
 		p.ProcessedRowsPerSecond = float64(res.InputRows) / secs
 	}

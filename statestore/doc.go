@@ -30,7 +30,15 @@
 // files by attempt and recording the attempt closes both.
 //
 // Files carry a magic number, a format version and a CRC-32C checksum.
-// Rewriting a version (a re-run batch) writes the same bytes.
+// Rewriting a version (a re-run batch) writes the same bytes. They are
+// written and read by streaming (file_stream.go, objstore.Streamer) with
+// bounded buffers, so the pebble provider's partitions are bounded by disk,
+// not memory; both providers read each other's files.
+//
+// Memory is bounded by a MemoryLimit shared by a process's in-memory
+// providers (ErrMemoryLimit says to switch to pebble), and providers that
+// cache partitions locally implement Cache, so an executor releases the
+// partitions reassigned elsewhere.
 //
 // This package performs I/O only through objstore.Store, except the pebble
 // provider's local cache under its DataDir, which can always be rebuilt

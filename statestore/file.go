@@ -52,7 +52,9 @@ func encodeFile(kind byte, changes []change) []byte {
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
-// decodeFile calls fn for each entry of a state file.
+// decodeFile calls fn for each entry of a state file held whole. The
+// providers read files with decodeStream (file_stream.go); this is the
+// reference the streamed reader is tested against.
 func decodeFile(name string, data []byte, wantKind byte, fn func(c change)) error {
 	bad := func(why string) error { return fmt.Errorf("state file %s: %s: %w", name, why, ErrCorrupt) }
 	if len(data) < len(fileMagic)+2+4 || string(data[:4]) != fileMagic {

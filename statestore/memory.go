@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"sort"
 	"sync"
 
 	"github.com/sluicehq/sluice/objstore"
@@ -16,6 +18,11 @@ type MemoryOptions struct {
 	// SnapshotInterval: a snapshot is written when the committed version is
 	// a multiple of it. Must be >= 1.
 	SnapshotInterval int
+	// Limit, when set, bounds the state held by every Memory provider
+	// sharing it: a batch that would go past it fails with a
+	// *MemoryLimitError that says to switch to stateStore pebble, instead
+	// of the process being killed for running out of memory.
+	Limit *MemoryLimit
 }
 
 // Memory keeps each partition's newest committed version in a map and
@@ -39,6 +46,17 @@ type memPart struct {
 	data    map[string][]byte
 	bytes   int64
 	open    bool
+}
+
+// mapEntryBytes estimates Go's map overhead per entry.
+const mapEntryBytes = 48
+
+// held is the part's estimated memory.
+func (part *memPart) held() int64 {
+	if part == nil {
+		return 0
+	}
+	return part.bytes + int64(len(part.data))*mapEntryBytes
 }
 
 // NewMemory returns an in-memory provider whose files go to store (rooted at
@@ -88,8 +106,19 @@ func (m *Memory) Open(ctx context.Context, p int, v Version) (Store, error) {
 	}
 	part.open = true
 	m.mu.Lock()
+	m.opts.Limit.add(part.held() - m.parts[p].held())
 	m.parts[p] = part
 	m.mu.Unlock()
+	if err := m.opts.Limit.check(p, 0); err != nil {
+		m.mu.Lock()
+		if m.parts[p] == part {
+			part.open = false
+			m.opts.Limit.add(-part.held())
+			delete(m.parts, p)
+		}
+		m.mu.Unlock()
+		return nil, fmt.Errorf("open state partition %d version %d: %w", p, v, err)
+	}
 	return &memStore{m: m, p: p, part: part, overlay: map[string]*[]byte{}}, nil
 }
 
@@ -123,21 +152,31 @@ func (m *Memory) load(ctx context.Context, p int, v Version) (*memPart, error) {
 		part.data[k] = val
 		part.bytes += int64(len(k) + len(val))
 	}
-	if base > 0 {
-		data, err := m.store.Get(ctx, fs.snaps[base])
+	var applied int
+	read := func(key string, kind byte) error {
+		rc, err := objstore.GetReader(ctx, m.store, key)
 		if err != nil {
-			return nil, fmt.Errorf("load state partition %d: %w", p, err)
+			return fmt.Errorf("load state partition %d: %w", p, err)
 		}
-		if err := decodeFile(fs.snaps[base], data, kindSnap, apply); err != nil {
+		defer rc.Close()
+		_, err = decodeStream(key, rc, kind, func(c change) error {
+			apply(c)
+			// A partition too large for the limit is refused while it
+			// loads, not after.
+			if applied++; applied%4096 == 0 {
+				return m.opts.Limit.check(p, part.held())
+			}
+			return nil
+		})
+		return err
+	}
+	if base > 0 {
+		if err := read(fs.snaps[base], kindSnap); err != nil {
 			return nil, err
 		}
 	}
 	for _, d := range deltas {
-		data, err := m.store.Get(ctx, fs.deltas[d])
-		if err != nil {
-			return nil, fmt.Errorf("load state partition %d: %w", p, err)
-		}
-		if err := decodeFile(fs.deltas[d], data, kindDelta, apply); err != nil {
+		if err := read(fs.deltas[d], kindDelta); err != nil {
 			return nil, err
 		}
 	}
@@ -159,9 +198,36 @@ func (m *Memory) Cleanup(ctx context.Context, p int, keep Version) error {
 	return nil
 }
 
+// Release drops partition p's cached map unless it is open.
+func (m *Memory) Release(p int) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	part := m.parts[p]
+	if part == nil || part.open {
+		return false, nil
+	}
+	m.opts.Limit.add(-part.held())
+	delete(m.parts, p)
+	return true, nil
+}
+
+// Held returns each cached partition's estimated memory.
+func (m *Memory) Held() map[int]int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[int]int64, len(m.parts))
+	for p, part := range m.parts {
+		out[p] = part.held()
+	}
+	return out
+}
+
 // Close drops the cache.
 func (m *Memory) Close() error {
 	m.mu.Lock()
+	for _, part := range m.parts {
+		m.opts.Limit.add(-part.held())
+	}
 	m.parts = map[int]*memPart{}
 	m.mu.Unlock()
 	return nil
@@ -174,7 +240,10 @@ type memStore struct {
 	p       int
 	part    *memPart
 	overlay map[string]*[]byte
-	done    bool
+	// added estimates the memory the overlay holds, checked against the
+	// provider's limit as it grows.
+	added int64
+	done  bool
 }
 
 func (s *memStore) Version() Version { return s.part.version }
@@ -191,6 +260,12 @@ func (s *memStore) Get(key []byte) ([]byte, bool, error) {
 }
 
 func (s *memStore) Put(key, value []byte) error {
+	if _, ok := s.overlay[string(key)]; !ok {
+		s.added += int64(len(key)+len(value)) + mapEntryBytes
+		if err := s.m.opts.Limit.check(s.p, s.added); err != nil {
+			return err
+		}
+	}
 	v := append([]byte(nil), value...)
 	s.overlay[string(key)] = &v
 	return nil
@@ -241,8 +316,8 @@ func (s *memStore) NumRows() int64 {
 }
 
 func (s *memStore) MemoryBytes() int64 {
-	// Keys and values plus Go map overhead per entry (about 48 bytes).
-	return s.part.bytes + int64(len(s.part.data))*48
+	// Keys and values plus Go map overhead per entry.
+	return s.part.held()
 }
 
 // Commit writes version+1's delta (and snapshot when due), then applies
@@ -275,6 +350,8 @@ func (s *memStore) Commit(ctx context.Context) (int, error) {
 	writes++
 	// Apply to the cached map.
 	part := s.part
+	before := part.held()
+	defer func() { s.m.opts.Limit.add(part.held() - before) }()
 	for k, v := range s.overlay {
 		if old, ok := part.data[k]; ok {
 			part.bytes -= int64(len(k) + len(old))
@@ -288,11 +365,7 @@ func (s *memStore) Commit(ctx context.Context) (int, error) {
 	}
 	part.version, part.changed = next, true
 	if int(next)%s.m.opts.SnapshotInterval == 0 {
-		all := make([]change, 0, len(part.data))
-		for k, v := range part.data {
-			all = append(all, change{key: []byte(k), value: v})
-		}
-		if err := s.m.store.Put(ctx, snapKey(op, s.p, next), encodeFile(kindSnap, all)); err != nil {
+		if err := s.writeSnapshot(ctx, snapKey(op, s.p, next)); err != nil {
 			s.release()
 			return writes, fmt.Errorf("commit state partition %d snapshot %d: %w", s.p, next, err)
 		}
@@ -300,6 +373,29 @@ func (s *memStore) Commit(ctx context.Context) (int, error) {
 	}
 	s.release()
 	return writes, nil
+}
+
+// writeSnapshot streams the cached map, in key order, to key: the only
+// copies made are of the keys' headers for sorting.
+func (s *memStore) writeSnapshot(ctx context.Context, key string) error {
+	data := s.part.data
+	keys := make([]string, 0, len(data))
+	for k := range data {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return objstore.PutWriter(ctx, s.m.store, key, func(w io.Writer) error {
+		fw, err := newFileWriter(w, kindSnap, uint64(len(keys)))
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if err := fw.put(change{key: []byte(k), value: data[k]}); err != nil {
+				return err
+			}
+		}
+		return fw.close()
+	})
 }
 
 func (s *memStore) release() {

@@ -374,10 +374,11 @@ func (pb *Pebble) setMarker(p int, part *pebPart, m marker) error {
 // no flush, no compaction. Until the marker is set the database has no
 // valid marker, so an interrupted load is redone by the next Open.
 func (pb *Pebble) loadSnapshot(ctx context.Context, p int, part *pebPart, key string, v Version) error {
-	data, err := pb.store.Get(ctx, key)
+	rc, err := objstore.GetReader(ctx, pb.store, key)
 	if err != nil {
 		return fmt.Errorf("load state partition %d: %w", p, err)
 	}
+	defer rc.Close()
 	path := filepath.Join(part.dir, "load-"+strconv.FormatInt(int64(v), 10)+".sst")
 	f, err := vfs.Default.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
@@ -388,13 +389,17 @@ func (pb *Pebble) loadSnapshot(ctx context.Context, p int, part *pebPart, key st
 	var rows int64
 	var kbuf []byte
 	var werr error
-	derr := decodeFile(key, data, kindSnap, func(c change) {
+	// Streamed: the snapshot goes from the object store through a read
+	// buffer into the SST on disk, so its size is bounded by disk, not
+	// memory. The SST is ingested only once the checksum has been read.
+	_, derr := decodeStream(key, rc, kindSnap, func(c change) error {
 		if werr != nil || c.del {
-			return
+			return nil
 		}
 		kbuf = append(append(kbuf[:0], dataPrefix), c.key...)
 		werr = w.Set(kbuf, c.value)
 		rows++
+		return nil
 	})
 	if err := w.Close(); err != nil && werr == nil {
 		werr = err
@@ -424,7 +429,7 @@ func (pb *Pebble) applyDeltas(ctx context.Context, p int, part *pebPart, fs file
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("load state partition %d: %w", p, err)
 		}
-		data, err := pb.store.Get(ctx, fs.deltas[d])
+		rc, err := objstore.GetReader(ctx, pb.store, fs.deltas[d])
 		if err != nil {
 			return fmt.Errorf("load state partition %d: %w", p, err)
 		}
@@ -436,11 +441,14 @@ func (pb *Pebble) applyDeltas(ctx context.Context, p int, part *pebPart, fs file
 		it, werr := part.db.NewIter(&pebble.IterOptions{LowerBound: []byte{dataPrefix}, UpperBound: []byte{dataEnd}})
 		if werr != nil {
 			b.Close()
+			rc.Close()
 			return fmt.Errorf("load state partition %d: %w", p, werr)
 		}
-		derr := decodeFile(fs.deltas[d], data, kindDelta, func(c change) {
+		// A delta holds one batch's changes; the pebble batch that applies
+		// it holds them too until it commits (after the checksum).
+		sum, derr := decodeStream(fs.deltas[d], rc, kindDelta, func(c change) error {
 			if werr != nil {
-				return
+				return nil
 			}
 			kbuf = append(append(kbuf[:0], dataPrefix), c.key...)
 			exists := it.SeekGE(kbuf) && bytes.Equal(it.Key(), kbuf)
@@ -449,13 +457,15 @@ func (pb *Pebble) applyDeltas(ctx context.Context, p int, part *pebPart, fs file
 					rows--
 				}
 				werr = b.Delete(kbuf, nil)
-				return
+				return nil
 			}
 			if !exists {
 				rows++
 			}
 			werr = b.Set(kbuf, c.value, nil)
+			return nil
 		})
+		rc.Close()
 		if err := it.Close(); err != nil && werr == nil {
 			werr = err
 		}
@@ -463,7 +473,7 @@ func (pb *Pebble) applyDeltas(ctx context.Context, p int, part *pebPart, fs file
 			b.Close()
 			return derr
 		}
-		m := marker{version: d, rows: rows, lastDelta: d, lastSum: fileSum(data)}
+		m := marker{version: d, rows: rows, lastDelta: d, lastSum: sum}
 		if werr == nil {
 			werr = b.Set(markerKey, m.encode(), nil)
 		}
@@ -529,6 +539,48 @@ func (pb *Pebble) Close() error {
 	pb.parts = map[int]*pebPart{}
 	pb.cache.Unref()
 	return errors.Join(errs...)
+}
+
+// Release closes partition p's local database and deletes it from the
+// data dir, unless the partition is open.
+func (pb *Pebble) Release(p int) (bool, error) {
+	pb.mu.Lock()
+	part := pb.parts[p]
+	if pb.closed || part == nil || part.open {
+		pb.mu.Unlock()
+		return false, nil
+	}
+	delete(pb.parts, p)
+	pb.mu.Unlock()
+	var errs []error
+	if part.db != nil {
+		if err := part.db.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		part.db = nil
+	}
+	if err := os.RemoveAll(part.dir); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return true, fmt.Errorf("release state partition %d: %w", p, err)
+	}
+	return true, nil
+}
+
+// Held returns each local database's size on disk.
+func (pb *Pebble) Held() map[int]int64 {
+	pb.mu.Lock()
+	defer pb.mu.Unlock()
+	out := make(map[int]int64, len(pb.parts))
+	for p, part := range pb.parts {
+		var n int64
+		if part.db != nil && !part.open {
+			n = int64(part.db.Metrics().DiskSpaceUsage())
+		}
+		out[p] = n
+	}
+	return out
 }
 
 // numParts is the number of local databases open, for sharing the block

@@ -5,9 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/sluicehq/sluice/objstore"
 )
 
 // pebEntry is a key this batch has read or changed. A clean entry caches
@@ -273,34 +276,38 @@ func (s *pebStore) Commit(ctx context.Context) (int, error) {
 	return writes, nil
 }
 
-// writeSnapshot dumps the local database (now at version v) to v's
-// snapshot file.
+// writeSnapshot streams the local database (now at version v) to v's
+// snapshot file: an iterator over the database feeds the file writer,
+// which feeds the object store's streamed put, so memory holds a read
+// buffer and a part buffer, whatever the partition's size.
 func (s *pebStore) writeSnapshot(ctx context.Context, v Version) error {
 	it, err := s.part.db.NewIter(&pebble.IterOptions{LowerBound: []byte{dataPrefix}, UpperBound: []byte{dataEnd}})
 	if err != nil {
 		return fmt.Errorf("snapshot state partition %d version %d: %w", s.p, v, err)
 	}
-	all := make([]change, 0, s.rows)
-	var arena []byte
-	for ok := it.First(); ok; ok = it.Next() {
-		val, err := it.ValueAndErr()
+	defer it.Close()
+	err = objstore.PutWriter(ctx, s.pb.store, snapKey(s.pb.opts.Operator, s.p, v), func(w io.Writer) error {
+		// The marker's row count announces the entries; the writer
+		// checks it against the rows iterated.
+		fw, err := newFileWriter(w, kindSnap, uint64(s.part.m.rows))
 		if err != nil {
-			it.Close()
-			return fmt.Errorf("snapshot state partition %d version %d: %w", s.p, v, err)
+			return err
 		}
-		k, v := it.Key()[1:], val
-		if cap(arena)-len(arena) < len(k)+len(v) {
-			arena = make([]byte, 0, max(1<<20, len(k)+len(v)))
+		for ok := it.First(); ok; ok = it.Next() {
+			val, err := it.ValueAndErr()
+			if err != nil {
+				return err
+			}
+			if err := fw.put(change{key: it.Key()[1:], value: val}); err != nil {
+				return err
+			}
 		}
-		start := len(arena)
-		arena = append(arena, k...)
-		arena = append(arena, v...)
-		all = append(all, change{key: arena[start : start+len(k) : start+len(k)], value: arena[start+len(k) : len(arena) : len(arena)]})
-	}
-	if err := it.Close(); err != nil {
-		return fmt.Errorf("snapshot state partition %d version %d: %w", s.p, v, err)
-	}
-	if err := s.pb.store.Put(ctx, snapKey(s.pb.opts.Operator, s.p, v), encodeFile(kindSnap, all)); err != nil {
+		if err := it.Error(); err != nil {
+			return err
+		}
+		return fw.close()
+	})
+	if err != nil {
 		return fmt.Errorf("commit state partition %d snapshot %d: %w", s.p, v, err)
 	}
 	return nil

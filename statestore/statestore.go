@@ -42,3 +42,18 @@ type Store interface {
 	// Abort discards the changes.
 	Abort()
 }
+
+// Cache is implemented by providers that keep partitions on this process
+// (in memory, in a local database). An executor whose partitions are
+// reassigned to another executor releases them, so state that moved away
+// stops holding memory and disk; the checkpoint is untouched and a later
+// Open rebuilds the partition from it.
+type Cache interface {
+	// Release drops partition p's cached state. It does nothing and
+	// returns false when p is not cached or is open.
+	Release(p int) (bool, error)
+	// Held returns the partitions cached, with the bytes each is
+	// estimated to hold (memory for Memory, the local database's size on
+	// disk for Pebble).
+	Held() map[int]int64
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
 	"github.com/sluicehq/sluice/scheduler"
+	"github.com/sluicehq/sluice/statestore"
 )
 
 func newRunCmd() *cobra.Command {
@@ -27,6 +28,7 @@ func newRunCmd() *cobra.Command {
 	var tlsFlags tlsconf.Config
 	var allowFirst, allowReplay bool
 	var sourceRetry time.Duration
+	var stateMemoryLimit int64
 	var s3 objstore.S3Options
 	cmd := &cobra.Command{
 		Use:   "run -f QUERY.yaml",
@@ -71,12 +73,16 @@ func newRunCmd() *cobra.Command {
 				return err
 			}
 			defer closeProgress()
+			if stateMemoryLimit < 0 {
+				return fmt.Errorf("--state-memory-limit %d is negative: give bytes, or 0 for no limit", stateMemoryLimit)
+			}
 			opts := engine.Options{
-				Store:           objstore.Options{S3: s3},
-				AllowFirstStart: allowFirst,
-				SourceRetryFor:  sourceRetry,
-				AllowReplay:     allowReplay,
-				Progress:        progress,
+				StateMemoryLimit: statestore.NewMemoryLimit(stateMemoryLimit),
+				Store:            objstore.Options{S3: s3},
+				AllowFirstStart:  allowFirst,
+				SourceRetryFor:   sourceRetry,
+				AllowReplay:      allowReplay,
+				Progress:         progress,
 			}
 			if tr != nil {
 				opts.WrapStore = countStores(tr)
@@ -89,6 +95,7 @@ func newRunCmd() *cobra.Command {
 	addHTTPFlags(cmd.Flags(), &hc, "")
 	cliflags.ProductionGuards(cmd.Flags(), &allowFirst, &allowReplay)
 	cmd.Flags().DurationVar(&sourceRetry, "source-retry-for", 5*time.Minute, "keep retrying this long when the source is unreachable (a broker down) before failing")
+	cmd.Flags().Int64Var(&stateMemoryLimit, "state-memory-limit", 0, "bytes of state the in-memory state store (stateStore: memory) may hold; past it a batch fails with advice to switch to stateStore: pebble (0: no limit)")
 	cliflags.S3(cmd.Flags(), &s3)
 	tlsFlags.RegisterCerts(cmd.Flags())
 	return cmd

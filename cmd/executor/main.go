@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/internal/cliflags"
 	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/statestore"
 )
 
 func main() {
@@ -38,6 +39,7 @@ func main() {
 func newRoot() *cobra.Command {
 	var opts cluster.NodeOptions
 	var tokenFile, logLevel, httpAddr string
+	var stateMemoryLimit int64
 	var s3 objstore.S3Options
 	var tlsFlags tlsconf.Config
 	cmd := &cobra.Command{
@@ -64,7 +66,10 @@ func newRoot() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts.Engine = engine.Options{Hook: hook, Store: objstore.Options{S3: s3}}
+			if stateMemoryLimit < 0 {
+				return fmt.Errorf("--state-memory-limit %d is negative: give bytes, or 0 for no limit", stateMemoryLimit)
+			}
+			opts.Engine = engine.Options{Hook: hook, Store: objstore.Options{S3: s3}, StateMemoryLimit: statestore.NewMemoryLimit(stateMemoryLimit)}
 			node, err := cluster.NewNode(opts)
 			if err != nil {
 				return err
@@ -87,6 +92,7 @@ func newRoot() *cobra.Command {
 	f.StringVar(&tokenFile, "token-file", "", "file holding the cluster token (default: $"+cluster.TokenEnv+")")
 	f.IntVar(&opts.Slots, "slots", 0, "tasks run at once (default: number of CPUs)")
 	f.Int64Var(&opts.ShuffleMemory, "shuffle-memory", 0, "bytes of shuffle data held in memory before spilling to --data-dir (default 256 MiB)")
+	f.Int64Var(&stateMemoryLimit, "state-memory-limit", 0, "bytes of state the in-memory state store (stateStore: memory) may hold for all queries on this executor; past it a batch fails with advice to switch to stateStore: pebble (0: no limit)")
 	f.DurationVar(&opts.DrainTimeout, "drain-timeout", 60*time.Second, "how long SIGTERM waits for running batches and tasks")
 	cliflags.LogLevel(f, &logLevel)
 	f.StringVar(&httpAddr, "http-addr", "", "serve HTTP on this address: /metrics (Prometheus), /healthz, /readyz (registered with the driver)")

@@ -13,6 +13,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"strings"
@@ -40,6 +42,9 @@ func Run(t *testing.T, newStore func(t *testing.T) objstore.Store) {
 		{"DeleteMissingIsErrNotExist", testDeleteMissing},
 		{"DeletedNestedKeyFreesItsParentName", testDeleteNestedFreesParent},
 		{"PrefixedStoreIsScopedToItsPrefix", testPrefixed},
+		{"StreamedPutThenStreamedGetReturnsSameBytes", testStreamRoundTrip},
+		{"FailedStreamedPutLeavesOldObject", testStreamFailedPut},
+		{"StreamedGetMissingIsErrNotExist", testStreamGetMissing},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
@@ -277,5 +282,121 @@ func testPrefixed(t *testing.T, s objstore.Store) {
 	wantErr(t, "inner Get after prefixed Delete", err, objstore.ErrNotExist)
 	if got, want := mustList(t, s, ""), []string{"outside", "scope/sub/k2", "scopeX/k"}; !slices.Equal(got, want) {
 		t.Fatalf("inner List after prefixed writes = %q, want %q", got, want)
+	}
+}
+
+// streamSize is larger than one part of a streamed S3 put (8 MiB), so the
+// S3 backend takes its multipart path.
+const streamSize = 12<<20 + 12345
+
+// pattern returns n deterministic pseudo-random bytes.
+func pattern(seed uint64, n int) []byte {
+	b := make([]byte, n)
+	r := rand.New(rand.NewPCG(seed, seed))
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// onlyReader hides a reader's other methods (Len, WriterTo, Seek), as a
+// pipe would.
+type onlyReader struct{ r io.Reader }
+
+func (o onlyReader) Read(b []byte) (int, error) { return o.r.Read(b) }
+
+func testStreamRoundTrip(t *testing.T, s objstore.Store) {
+	ctx := context.Background()
+	for _, n := range []int{0, 10, streamSize} {
+		key := fmt.Sprintf("stream/obj-%d", n)
+		want := pattern(uint64(n)+1, n)
+		if err := objstore.PutReader(ctx, s, key, onlyReader{bytes.NewReader(want)}); err != nil {
+			t.Fatalf("PutReader(%q, %d bytes): %v", key, n, err)
+		}
+		rc, err := objstore.GetReader(ctx, s, key)
+		if err != nil {
+			t.Fatalf("GetReader(%q): %v", key, err)
+		}
+		got, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			t.Fatalf("read stream of %q: %v", key, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("streamed %d bytes, read back %d (equal prefix: %v)", n, len(got), bytes.HasPrefix(want, got))
+		}
+		if whole := mustGet(t, s, key); !bytes.Equal(whole, want) {
+			t.Fatalf("Get of a streamed object: %d bytes, want %d", len(whole), n)
+		}
+	}
+	// PutWriter: an encoder writing into the store.
+	want := pattern(7, 3<<20)
+	err := objstore.PutWriter(ctx, s, "stream/written", func(w io.Writer) error {
+		for off := 0; off < len(want); off += 100_000 {
+			if _, err := w.Write(want[off:min(off+100_000, len(want))]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("PutWriter: %v", err)
+	}
+	if got := mustGet(t, s, "stream/written"); !bytes.Equal(got, want) {
+		t.Fatalf("PutWriter wrote %d bytes, want %d", len(got), len(want))
+	}
+}
+
+// failingReader returns n bytes, then err.
+type failingReader struct {
+	data []byte
+	err  error
+}
+
+func (f *failingReader) Read(b []byte) (int, error) {
+	if len(f.data) == 0 {
+		return 0, f.err
+	}
+	n := copy(b, f.data)
+	f.data = f.data[n:]
+	return n, nil
+}
+
+func testStreamFailedPut(t *testing.T, s objstore.Store) {
+	ctx := context.Background()
+	old := []byte("the old object")
+	mustPut(t, s, "k", old)
+	boom := errors.New("source failed")
+	for _, n := range []int{100, streamSize} {
+		err := objstore.PutReader(ctx, s, "k", &failingReader{data: pattern(3, n), err: boom})
+		if err == nil {
+			t.Fatalf("a streamed put whose reader failed after %d bytes returned nil", n)
+		}
+		if got := mustGet(t, s, "k"); !bytes.Equal(got, old) {
+			t.Fatalf("after a failed streamed put of %d bytes the object is %d bytes, want the old %q", n, len(got), old)
+		}
+	}
+	err := objstore.PutWriter(ctx, s, "never", func(w io.Writer) error {
+		if _, err := w.Write(pattern(4, 1<<20)); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("PutWriter whose write failed: %v, want the write's error", err)
+	}
+	keys, err := s.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(keys, []string{"k"}) {
+		t.Fatalf("after failed streamed puts the store lists %v, want only [k]", keys)
+	}
+}
+
+func testStreamGetMissing(t *testing.T, s objstore.Store) {
+	_, err := objstore.GetReader(context.Background(), s, "missing/key")
+	if !errors.Is(err, objstore.ErrNotExist) {
+		t.Fatalf("GetReader of a missing key: %v, want ErrNotExist", err)
 	}
 }

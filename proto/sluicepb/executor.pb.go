@@ -244,9 +244,12 @@ type RunMapTaskRequest struct {
 	LateWatermarkUs int64 `protobuf:"varint,7,opt,name=late_watermark_us,json=lateWatermarkUs,proto3" json:"late_watermark_us,omitempty"`
 	Partitions      int32 `protobuf:"varint,8,opt,name=partitions,proto3" json:"partitions,omitempty"`
 	// owners[p] owns state partition p.
-	Owners        []*PartitionOwner `protobuf:"bytes,9,rep,name=owners,proto3" json:"owners,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Owners []*PartitionOwner `protobuf:"bytes,9,rep,name=owners,proto3" json:"owners,omitempty"`
+	// batch_timestamp_ms is the batch's processing time from its offset-log
+	// entry; rows more than watermark.maxEventTimeAhead after it are set aside.
+	BatchTimestampMs int64 `protobuf:"varint,10,opt,name=batch_timestamp_ms,json=batchTimestampMs,proto3" json:"batch_timestamp_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *RunMapTaskRequest) Reset() {
@@ -342,6 +345,13 @@ func (x *RunMapTaskRequest) GetOwners() []*PartitionOwner {
 	return nil
 }
 
+func (x *RunMapTaskRequest) GetBatchTimestampMs() int64 {
+	if x != nil {
+		return x.BatchTimestampMs
+	}
+	return 0
+}
+
 type MapMetrics struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	InputRows          int64                  `protobuf:"varint,1,opt,name=input_rows,json=inputRows,proto3" json:"input_rows,omitempty"`
@@ -353,8 +363,11 @@ type MapMetrics struct {
 	// shuffle_bytes and shuffle_records count what the task pushed.
 	ShuffleBytes   int64 `protobuf:"varint,7,opt,name=shuffle_bytes,json=shuffleBytes,proto3" json:"shuffle_bytes,omitempty"`
 	ShuffleRecords int64 `protobuf:"varint,8,opt,name=shuffle_records,json=shuffleRecords,proto3" json:"shuffle_records,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// too_far_ahead counts the malformed rows set aside because their event
+	// time was more than watermark.maxEventTimeAhead ahead.
+	TooFarAhead   int64 `protobuf:"varint,9,opt,name=too_far_ahead,json=tooFarAhead,proto3" json:"too_far_ahead,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MapMetrics) Reset() {
@@ -439,6 +452,13 @@ func (x *MapMetrics) GetShuffleBytes() int64 {
 func (x *MapMetrics) GetShuffleRecords() int64 {
 	if x != nil {
 		return x.ShuffleRecords
+	}
+	return 0
+}
+
+func (x *MapMetrics) GetTooFarAhead() int64 {
+	if x != nil {
+		return x.TooFarAhead
 	}
 	return 0
 }
@@ -703,12 +723,16 @@ func (x *RunReduceTaskResponse) GetLast() bool {
 }
 
 type ReleaseBatchRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	QueryId       string                 `protobuf:"bytes,1,opt,name=query_id,json=queryId,proto3" json:"query_id,omitempty"`
-	RunId         string                 `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	Batch         int64                  `protobuf:"varint,3,opt,name=batch,proto3" json:"batch,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	QueryId string                 `protobuf:"bytes,1,opt,name=query_id,json=queryId,proto3" json:"query_id,omitempty"`
+	RunId   string                 `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Batch   int64                  `protobuf:"varint,3,opt,name=batch,proto3" json:"batch,omitempty"`
+	// partition_owners[p] is the executor that owned state partition p in
+	// this batch: an executor releases the cached state of every partition
+	// it no longer owns.
+	PartitionOwners []string `protobuf:"bytes,4,rep,name=partition_owners,json=partitionOwners,proto3" json:"partition_owners,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ReleaseBatchRequest) Reset() {
@@ -760,6 +784,13 @@ func (x *ReleaseBatchRequest) GetBatch() int64 {
 		return x.Batch
 	}
 	return 0
+}
+
+func (x *ReleaseBatchRequest) GetPartitionOwners() []string {
+	if x != nil {
+		return x.PartitionOwners
+	}
+	return nil
 }
 
 type ReleaseBatchResponse struct {
@@ -814,7 +845,7 @@ const file_executor_proto_rawDesc = "" +
 	"\x0ePartitionOwner\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\tR\n" +
 	"executorId\x12\x18\n" +
-	"\aaddress\x18\x02 \x01(\tR\aaddress\"\xb9\x02\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"\xe7\x02\n" +
 	"\x11RunMapTaskRequest\x12\x19\n" +
 	"\bquery_id\x18\x01 \x01(\tR\aqueryId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x14\n" +
@@ -826,7 +857,9 @@ const file_executor_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\b \x01(\x05R\n" +
 	"partitions\x121\n" +
-	"\x06owners\x18\t \x03(\v2\x19.sluice.v1.PartitionOwnerR\x06owners\"\xc5\x02\n" +
+	"\x06owners\x18\t \x03(\v2\x19.sluice.v1.PartitionOwnerR\x06owners\x12,\n" +
+	"\x12batch_timestamp_ms\x18\n" +
+	" \x01(\x03R\x10batchTimestampMs\"\xe9\x02\n" +
 	"\n" +
 	"MapMetrics\x12\x1d\n" +
 	"\n" +
@@ -837,7 +870,8 @@ const file_executor_proto_rawDesc = "" +
 	"\x11min_event_time_us\x18\x05 \x01(\x03R\x0eminEventTimeUs\x12)\n" +
 	"\x11max_event_time_us\x18\x06 \x01(\x03R\x0emaxEventTimeUs\x12#\n" +
 	"\rshuffle_bytes\x18\a \x01(\x03R\fshuffleBytes\x12'\n" +
-	"\x0fshuffle_records\x18\b \x01(\x03R\x0eshuffleRecords\"E\n" +
+	"\x0fshuffle_records\x18\b \x01(\x03R\x0eshuffleRecords\x12\"\n" +
+	"\rtoo_far_ahead\x18\t \x01(\x03R\vtooFarAhead\"E\n" +
 	"\x12RunMapTaskResponse\x12/\n" +
 	"\ametrics\x18\x01 \x01(\v2\x15.sluice.v1.MapMetricsR\ametrics\"\x96\x02\n" +
 	"\x14RunReduceTaskRequest\x12\x19\n" +
@@ -859,11 +893,12 @@ const file_executor_proto_rawDesc = "" +
 	"\aremoved\x18\x06 \x01(\x03R\aremoved\x12!\n" +
 	"\fmemory_bytes\x18\a \x01(\x03R\vmemoryBytes\x12!\n" +
 	"\fstate_writes\x18\b \x01(\x05R\vstateWrites\x12\x12\n" +
-	"\x04last\x18\t \x01(\bR\x04last\"]\n" +
+	"\x04last\x18\t \x01(\bR\x04last\"\x88\x01\n" +
 	"\x13ReleaseBatchRequest\x12\x19\n" +
 	"\bquery_id\x18\x01 \x01(\tR\aqueryId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x14\n" +
-	"\x05batch\x18\x03 \x01(\x03R\x05batch\"\x16\n" +
+	"\x05batch\x18\x03 \x01(\x03R\x05batch\x12)\n" +
+	"\x10partition_owners\x18\x04 \x03(\tR\x0fpartitionOwners\"\x16\n" +
 	"\x14ReleaseBatchResponse2\xd4\x02\n" +
 	"\x0fExecutorService\x12O\n" +
 	"\fPrepareQuery\x12\x1e.sluice.v1.PrepareQueryRequest\x1a\x1f.sluice.v1.PrepareQueryResponse\x12I\n" +
