@@ -349,7 +349,7 @@ func (s *Service) runQuery(ctx context.Context, r *run, rec registry.Record, ref
 	opts.AllowFirstStart, opts.AllowReplay, opts.QueryID = rec.AllowFirstStart, rec.AllowReplay, rec.ID
 	base := opts.Hook
 	opts.Hook = func(point string, batch int64) {
-		if point == "after-offsets" {
+		if point == "before-offsets" {
 			r.batchStarted()
 		}
 		if base != nil {

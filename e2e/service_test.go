@@ -241,8 +241,10 @@ func TestServiceDriverKilledNewDriverElsewhereResumesEveryQuery(t *testing.T) {
 			reruns++
 		}
 	}
-	if reruns != 1 {
-		t.Fatalf("the new driver should re-run the killed batch 3 of exactly one query; re-runs of batch 3: %d", reruns)
+	// The kill hits the first query to reach maps-done of batch 3; the
+	// other may have logged its batch 3 by then too, and then re-runs it.
+	if reruns < 1 || reruns > 2 {
+		t.Fatalf("the new driver should re-run the killed batch 3 (and at most the other query's batch 3 in flight); re-runs of batch 3: %d", reruns)
 	}
 	// checkpoint inspect and sink cat reach the server through the S3
 	// flags alone (no AWS_ENDPOINT_URL_S3 in the environment).

@@ -78,7 +78,7 @@ type Config struct {
 	// service's registry id); an existing checkpoint keeps its own.
 	NewQueryID string
 	// Hook, if set, is called at named points (fault injection):
-	// after-offsets, before-sink-commit, after-sink-commit, after-commit.
+	// before-offsets, after-offsets, before-sink-commit, after-sink-commit, after-commit.
 	Hook func(point string, batch int64)
 }
 
@@ -399,6 +399,10 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 		}
 		lp.lastRun = triggerStart
 		entry.RunID = q.runID
+		// The batch is in flight from here: a graceful stop arriving now
+		// lets it commit (a stop that came before has cancelled ctx, and
+		// writeLog then writes nothing).
+		q.hook("before-offsets", entry.BatchID)
 		if err := q.writeLog(ctx, fmt.Sprintf("offsets/%d", entry.BatchID), func(ctx context.Context) error { return q.log.WriteOffsets(ctx, entry) }); err != nil {
 			return stopErr(ctx, err)
 		}
@@ -423,6 +427,9 @@ func (q *Query) writeLog(ctx context.Context, key string, write func(context.Con
 	backoff := cfg.RetryBackoff
 	var failingSince time.Time
 	for {
+		if err := ctx.Err(); err != nil {
+			return err // stopped: never start a log write after a stop
+		}
 		err := write(ctx)
 		if err == nil {
 			return nil
