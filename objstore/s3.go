@@ -459,29 +459,14 @@ func (s *S3) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 }
 
 func (s *S3) List(ctx context.Context, prefix string) ([]string, error) {
-	var keys []string
-	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{
-		Bucket: aws.String(s.bucket),
-		Prefix: aws.String(s.prefix + prefix),
-	}, func(o *s3.ListObjectsV2PaginatorOptions) {
-		if s.pageSize > 0 {
-			o.Limit = s.pageSize
-		}
-	})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("s3 list s3://%s/%s%s: %w", s.bucket, s.prefix, prefix, err)
-		}
-		for _, obj := range page.Contents {
-			k := aws.ToString(obj.Key)
-			if rel, ok := strings.CutPrefix(k, s.prefix); ok && rel != "" && strings.HasPrefix(rel, prefix) {
-				keys = append(keys, rel)
-			}
-		}
+	infos, err := s.ListInfo(ctx, prefix)
+	if err != nil {
+		return nil, err
 	}
-	// S3 lists in UTF-8 binary order already; compatible servers may not.
-	sort.Strings(keys)
+	keys := make([]string, len(infos))
+	for i, o := range infos {
+		keys[i] = o.Key
+	}
 	return keys, nil
 }
 
@@ -648,6 +633,7 @@ func (s *S3) ListInfo(ctx context.Context, prefix string) ([]ObjectInfo, error) 
 			}
 		}
 	}
+	// S3 lists in UTF-8 binary order already; compatible servers may not.
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out, nil
 }
