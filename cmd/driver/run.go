@@ -53,7 +53,7 @@ func newRunCmd() *cobra.Command {
 					return err
 				}
 				hc.TLS = src
-				tr = monitor.New(monitor.Options{})
+				tr = monitor.New(monitor.Options{Health: hc.Health})
 				ready := func() error {
 					if v, ok := tr.Get(spec.Name); ok && v.State == monitor.Running {
 						return nil
