@@ -92,7 +92,7 @@ func TestHandlerServesHealthReadinessMetricsAndThePage(t *testing.T) {
 	for _, want := range []string{
 		`data-batch="44"`, `data-batch="40"`, "RUNNING", "RECOVERING", "list lab/in: permission denied",
 		"Incident:", "lag grew from 10 to 410", // tile: stalled 10 minutes while lag grows
-		"Idle source:", // idle-files: stalled, no input, no lag
+		"Idle source:",                                                  // idle-files: stalled, no input, no lag
 		`class="health incident"`, "batch retries failing: list lab/in", // idle-files is RECOVERING
 		`class="health idle"`, "Idle source:</strong> no new input: no batch for 10m0s and no lag", // quiet
 		"<svg", "2 executors",
