@@ -348,9 +348,11 @@ func (s *Service) runQuery(ctx context.Context, r *run, rec registry.Record, ref
 	opts := s.opts.Engine
 	opts.AllowFirstStart, opts.AllowReplay, opts.QueryID = rec.AllowFirstStart, rec.AllowReplay, rec.ID
 	base := opts.Hook
+	s.tr.SetTrigger(ref, time.Duration(spec.Trigger.ProcessingTime))
 	opts.Hook = func(point string, batch int64) {
 		if point == "before-offsets" {
 			r.batchStarted()
+			s.tr.BatchStarted(ref, batch)
 		}
 		if base != nil {
 			base(point, batch)

@@ -147,6 +147,12 @@ sluice_watermark_verdict{query="tile",query_id="qid-1",verdict="stalled_with_inp
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
 	}
+	if got := gatherLabel(t, reg, "sluice_query_health", "health", "healthy"); got != 1 {
+		t.Fatalf("healthy gauge = %v", got)
+	}
+	if n, err := testutil.GatherAndCount(reg, "sluice_query_health"); err != nil || n != len(monitor.Healths) {
+		t.Fatalf("sluice_query_health: %d series (%v), want one per health", n, err)
+	}
 	if n, err := testutil.GatherAndCount(reg, "sluice_source_partition_lag_offsets"); err != nil || n != 0 {
 		t.Fatalf("per-partition lag without asking: %d series (%v)", n, err)
 	}
@@ -166,6 +172,10 @@ sluice_watermark_verdict{query="tile",query_id="qid-1",verdict="stalled_with_inp
 	}
 	if got := gatherLabel(t, reg, "sluice_query_state", "state", "STARTING"); got != 1 {
 		t.Fatalf("STARTING gauge = %v", got)
+	}
+	tr.SetState(ref, monitor.Running, nil)
+	if got := gatherLabel(t, reg, "sluice_query_health", "health", "incident"); got != 1 {
+		t.Fatalf("incident health gauge = %v", got)
 	}
 
 	reg2 := prometheus.NewRegistry()

@@ -33,7 +33,7 @@ type TrackerCollector struct {
 
 	state, desired, restarts, lastBatch, lastBatchTime           *prometheus.Desc
 	inRate, procRate, watermark, maxEventTime, stateRows, stateB *prometheus.Desc
-	lag, lagMin, lagMax, partLag, verdict, stalled               *prometheus.Desc
+	lag, lagMin, lagMax, partLag, verdict, stalled, health       *prometheus.Desc
 	executors, storeReqs, storeErrs, storeBytes                  *prometheus.Desc
 }
 
@@ -67,6 +67,7 @@ func NewTrackerCollector(tr *monitor.Tracker, opts TrackerOptions) *TrackerColle
 		lagMax:        d("sluice_source_lag_max_offsets", "The largest partition lag after the last batch."),
 		partLag:       d("sluice_source_partition_lag_offsets", "Lag of one source partition after the last batch (only with per-partition lag turned on).", "partition"),
 		verdict:       d("sluice_watermark_verdict", "1 for the watermark's verdict (none, advancing, idle, incident, stalled_with_input), 0 for the others.", "verdict"),
+		health:        d("sluice_query_health", "1 for the query's health (healthy, idle, incident, inactive), 0 for the others; the reason is on the status page and in driver status.", "health"),
 		stalled:       d("sluice_watermark_stalled_seconds", "Seconds the watermark has stayed put, when longer than the stall threshold; else 0."),
 		executors:     prometheus.NewDesc("sluice_executors_registered", "Executors registered with this driver.", nil, nil),
 		storeReqs:     prometheus.NewDesc("sluice_objstore_requests_total", "Object-store requests, by store role and operation (failed ones included).", []string{"store", "operation"}, nil),
@@ -78,7 +79,7 @@ func NewTrackerCollector(tr *monitor.Tracker, opts TrackerOptions) *TrackerColle
 // Describe implements prometheus.Collector.
 func (c *TrackerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.state, c.desired, c.restarts, c.lastBatch, c.lastBatchTime, c.inRate, c.procRate,
-		c.watermark, c.maxEventTime, c.stateRows, c.stateB, c.lag, c.lagMin, c.lagMax, c.partLag, c.verdict, c.stalled,
+		c.watermark, c.maxEventTime, c.stateRows, c.stateB, c.lag, c.lagMin, c.lagMax, c.partLag, c.verdict, c.stalled, c.health,
 		c.executors, c.storeReqs, c.storeErrs, c.storeBytes} {
 		ch <- d
 	}
@@ -98,6 +99,11 @@ func (c *TrackerCollector) Collect(ch chan<- prometheus.Metric) {
 		if v.Desired != "" {
 			for _, s := range []monitor.Desired{monitor.DesiredRunning, monitor.DesiredStopped} {
 				gauge(c.desired, b2f(v.Desired == s), q, id, string(s))
+			}
+		}
+		if v.Health != nil {
+			for _, h := range monitor.Healths {
+				gauge(c.health, b2f(v.Health.Health == h), q, id, string(h))
 			}
 		}
 		ch <- prometheus.MustNewConstMetric(c.restarts, prometheus.CounterValue, float64(v.Restarts), q, id)

@@ -63,6 +63,16 @@ type View struct {
 	Restarts int `json:"restarts"`
 	// Latest is the last committed batch's progress (nil before the first).
 	Latest *scheduler.Progress `json:"latest,omitempty"`
+	// Trigger is the processingTime trigger interval (0: back to back or
+	// not a processingTime trigger).
+	Trigger time.Duration `json:"triggerNs,omitempty"`
+	// InFlight is the batch planned (offsets logged) but not yet committed
+	// since InFlightSince (zero when none is).
+	InFlight      int64     `json:"inFlightBatch,omitempty"`
+	InFlightSince time.Time `json:"inFlightSince,omitzero"`
+	// Health is the query's single verdict at the time Get or List was
+	// called (ClassifyHealth); nil on views kept elsewhere.
+	Health *HealthStatus `json:"health,omitempty"`
 }
 
 // Options configure a Tracker.
@@ -71,6 +81,8 @@ type Options struct {
 	Keep int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Health tunes the health verdict of Get and List.
+	Health HealthOptions
 }
 
 // Tracker holds every query's view and recent progress. It is safe for
@@ -79,6 +91,7 @@ type Tracker struct {
 	mu      sync.Mutex
 	keep    int
 	now     func() time.Time
+	health  HealthOptions
 	queries map[string]*entry
 
 	executors      int
@@ -105,7 +118,7 @@ func New(opts Options) *Tracker {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Tracker{keep: opts.Keep, now: opts.Now, queries: map[string]*entry{}}
+	return &Tracker{keep: opts.Keep, now: opts.Now, health: opts.Health, queries: map[string]*entry{}}
 }
 
 func (t *Tracker) get(r Ref) *entry {
@@ -138,6 +151,9 @@ func (t *Tracker) SetState(r Ref, s State, err error) {
 	if s == Starting && (e.view.State == Recovering || e.view.State.Terminal()) && e.view.Latest != nil {
 		e.view.Restarts++
 	}
+	if s == Starting || s.Terminal() {
+		e.view.InFlight, e.view.InFlightSince = 0, time.Time{}
+	}
 	if e.view.State != s {
 		e.view.State, e.view.StateSince = s, now
 	}
@@ -157,6 +173,9 @@ func (t *Tracker) observe(p *scheduler.Progress) {
 	defer t.mu.Unlock()
 	e := t.get(Ref{Name: p.Name, ID: p.ID})
 	e.view.Latest = p
+	if e.view.InFlight <= p.BatchID {
+		e.view.InFlight, e.view.InFlightSince = 0, time.Time{}
+	}
 	e.recent = append(e.recent, p)
 	if len(e.recent) > t.keep {
 		e.recent = append(e.recent[:0:0], e.recent[len(e.recent)-t.keep:]...)
@@ -189,7 +208,34 @@ func (t *Tracker) Get(name string) (View, bool) {
 	if !ok {
 		return View{}, false
 	}
-	return e.view, true
+	return t.withHealth(e), true
+}
+
+// withHealth is e's view with its health judged now (t.mu held).
+func (t *Tracker) withHealth(e *entry) View {
+	v := e.view
+	h := ClassifyHealth(v, e.recent, t.now(), t.health)
+	v.Health = &h
+	return v
+}
+
+// SetTrigger records the query's processingTime trigger interval (0 for
+// none), which the health verdict compares batch durations with.
+func (t *Tracker) SetTrigger(r Ref, d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.get(r).view.Trigger = d
+}
+
+// BatchStarted records that batch was planned (its offsets logged) and
+// runs until Observe sees it (or a later batch) commit.
+func (t *Tracker) BatchStarted(r Ref, batch int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.get(r)
+	if e.view.InFlightSince.IsZero() || e.view.InFlight != batch {
+		e.view.InFlight, e.view.InFlightSince = batch, t.now()
+	}
 }
 
 // List returns every query's view, sorted by name.
@@ -198,7 +244,7 @@ func (t *Tracker) List() []View {
 	defer t.mu.Unlock()
 	out := make([]View, 0, len(t.queries))
 	for _, e := range t.queries {
-		out = append(out, e.view)
+		out = append(out, t.withHealth(e))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out

@@ -57,6 +57,9 @@ func TestHandlerServesHealthReadinessMetricsAndThePage(t *testing.T) {
 	idle := monitor.Ref{Name: "idle-files", ID: "id-idle-files"}
 	tr.SetState(idle, monitor.Recovering, errors.New("list lab/in: permission denied"))
 	observe(tr, "idle-files", 3, 0, 7, 0, 1_772_442_000_000)
+	quiet := monitor.Ref{Name: "quiet", ID: "id-quiet"}
+	tr.SetState(quiet, monitor.Running, nil)
+	observe(tr, "quiet", 9, 0, 7, 0, 0) // no watermark, no lag, nothing for 10 minutes
 	tr.SetExecutors(2)
 
 	reg := prometheus.NewRegistry()
@@ -89,7 +92,9 @@ func TestHandlerServesHealthReadinessMetricsAndThePage(t *testing.T) {
 	for _, want := range []string{
 		`data-batch="44"`, `data-batch="40"`, "RUNNING", "RECOVERING", "list lab/in: permission denied",
 		"Incident:", "lag grew from 10 to 410", // tile: stalled 10 minutes while lag grows
-		"Idle source:", // idle-files: stalled, no input, no lag
+		"Idle source:",                                                  // idle-files: stalled, no input, no lag
+		`class="health incident"`, "batch retries failing: list lab/in", // idle-files is RECOVERING
+		`class="health idle"`, "Idle source:</strong> no new input: no batch for 10m0s and no lag", // quiet
 		"<svg", "2 executors",
 	} {
 		if !strings.Contains(page, want) {
@@ -113,13 +118,17 @@ func TestHandlerServesHealthReadinessMetricsAndThePage(t *testing.T) {
 			Watermark struct {
 				Verdict string `json:"verdict"`
 			} `json:"watermark"`
+			Health struct {
+				Health string `json:"health"`
+			} `json:"health"`
 		} `json:"queries"`
 		Executors int `json:"executors"`
 	}
 	if err := json.Unmarshal([]byte(body), &list); err != nil {
 		t.Fatal(err)
 	}
-	if len(list.Queries) != 2 || list.Queries[1].Name != "tile" || list.Queries[1].Watermark.Verdict != "incident" || list.Executors != 2 {
+	if len(list.Queries) != 3 || list.Queries[2].Name != "tile" || list.Queries[2].Watermark.Verdict != "incident" || list.Queries[2].Health.Health != "incident" ||
+		list.Queries[1].Health.Health != "idle" || list.Executors != 2 {
 		t.Fatalf("/api/queries: %s", body)
 	}
 	_, body, _ = get(t, srv, "/api/queries/tile/progress?n=2")

@@ -299,6 +299,9 @@ type queryJSON struct {
 	// batch).
 	LastData  *scheduler.Progress `json:"lastData,omitempty"`
 	Executors *int32              `json:"executors,omitempty"`
+	// Health is the driver's verdict: healthy, idle, incident or
+	// inactive, with its reason.
+	Health *monitor.HealthStatus `json:"health,omitempty"`
 }
 
 func toJSON(q *sluicepb.QueryInfo) queryJSON {
@@ -309,7 +312,7 @@ func toJSON(q *sluicepb.QueryInfo) queryJSON {
 		LastData *scheduler.Progress `json:"lastData"`
 	}
 	if len(q.ViewJson) > 0 && json.Unmarshal(q.ViewJson, &v) == nil {
-		out.Latest, out.Restarts, out.LastData = v.Latest, v.Restarts, v.LastData
+		out.Latest, out.Restarts, out.LastData, out.Health = v.Latest, v.Restarts, v.LastData, v.Health
 	}
 	return out
 }
@@ -352,7 +355,7 @@ func newListCmd() *cobra.Command {
 
 func newStatusCmd() *cobra.Command {
 	var cf clientFlags
-	cmd := &cobra.Command{Use: "status NAME", Short: "Show a query's state, last batch, watermark, rates, lag, state rows, executors and last error", Args: cobra.ExactArgs(1)}
+	cmd := &cobra.Command{Use: "status NAME", Short: "Show a query's state, health (healthy, idle, incident), last batch, watermark, rates, lag, state rows, executors and last error", Args: cobra.ExactArgs(1)}
 	cf.add(cmd.Flags(), "table")
 	return clientCmd(cmd, func(cmd *cobra.Command, args []string) error {
 		cl, closeConn, err := cf.dial()
@@ -382,6 +385,9 @@ func writeStatus(w io.Writer, q queryJSON) error {
 	row("id", q.ID)
 	row("desired", fmt.Sprintf("%s (generation %d, by %s at %s)", q.Desired, q.Generation, q.ChangedBy, q.ChangedAt))
 	row("state", fmt.Sprintf("%s since %s", q.State, q.StateSince))
+	if h := q.Health; h != nil {
+		row("health", fmt.Sprintf("%s: %s", h.Health, h.Reason))
+	}
 	if p := q.Latest; p != nil {
 		row("last batch", fmt.Sprintf("%d at %s (%d rows)", p.BatchID, p.Timestamp, p.NumInputRows))
 		row("watermark", orDash(p.EventTime["watermark"]))

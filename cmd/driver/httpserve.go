@@ -25,6 +25,9 @@ type httpConfig struct {
 	// TLS, if it holds a certificate, serves HTTPS (a client certificate
 	// is required when it has a CA).
 	TLS *tlsconf.Source
+	// Health tunes the query health verdict (and the watermark stall the
+	// page and metrics use).
+	Health monitor.HealthOptions
 }
 
 // addHTTPFlags registers --http-addr, its deprecated alias --metrics-addr
@@ -34,6 +37,8 @@ func addHTTPFlags(f *pflag.FlagSet, c *httpConfig, def string) {
 	f.StringVar(&c.Addr, "metrics-addr", def, "deprecated alias of --http-addr")
 	_ = f.MarkDeprecated("metrics-addr", "use --http-addr (it serves the same /metrics, and the status page)")
 	f.BoolVar(&c.PartitionLag, "metrics-partition-lag", false, "export sluice_source_partition_lag_offsets, one series per source partition")
+	f.DurationVar(&c.Health.Stall, "health-stall", 5*time.Minute, "a watermark, or commits, unchanged this long count as stalled: idle when nothing waits, an incident when lag grows; also the longest a batch may stay in flight")
+	f.IntVar(&c.Health.SlowBatches, "health-slow-batches", 3, "this many batches in a row slower than the processingTime trigger, or each with more lag than the one before, are an incident")
 }
 
 // serveHTTP serves the driver's HTTP port on addr: /metrics, /healthz,
@@ -49,7 +54,7 @@ func serveHTTPWith(ctx context.Context, c httpConfig, tr *monitor.Tracker, ready
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		metrics.NewBuildInfo(),
-		metrics.NewTrackerCollector(tr, metrics.TrackerOptions{PartitionLag: c.PartitionLag}),
+		metrics.NewTrackerCollector(tr, metrics.TrackerOptions{PartitionLag: c.PartitionLag, Stall: c.Health.Stall}),
 	)
 	m := metrics.New(reg)
 	ln, err := web.Listen(c.Addr, c.TLS)
@@ -57,7 +62,7 @@ func serveHTTPWith(ctx context.Context, c httpConfig, tr *monitor.Tracker, ready
 		return nil, err
 	}
 	unlisten := tr.Listen(m.Observe)
-	h := web.New(web.Options{Role: "driver", Tracker: tr, Ready: ready, Gatherer: reg, Logger: log})
+	h := web.New(web.Options{Role: "driver", Stall: c.Health.Stall, Tracker: tr, Ready: ready, Gatherer: reg, Logger: log})
 	log.Info("serving HTTP: /metrics, /healthz, /readyz and the status page", "address", ln.Addr().String())
 	stopServe := web.Serve(ctx, ln, h, log)
 	return func() { stopServe(); unlisten() }, nil

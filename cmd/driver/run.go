@@ -55,7 +55,7 @@ func newRunCmd() *cobra.Command {
 					return err
 				}
 				hc.TLS = src
-				tr = monitor.New(monitor.Options{})
+				tr = monitor.New(monitor.Options{Health: hc.Health})
 				ready := func() error {
 					if v, ok := tr.Get(spec.Name); ok && v.State == monitor.Running {
 						return nil
@@ -133,12 +133,29 @@ func runSpecTracked(cmd *cobra.Command, spec query.Spec, opts engine.Options, tr
 		}
 		if tr != nil {
 			tr.Observe(p)
+			if v, ok := tr.Get(spec.Name); ok && v.State == monitor.Recovering {
+				tr.SetState(monitor.Ref{Name: p.Name, ID: p.ID}, monitor.Running, nil)
+			}
 		}
 	}
 	ref := monitor.Ref{Name: spec.Name}
 	if tr != nil {
 		tr.SetDesired(ref, monitor.DesiredRunning, 0)
 		tr.SetState(ref, monitor.Starting, nil)
+		// The health verdict compares batches with the trigger, and sees a
+		// batch in flight and retries.
+		tr.SetTrigger(ref, time.Duration(spec.Trigger.ProcessingTime))
+		opts.Hook = func(point string, batch int64) {
+			if point == "after-offsets" {
+				tr.BatchStarted(ref, batch)
+			}
+			if hook != nil {
+				hook(point, batch)
+			}
+		}
+		opts.OnRetry = func(batch int64, attempt int, err error) {
+			tr.SetState(ref, monitor.Recovering, fmt.Errorf("batch %d attempt %d: %w", batch, attempt, err))
+		}
 	}
 	if opts.Idle == nil {
 		opts.Idle = func(i scheduler.Idle) { fmt.Fprintln(cmd.ErrOrStderr(), idleLine(spec, i)) }

@@ -104,7 +104,7 @@ lease is released, the driver exits.`,
 				return err
 			}
 			defer closeProgress()
-			tr := monitor.New(monitor.Options{})
+			tr := monitor.New(monitor.Options{Health: hc.Health})
 			engineOpts := engine.Options{
 				Logger: log, Hook: hook, Stdout: cmd.OutOrStdout(),
 				Store: store, SourceRetryFor: sourceRetry,
