@@ -45,6 +45,10 @@ type Config struct {
 	// AllowFirstStart and AllowReplay let a production query start on an
 	// empty checkpoint.
 	AllowFirstStart, AllowReplay bool
+	// Ticket and ApprovedBy go with AllowFirstStart or AllowReplay: the
+	// new checkpoint's metadata records them as a checkpoint.Approval
+	// (with the time) when the query is production or a ticket is given.
+	Ticket, ApprovedBy string
 	// MaxAttempts bounds how often one batch runs before the query fails
 	// (default 3).
 	MaxAttempts int
@@ -143,6 +147,10 @@ func Open(ctx context.Context, cfg Config) (*Query, error) {
 			want.QueryID = cfg.NewQueryID
 		}
 		want.CreatedAt = cfg.Now().UTC().Format(time.RFC3339)
+		if a := approval(&cfg, want.CreatedAt); a != nil {
+			want.Approvals = []checkpoint.Approval{*a}
+			cfg.Logger.Info("approval recorded", "query", s.Name, "approval", a.String())
+		}
 		if err := q.log.CreateMetadata(ctx, &want); err != nil {
 			return nil, err
 		}
@@ -197,10 +205,26 @@ func guardObjectStore(cfg *Config) error {
 func guardEmpty(cfg *Config) error {
 	s := &cfg.Spec
 	if s.Environment == query.Production && !cfg.AllowFirstStart && !cfg.AllowReplay {
-		return fmt.Errorf("query %s: checkpoint %s is empty; a production query starts on an empty checkpoint only when told this is a first start (--allow-first-start) or an intended replay (--allow-replay): a lost checkpoint must be loud: %w",
+		return fmt.Errorf("query %s: checkpoint %s is empty; a production query starts on an empty checkpoint only when told this is a first start (--allow-first-start=TICKET) or an intended replay (--allow-replay=TICKET): a lost checkpoint must be loud: %w",
 			s.Name, s.CheckpointLocation, ErrProductionGuard)
 	}
 	return nil
+}
+
+// approval is the consent cfg gives to start on an empty checkpoint, or
+// nil when there is none to record.
+func approval(cfg *Config, at string) *checkpoint.Approval {
+	if !cfg.AllowFirstStart && !cfg.AllowReplay {
+		return nil
+	}
+	if cfg.Spec.Environment != query.Production && cfg.Ticket == "" {
+		return nil
+	}
+	kind := checkpoint.ApprovalFirstStart
+	if cfg.AllowReplay {
+		kind = checkpoint.ApprovalReplay
+	}
+	return &checkpoint.Approval{Kind: kind, Ticket: cfg.Ticket, By: cfg.ApprovedBy, At: at}
 }
 
 func wantMetadata(s *query.Spec) checkpoint.Metadata {

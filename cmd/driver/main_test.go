@@ -201,3 +201,27 @@ func TestDemoBannerExplainsTheOldFirstWindows(t *testing.T) {
 		}
 	}
 }
+
+// The production guards take a ticket; a run recording one shows it in
+// checkpoint inspect, with who and when.
+func TestCLIApprovalInCheckpointInspect(t *testing.T) {
+	dir := t.TempDir()
+	labSpec(t, dir)
+	runDriver(t, dir, "run", "-f", "q.yaml", "--allow-first-start").expect(t, 1,
+		"the approval needs its ticket: write --allow-first-start=TICKET")
+	runDriver(t, dir, "run", "--allow-replay", "-f", "q.yaml").expect(t, 1,
+		"write --allow-replay=TICKET")
+	write(t, filepath.Join(dir, "lab/in/001.jsonl"),
+		`{"event_id":"e1","course_id":"c1","lesson_id":"l1","event_time":"2026-03-02T09:01:00Z"}`)
+	runDriver(t, dir, "run", "-f", "q.yaml", "--allow-first-start=CHG-1234", "--approved-by", "alice@ops").expect(t, 0)
+	r := runDriver(t, dir, "checkpoint", "inspect", "lab/checkpoint")
+	r.expect(t, 0)
+	if !strings.Contains(r.stdout, "approval           first-start: ticket CHG-1234, by alice@ops, at 20") {
+		t.Fatalf("inspect does not show the approval:\n%s", r.stdout)
+	}
+	r = runDriver(t, dir, "checkpoint", "inspect", "lab/checkpoint", "--json")
+	r.expect(t, 0)
+	if !strings.Contains(r.stdout, `"ticket": "CHG-1234"`) || !strings.Contains(r.stdout, `"by": "alice@ops"`) {
+		t.Fatalf("inspect --json:\n%s", r.stdout)
+	}
+}

@@ -25,7 +25,7 @@ func newRunCmd() *cobra.Command {
 	var file, progressJSON string
 	var hc httpConfig
 	var tlsFlags tlsconf.Config
-	var allowFirst, allowReplay bool
+	var guards cliflags.Guards
 	var sourceRetry time.Duration
 	var s3 objstore.S3Options
 	cmd := &cobra.Command{
@@ -73,9 +73,11 @@ func newRunCmd() *cobra.Command {
 			defer closeProgress()
 			opts := engine.Options{
 				Store:           objstore.Options{S3: s3},
-				AllowFirstStart: allowFirst,
+				AllowFirstStart: guards.AllowFirstStart(),
 				SourceRetryFor:  sourceRetry,
-				AllowReplay:     allowReplay,
+				AllowReplay:     guards.AllowReplay(),
+				Ticket:          guards.Ticket(),
+				ApprovedBy:      guards.By(who),
 				Progress:        progress,
 			}
 			if tr != nil {
@@ -87,7 +89,7 @@ func newRunCmd() *cobra.Command {
 	cmd.Flags().StringVarP(&file, "file", "f", "", "query spec (YAML or JSON)")
 	cmd.Flags().StringVar(&progressJSON, "progress-json", "", "append one JSON progress object per batch to this file")
 	addHTTPFlags(cmd.Flags(), &hc, "")
-	cliflags.ProductionGuards(cmd.Flags(), &allowFirst, &allowReplay)
+	cliflags.ProductionGuards(cmd.Flags(), &guards)
 	cmd.Flags().DurationVar(&sourceRetry, "source-retry-for", 5*time.Minute, "keep retrying this long when the source is unreachable (a broker down) before failing")
 	cliflags.S3(cmd.Flags(), &s3)
 	tlsFlags.RegisterCerts(cmd.Flags())
