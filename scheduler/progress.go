@@ -39,6 +39,21 @@ type Progress struct {
 	// ShuffleBytes are the bytes the batch's map tasks shuffled between
 	// executors (0 when tasks run in the driver's process).
 	ShuffleBytes int64 `json:"shuffleBytes,omitempty"`
+	// StateBudget is the query's stateBudget checked against the state
+	// after this batch (absent when the query sets none).
+	StateBudget *StateBudgetProgress `json:"stateBudget,omitempty"`
+}
+
+// StateBudgetProgress reports the state budget after a batch.
+type StateBudgetProgress struct {
+	MaxRows  int64  `json:"maxRows,omitempty"`
+	MaxBytes int64  `json:"maxBytes,omitempty"`
+	OnExceed string `json:"onExceed"`
+	// Exceeded: the state passed the budget (the batch committed).
+	Exceeded bool `json:"exceeded"`
+	// Message names the operator, its rows and bytes and the budget when
+	// Exceeded.
+	Message string `json:"message,omitempty"`
 }
 
 // StateOperatorProgress reports one stateful operator.
@@ -98,6 +113,9 @@ func (p *Progress) Line() string {
 	fmt.Fprintf(&b, ", watermark %s", p.EventTime["watermark"])
 	if p.NumRowsMalformed > 0 && p.BadRecords != "" {
 		fmt.Fprintf(&b, "; malformed records set aside in %s", p.BadRecords)
+	}
+	if sb := p.StateBudget; sb != nil && sb.Exceeded {
+		fmt.Fprintf(&b, "; %s", sb.Message)
 	}
 	return b.String()
 }

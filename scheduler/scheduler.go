@@ -28,6 +28,10 @@ import (
 // way that could silently skip or replay data.
 var ErrProductionGuard = errors.New("refused by production guard")
 
+// ErrStateBudgetExceeded: a query with stateBudget onExceed: stop passed
+// its budget; the batch that passed it is committed.
+var ErrStateBudgetExceeded = errors.New("state budget exceeded")
+
 // Config is what a query's loop needs. Spec must be validated, with
 // defaults applied.
 type Config struct {
@@ -645,8 +649,11 @@ func (q *Query) runBatch(ctx context.Context, lp *loop, e *checkpoint.OffsetEntr
 	}
 	inRate := InputRowsPerSecond(res.InputRows, lp.lastBatchStart, started)
 	lp.lastBatchStart = started
-	q.report(ctx, e, res, latest, rerun, skipSink, attempts, inRate, started, commitStart, done)
+	p := q.report(ctx, e, res, latest, rerun, skipSink, attempts, inRate, started, commitStart, done)
 	q.cleanup(ctx, e.BatchID)
+	if sb := p.StateBudget; sb != nil && sb.Exceeded && cfg.Spec.StateBudget.Stops() {
+		return fmt.Errorf("query %s stopped after batch %d committed: %s: %w", cfg.Spec.Name, e.BatchID, sb.Message, ErrStateBudgetExceeded)
+	}
 	return nil
 }
 
@@ -715,7 +722,7 @@ func (q *Query) attempt(ctx context.Context, e *checkpoint.OffsetEntry, wm event
 	return res, skipSink, nil
 }
 
-func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *executor.BatchResult, latest source.Offset, rerun, skipped bool, attempts int, inRate float64, started, commitStart, done time.Time) {
+func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *executor.BatchResult, latest source.Offset, rerun, skipped bool, attempts int, inRate float64, started, commitStart, done time.Time) *Progress {
 	cfg := q.cfg
 	total := done.Sub(started)
 	p := &Progress{
@@ -760,6 +767,10 @@ func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *exec
 	}
 	if q.layout != nil {
 		p.StateOperators = []StateOperatorProgress{op}
+		p.StateBudget = stateBudget(&cfg.Spec, &op)
+		if sb := p.StateBudget; sb != nil && sb.Exceeded {
+			cfg.Logger.Warn("state budget exceeded", "query", cfg.Spec.Name, "batch", e.BatchID, "detail", sb.Message)
+		}
 	}
 	sp := SourceProgress{Description: sourceDescription(&cfg.Spec), NumInputRows: res.InputRows, InputRowsPerSecond: inRate, ProcessedRowsPerSecond: p.ProcessedRowsPerSecond}
 	if len(e.Sources) > 0 {
@@ -787,6 +798,26 @@ func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *exec
 	if cfg.Progress != nil {
 		cfg.Progress(p)
 	}
+	return p
+}
+
+// stateBudget checks the spec's stateBudget against the state operator
+// after a batch (nil when the spec sets none).
+func stateBudget(s *query.Spec, op *StateOperatorProgress) *StateBudgetProgress {
+	b := s.StateBudget
+	if b == nil {
+		return nil
+	}
+	on := b.OnExceed
+	if on == "" {
+		on = query.OnExceedFlag
+	}
+	sb := &StateBudgetProgress{MaxRows: b.MaxRows, MaxBytes: b.MaxBytes, OnExceed: on, Exceeded: b.Exceeded(op.NumRowsTotal, op.MemoryUsedBytes)}
+	if sb.Exceeded {
+		sb.Message = fmt.Sprintf("state budget exceeded: operator %s (%s) holds %d rows, %d bytes; budget %s",
+			op.OperatorName, s.StateSchemaDescription(), op.NumRowsTotal, op.MemoryUsedBytes, b)
+	}
+	return sb
 }
 
 func sourceDescription(s *query.Spec) string {
