@@ -129,3 +129,44 @@ func TestStateBudgetFlagsAndStops(t *testing.T) {
 		}
 	})
 }
+
+// approx_count_distinct's state cost is reported: one sketch per state row
+// and measure, and the bytes per state row are those of a sketch-holding
+// row (more than a count's).
+func TestApproxCountDistinctStateCost(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	if err := tiletest.WriteFiles(in, tiletest.Events(5, 3000, 150*time.Millisecond, 4*time.Minute, 13), 500); err != nil {
+		t.Fatal(err)
+	}
+	spec := func(name string, approx bool) query.Spec {
+		s := tiletest.Spec(in, filepath.Join(dir, name, "out"), filepath.Join(dir, name, "cp"))
+		if approx {
+			s.Aggregate.Measures = append(s.Aggregate.Measures, query.Measure{Name: "lessons", Fn: query.FnApproxCountDistinct, Column: "lesson_id"})
+		}
+		return s
+	}
+	plain := run(t, spec("plain", false), engine.Options{})
+	approx := run(t, spec("approx", true), engine.Options{})
+	if len(plain) != len(approx) {
+		t.Fatalf("%d and %d batches", len(plain), len(approx))
+	}
+	for i, p := range approx {
+		op, base := p.StateOperators[0], plain[i].StateOperators[0]
+		if base.CustomMetrics != nil {
+			t.Fatalf("a query without approx_count_distinct reports %v", base.CustomMetrics)
+		}
+		if op.NumRowsTotal != base.NumRowsTotal {
+			t.Fatalf("batch %d: %d state rows with the sketch, %d without", p.BatchID, op.NumRowsTotal, base.NumRowsTotal)
+		}
+		if got := op.CustomMetrics["approxCountDistinctSketches"]; got != op.NumRowsTotal {
+			t.Fatalf("batch %d: %d sketches for %d state rows", p.BatchID, got, op.NumRowsTotal)
+		}
+		if got := op.CustomMetrics["approxCountDistinctMaxBytes"]; got != op.NumRowsTotal*scheduler.HLLSketchMaxBytes {
+			t.Fatalf("batch %d: max bytes %d", p.BatchID, got)
+		}
+		if op.NumRowsTotal > 0 && op.MemoryUsedBytes <= base.MemoryUsedBytes {
+			t.Fatalf("batch %d: the sketches cost nothing: %d bytes with, %d without", p.BatchID, op.MemoryUsedBytes, base.MemoryUsedBytes)
+		}
+	}
+}

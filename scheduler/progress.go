@@ -66,7 +66,18 @@ type StateOperatorProgress struct {
 	MemoryUsedBytes           int64  `json:"memoryUsedBytes"`
 	NumShufflePartitions      int    `json:"numShufflePartitions"`
 	NumStateStoreWrites       int    `json:"numStateStoreWrites"`
+	// CustomMetrics are operator-specific figures, as in Spark: for a
+	// query with approx_count_distinct measures,
+	// approxCountDistinctSketches (one HyperLogLog sketch per state row and
+	// measure) and approxCountDistinctMaxBytes (what they use at full
+	// precision, 16 KiB each; sparse sketches use less, and their bytes
+	// are in memoryUsedBytes).
+	CustomMetrics map[string]int64 `json:"customMetrics,omitempty"`
 }
+
+// HLLSketchMaxBytes is the size of a full-precision (dense, p=14)
+// HyperLogLog sketch of approx_count_distinct.
+const HLLSketchMaxBytes = 1 << 14
 
 // SourceProgress reports one source.
 type SourceProgress struct {

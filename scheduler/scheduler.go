@@ -766,6 +766,18 @@ func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *exec
 		op.NumStateStoreWrites += r.StateWrites
 	}
 	if q.layout != nil {
+		hll := int64(0)
+		for _, m := range cfg.Spec.Aggregate.Measures {
+			if m.Fn == query.FnApproxCountDistinct {
+				hll++
+			}
+		}
+		if hll > 0 {
+			op.CustomMetrics = map[string]int64{
+				"approxCountDistinctSketches": op.NumRowsTotal * hll,
+				"approxCountDistinctMaxBytes": op.NumRowsTotal * hll * HLLSketchMaxBytes,
+			}
+		}
 		p.StateOperators = []StateOperatorProgress{op}
 		p.StateBudget = stateBudget(&cfg.Spec, &op)
 		if sb := p.StateBudget; sb != nil && sb.Exceeded {

@@ -241,8 +241,20 @@ func (s *memStore) NumRows() int64 {
 }
 
 func (s *memStore) MemoryBytes() int64 {
-	// Keys and values plus Go map overhead per entry (about 48 bytes).
-	return s.part.bytes + int64(len(s.part.data))*48
+	// Keys and values plus Go map overhead per entry (about 48 bytes), as
+	// the state will be once this batch's changes (the overlay) commit.
+	bytes, rows := s.part.bytes, int64(len(s.part.data))
+	for k, v := range s.overlay {
+		if old, inBase := s.part.data[k]; inBase {
+			bytes -= int64(len(k) + len(old))
+			rows--
+		}
+		if v != nil {
+			bytes += int64(len(k) + len(*v))
+			rows++
+		}
+	}
+	return bytes + rows*48
 }
 
 // Commit writes version+1's delta (and snapshot when due), then applies

@@ -414,6 +414,7 @@ func writeStatus(w io.Writer, q queryJSON) error {
 			stateRows += op.NumRowsTotal
 		}
 		row("state rows", fmt.Sprint(stateRows))
+		writeStateCost(row, p)
 	} else {
 		row("last batch", "none yet")
 	}
@@ -429,6 +430,37 @@ func writeStatus(w io.Writer, q queryJSON) error {
 		row("last error", "-")
 	}
 	return tw.Flush()
+}
+
+// writeStateCost adds the state's memory, the approx_count_distinct
+// sketches' share of it, and the state budget.
+func writeStateCost(row func(k, v string), p *scheduler.Progress) {
+	var bytes, rows, sketches, sketchMax int64
+	for _, op := range p.StateOperators {
+		bytes += op.MemoryUsedBytes
+		rows += op.NumRowsTotal
+		sketches += op.CustomMetrics["approxCountDistinctSketches"]
+		sketchMax += op.CustomMetrics["approxCountDistinctMaxBytes"]
+	}
+	if len(p.StateOperators) == 0 {
+		return
+	}
+	mem := fmt.Sprintf("%d bytes", bytes)
+	if rows > 0 {
+		mem += fmt.Sprintf(" (%d per row)", bytes/rows)
+	}
+	row("state memory", mem)
+	if sketches > 0 {
+		row("approx_count_distinct", fmt.Sprintf("%d HyperLogLog sketches in state (one per row and measure), up to %d bytes at full precision (16 KiB each); sparse ones are smaller and counted in state memory", sketches, sketchMax))
+	}
+	if sb := p.StateBudget; sb != nil {
+		b := (&query.StateBudget{MaxRows: sb.MaxRows, MaxBytes: sb.MaxBytes, OnExceed: sb.OnExceed}).String()
+		if sb.Exceeded {
+			row("state budget", "EXCEEDED: "+sb.Message)
+		} else {
+			row("state budget", "within "+b)
+		}
+	}
 }
 
 func orDash(s string) string {
