@@ -328,7 +328,7 @@ func (p *planner) batch() []string {
 	out = append(out,
 		fmt.Sprintf("checkpoint %s: offsets/N before the batch runs, commits/N after the sink committed; restart re-runs an uncommitted batch as logged", cp))
 	if s.Environment == query.Production {
-		out = append(out, "production: the checkpoint must be on an object store, and an empty one needs --allow-first-start or --allow-replay")
+		out = append(out, "production: the checkpoint must be on an object store, and an empty one needs --allow-first-start=TICKET or --allow-replay=TICKET (recorded in its metadata)")
 	}
 	return out
 }
