@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/query"
 )
 
 // An approval given with a submit is in the registry's history and in the
@@ -60,5 +61,33 @@ func TestApprovalInRegistryHistoryAndCheckpoint(t *testing.T) {
 	hist, _ = s.reg.History(ctx, name)
 	if last := hist[len(hist)-1]; last.Ticket != "" || last.Change != ChangeResume {
 		t.Fatalf("resume without consent records %+v", last)
+	}
+
+	// A replay (what driver replay submits): the same query on a new
+	// checkpoint, approved under a ticket; the history and the new
+	// checkpoint record it.
+	cp2 := filepath.Join(dir, "cp2")
+	res, err = s.Submit(ctx, Submission{Spec: l.spec(func(q *query.Spec) { q.CheckpointLocation = cp2 }), Replay: true, Ticket: "INC-9", ChangedBy: "carol@host"})
+	if err != nil || res.Outcome != "updated" {
+		t.Fatalf("replay submit: %+v, %v", res, err)
+	}
+	if _, err := s.WaitStarted(ctx, name, res.Record.Generation); err != nil {
+		t.Fatal(err)
+	}
+	hist, _ = s.reg.History(ctx, name)
+	if last := hist[len(hist)-1]; last.Ticket != "INC-9" || last.ApprovedBy != "carol@host" || !last.AllowReplay {
+		t.Fatalf("replay recorded %+v", last)
+	}
+	st2, err := objstore.NewFS(cp2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta2 *checkpoint.Metadata
+	waitFor(t, "the new checkpoint's metadata", func() bool {
+		meta2, err = checkpoint.New(st2).ReadMetadata(ctx)
+		return err == nil
+	})
+	if len(meta2.Approvals) != 1 || meta2.Approvals[0].Kind != checkpoint.ApprovalReplay || meta2.Approvals[0].Ticket != "INC-9" || meta2.Approvals[0].By != "carol@host" {
+		t.Fatalf("new checkpoint approvals %+v", meta2.Approvals)
 	}
 }
