@@ -49,6 +49,36 @@ type Metadata struct {
 	ShufflePartitions int    `json:"shufflePartitions"`
 	KeyHash           string `json:"keyHash"`
 	CreatedAt         string `json:"createdAt"`
+	// Approvals are the production guards' consents this checkpoint was
+	// created under (a first start or a replay): who, when and the
+	// ticket. Absent in metadata written before approvals were recorded,
+	// and for lab queries, which need none.
+	Approvals []Approval `json:"approvals,omitempty"`
+}
+
+// Approval kinds: what the production guard was told.
+const (
+	ApprovalFirstStart = "first-start"
+	ApprovalReplay     = "replay"
+)
+
+// Approval is one recorded consent to start a production query on an
+// empty checkpoint.
+type Approval struct {
+	// Kind is ApprovalFirstStart or ApprovalReplay.
+	Kind string `json:"kind"`
+	// Ticket is the change or incident ticket the approval was given
+	// under (--allow-first-start=TICKET, --allow-replay=TICKET).
+	Ticket string `json:"ticket"`
+	// By names who approved: user@host, or --approved-by.
+	By string `json:"by"`
+	// At is when, RFC 3339 UTC.
+	At string `json:"at"`
+}
+
+// String is "replay TICKET by WHO at WHEN".
+func (a Approval) String() string {
+	return fmt.Sprintf("%s %s by %s at %s", a.Kind, a.Ticket, a.By, a.At)
 }
 
 // SourceRange is one source's range for a batch: [Start, End).

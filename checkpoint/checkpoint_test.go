@@ -112,3 +112,29 @@ func TestLatestReadsNumericallyNewestAndCleanupKeepsRecent(t *testing.T) {
 		t.Fatalf("after cleanup keeping 9.. offsets %v commits %v", ids, cids)
 	}
 }
+
+// Metadata written before approvals were recorded reads as before, with
+// none; approvals written round-trip.
+func TestMetadataApprovalsOldAndNew(t *testing.T) {
+	ctx := context.Background()
+	old := objstore.NewMem()
+	if err := old.PutIfAbsent(ctx, "metadata", []byte(`{"version":1,"id":"q-1","name":"tile","stateStore":"memory","shufflePartitions":4,"createdAt":"2026-01-01T00:00:00Z"}`+"\n")); err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(old).ReadMetadata(ctx)
+	if err != nil || m.QueryID != "q-1" || m.Approvals != nil {
+		t.Fatalf("old metadata: %+v, %v", m, err)
+	}
+	st := objstore.NewMem()
+	a := Approval{Kind: ApprovalReplay, Ticket: "INC-7", By: "alice@ops", At: "2026-12-01T01:00:00Z"}
+	if err := New(st).CreateMetadata(ctx, &Metadata{QueryID: "q-2", Approvals: []Approval{a}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err = New(st).ReadMetadata(ctx)
+	if err != nil || len(m.Approvals) != 1 || m.Approvals[0] != a {
+		t.Fatalf("approvals read back: %+v, %v", m, err)
+	}
+	if s := a.String(); s != "replay INC-7 by alice@ops at 2026-12-01T01:00:00Z" {
+		t.Fatalf("String() = %q", s)
+	}
+}

@@ -121,7 +121,7 @@ type Control struct {
 
 // SubmitQuery implements ControlService.
 func (c *Control) SubmitQuery(ctx context.Context, req *sluicepb.SubmitQueryRequest) (*sluicepb.SubmitQueryResponse, error) {
-	res, err := c.S.Submit(ctx, Submission{Spec: req.Spec, AllowFirstStart: req.AllowFirstStart, Replay: req.AllowReplay, ChangedBy: req.ChangedBy})
+	res, err := c.S.Submit(ctx, Submission{Spec: req.Spec, AllowFirstStart: req.AllowFirstStart, Replay: req.AllowReplay, Ticket: req.Ticket, ApprovedBy: req.ApprovedBy, ChangedBy: req.ChangedBy})
 	if err != nil {
 		return nil, ToStatus(err)
 	}

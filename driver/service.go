@@ -347,6 +347,7 @@ func (s *Service) runQuery(ctx context.Context, r *run, rec registry.Record, ref
 	}
 	opts := s.opts.Engine
 	opts.AllowFirstStart, opts.AllowReplay, opts.QueryID = rec.AllowFirstStart, rec.AllowReplay, rec.ID
+	opts.Ticket, opts.ApprovedBy = rec.Ticket, rec.ApprovedBy
 	base := opts.Hook
 	s.tr.SetTrigger(ref, time.Duration(spec.Trigger.ProcessingTime))
 	opts.Hook = func(point string, batch int64) {

@@ -36,7 +36,10 @@ var (
 type Submission struct {
 	Spec                    []byte
 	AllowFirstStart, Replay bool
-	ChangedBy               string
+	// Ticket and ApprovedBy go with AllowFirstStart or Replay: the
+	// registry's history and the new checkpoint's metadata record them.
+	Ticket, ApprovedBy string
+	ChangedBy          string
 }
 
 // SubmitResult says what a submit did.
@@ -120,6 +123,12 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (SubmitResult, err
 		Name: spec.Name, Desired: registry.Running, Spec: string(sub.Spec),
 		AllowFirstStart: sub.AllowFirstStart, AllowReplay: sub.Replay,
 		Change: change, ChangedBy: sub.ChangedBy, ChangedAt: s.opts.Now().UTC(),
+	}
+	if sub.AllowFirstStart || sub.Replay {
+		next.Ticket, next.ApprovedBy = sub.Ticket, sub.ApprovedBy
+		if next.ApprovedBy == "" {
+			next.ApprovedBy = sub.ChangedBy
+		}
 	}
 	if prev != nil && sameSpec(prev.Spec, spec) {
 		next.Spec = prev.Spec // keep the text the running version has

@@ -21,8 +21,10 @@ type Watcher struct {
 	Dir                          string
 	Prune                        bool
 	AllowFirstStart, AllowReplay bool
-	S                            *Service
-	Logger                       *slog.Logger
+	// Ticket and ApprovedBy go with AllowFirstStart or AllowReplay.
+	Ticket, ApprovedBy string
+	S                  *Service
+	Logger             *slog.Logger
 	// Poll is how often the directory is read (default 2s).
 	Poll time.Duration
 
@@ -106,7 +108,7 @@ func (w *Watcher) Scan(ctx context.Context) error {
 		if prev, ok := w.seen[name]; ok && prev.sum == sum {
 			continue
 		}
-		res, err := w.S.Submit(ctx, Submission{Spec: data, AllowFirstStart: w.AllowFirstStart, Replay: w.AllowReplay, ChangedBy: "queries-dir:" + path})
+		res, err := w.S.Submit(ctx, Submission{Spec: data, AllowFirstStart: w.AllowFirstStart, Replay: w.AllowReplay, Ticket: w.Ticket, ApprovedBy: w.ApprovedBy, ChangedBy: "queries-dir:" + path})
 		switch {
 		case errors.Is(err, ErrStandby) || ctx.Err() != nil:
 			return err // try again when active

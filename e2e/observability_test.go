@@ -143,6 +143,9 @@ func TestMetricsScrapedDuringAServeRunHaveTheDocumentedNamesAndCountersMove(t *t
 	spec.Source.File = nil
 	spec.Source.Kafka = &query.KafkaSource{BootstrapServers: b.addr, Subscribe: chaosTopic, StartingOffsets: "earliest", MaxOffsetsPerTrigger: 200}
 	spec.Trigger = query.Trigger{ProcessingTime: query.Duration(200 * time.Millisecond)}
+	// A budget far above the state, so sluice_state_budget_exceeded is
+	// exported (at 0) like every documented metric.
+	spec.StateBudget = &query.StateBudget{MaxRows: 1 << 40}
 	progress := filepath.Join(t.TempDir(), "progress.jsonl")
 	token := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(token, []byte("metrics-token\n"), 0o600); err != nil {

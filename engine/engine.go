@@ -61,6 +61,9 @@ type Options struct {
 	// AllowFirstStart and AllowReplay let a production query start on an
 	// empty checkpoint.
 	AllowFirstStart, AllowReplay bool
+	// Ticket and ApprovedBy are recorded with the approval in a new
+	// checkpoint's metadata (see scheduler.Config.Ticket).
+	Ticket, ApprovedBy string
 	// Parallelism bounds in-process tasks (default GOMAXPROCS).
 	Parallelism int
 	// WrapStore, if set, wraps every store the query opens (role is one of
@@ -245,6 +248,8 @@ func Build(ctx context.Context, spec query.Spec, opts Options) (_ *Job, err erro
 		State:                   env.State,
 		AllowFirstStart:         opts.AllowFirstStart,
 		AllowReplay:             opts.AllowReplay,
+		Ticket:                  opts.Ticket,
+		ApprovedBy:              opts.ApprovedBy,
 		Logger:                  opts.Logger,
 		Progress:                opts.Progress,
 		Idle:                    opts.Idle,

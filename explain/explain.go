@@ -328,7 +328,7 @@ func (p *planner) batch() []string {
 	out = append(out,
 		fmt.Sprintf("checkpoint %s: offsets/N before the batch runs, commits/N after the sink committed; restart re-runs an uncommitted batch as logged", cp))
 	if s.Environment == query.Production {
-		out = append(out, "production: the checkpoint must be on an object store, and an empty one needs --allow-first-start or --allow-replay")
+		out = append(out, "production: the checkpoint must be on an object store, and an empty one needs --allow-first-start=TICKET or --allow-replay=TICKET (recorded in its metadata)")
 	}
 	return out
 }
@@ -363,6 +363,13 @@ func (p *planner) numbers() [][2]string {
 		)
 	case l.Bound == agg.TimeBound:
 		out = append(out, [2]string{"state expected", fmt.Sprintf("the keys whose %s is within %s of the newest event time", a.GroupBy[l.BoundGroup], d(s.Watermark.Delay))})
+	}
+	if b := s.StateBudget; b != nil {
+		then := "the query is flagged (progress stateBudget.exceeded, sluice_state_budget_exceeded, the status page) and keeps running"
+		if b.Stops() {
+			then = "the query is flagged, then stops with a message naming the operator, its rows and bytes and the budget"
+		}
+		out = append(out, [2]string{"state budget", fmt.Sprintf("%s: checked after each batch commits (the batch is kept); past it %s", b, then)})
 	}
 	return out
 }

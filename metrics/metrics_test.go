@@ -88,7 +88,9 @@ func TestTrackerCollectorReadsGaugesAtScrapeTime(t *testing.T) {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewTrackerCollector(tr, TrackerOptions{Now: func() time.Time { return now }, Stall: time.Minute}))
-	tr.Observe(progress(7, 0, 100, 1_772_443_260_000, 9)) // after registering: read at scrape time
+	p := progress(7, 0, 100, 1_772_443_260_000, 9)
+	p.StateBudget = &scheduler.StateBudgetProgress{MaxRows: 30, OnExceed: "flag", Exceeded: true, Message: "state budget exceeded"}
+	tr.Observe(p) // after registering: read at scrape time
 
 	want := `
 # HELP sluice_query_state 1 for the query's observed state, 0 for the others (PENDING, STARTING, RUNNING, RECOVERING, STOPPING, STOPPED, FINISHED, FAILED).
@@ -122,6 +124,9 @@ sluice_input_rows_per_second{query="tile",query_id="qid-1"} 50
 # HELP sluice_state_rows Rows in the aggregation state after the last batch.
 # TYPE sluice_state_rows gauge
 sluice_state_rows{query="tile",query_id="qid-1"} 40
+# HELP sluice_state_budget_exceeded 1 when the state passed the query's stateBudget after the last batch, else 0 (queries with a stateBudget only).
+# TYPE sluice_state_budget_exceeded gauge
+sluice_state_budget_exceeded{query="tile",query_id="qid-1"} 1
 # HELP sluice_executors_registered Executors registered with this driver.
 # TYPE sluice_executors_registered gauge
 sluice_executors_registered 2
@@ -143,7 +148,7 @@ sluice_watermark_verdict{query="tile",query_id="qid-1",verdict="stalled_with_inp
 `
 	names := []string{"sluice_query_state", "sluice_watermark_seconds", "sluice_max_event_time_seconds", "sluice_source_lag_offsets",
 		"sluice_source_lag_max_offsets", "sluice_source_lag_min_offsets", "sluice_input_rows_per_second", "sluice_state_rows",
-		"sluice_executors_registered", "sluice_objstore_requests_total", "sluice_objstore_errors_total", "sluice_watermark_verdict"}
+		"sluice_state_budget_exceeded", "sluice_executors_registered", "sluice_objstore_requests_total", "sluice_objstore_errors_total", "sluice_watermark_verdict"}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,7 @@ type TrackerCollector struct {
 	inRate, procRate, watermark, maxEventTime, stateRows, stateB *prometheus.Desc
 	lag, lagMin, lagMax, partLag, verdict, stalled, health       *prometheus.Desc
 	executors, storeReqs, storeErrs, storeBytes                  *prometheus.Desc
+	budgetExceeded                                               *prometheus.Desc
 }
 
 // NewTrackerCollector returns a collector of tr's figures.
@@ -51,28 +52,29 @@ func NewTrackerCollector(tr *monitor.Tracker, opts TrackerOptions) *TrackerColle
 	}
 	return &TrackerCollector{
 		tr: tr, opts: opts,
-		state:         d("sluice_query_state", "1 for the query's observed state, 0 for the others (PENDING, STARTING, RUNNING, RECOVERING, STOPPING, STOPPED, FINISHED, FAILED).", "state"),
-		desired:       d("sluice_query_desired_state", "1 for the state the registry asks for (running, stopped), 0 for the other.", "state"),
-		restarts:      d("sluice_query_restarts_total", "Times the query started again after RECOVERING or an end state, in this driver process."),
-		lastBatch:     d("sluice_last_batch_id", "Id of the last committed batch."),
-		lastBatchTime: d("sluice_last_batch_timestamp_seconds", "Trigger start of the last committed batch, seconds since the epoch."),
-		inRate:        d("sluice_input_rows_per_second", "Rows of the last batch over the seconds since the previous batch started (Spark's inputRowsPerSecond)."),
-		procRate:      d("sluice_processed_rows_per_second", "Rows of the last batch over its duration (Spark's processedRowsPerSecond)."),
-		watermark:     d("sluice_watermark_seconds", "The watermark the last batch evicted with, seconds since the epoch."),
-		maxEventTime:  d("sluice_max_event_time_seconds", "The largest event time the last data batch read, seconds since the epoch."),
-		stateRows:     d("sluice_state_rows", "Rows in the aggregation state after the last batch."),
-		stateB:        d("sluice_state_memory_bytes", "Estimated memory of the aggregation state after the last batch."),
-		lag:           d("sluice_source_lag_offsets", "Offsets between the last batch's end and the source's latest, summed over partitions (sources that report lag: Kafka)."),
-		lagMin:        d("sluice_source_lag_min_offsets", "The smallest partition lag after the last batch."),
-		lagMax:        d("sluice_source_lag_max_offsets", "The largest partition lag after the last batch."),
-		partLag:       d("sluice_source_partition_lag_offsets", "Lag of one source partition after the last batch (only with per-partition lag turned on).", "partition"),
-		verdict:       d("sluice_watermark_verdict", "1 for the watermark's verdict (none, advancing, idle, incident, stalled_with_input), 0 for the others.", "verdict"),
-		health:        d("sluice_query_health", "1 for the query's health (healthy, idle, incident, inactive), 0 for the others; the reason is on the status page and in driver status.", "health"),
-		stalled:       d("sluice_watermark_stalled_seconds", "Seconds the watermark has stayed put, when longer than the stall threshold; else 0."),
-		executors:     prometheus.NewDesc("sluice_executors_registered", "Executors registered with this driver.", nil, nil),
-		storeReqs:     prometheus.NewDesc("sluice_objstore_requests_total", "Object-store requests, by store role and operation (failed ones included).", []string{"store", "operation"}, nil),
-		storeErrs:     prometheus.NewDesc("sluice_objstore_errors_total", "Object-store requests that failed, by store role and operation (not-found and already-exists answers are not errors).", []string{"store", "operation"}, nil),
-		storeBytes:    prometheus.NewDesc("sluice_objstore_bytes_total", "Object bytes read (get) or written (put, put_if_absent), by store role and operation.", []string{"store", "operation"}, nil),
+		state:          d("sluice_query_state", "1 for the query's observed state, 0 for the others (PENDING, STARTING, RUNNING, RECOVERING, STOPPING, STOPPED, FINISHED, FAILED).", "state"),
+		desired:        d("sluice_query_desired_state", "1 for the state the registry asks for (running, stopped), 0 for the other.", "state"),
+		restarts:       d("sluice_query_restarts_total", "Times the query started again after RECOVERING or an end state, in this driver process."),
+		lastBatch:      d("sluice_last_batch_id", "Id of the last committed batch."),
+		lastBatchTime:  d("sluice_last_batch_timestamp_seconds", "Trigger start of the last committed batch, seconds since the epoch."),
+		inRate:         d("sluice_input_rows_per_second", "Rows of the last batch over the seconds since the previous batch started (Spark's inputRowsPerSecond)."),
+		procRate:       d("sluice_processed_rows_per_second", "Rows of the last batch over its duration (Spark's processedRowsPerSecond)."),
+		watermark:      d("sluice_watermark_seconds", "The watermark the last batch evicted with, seconds since the epoch."),
+		maxEventTime:   d("sluice_max_event_time_seconds", "The largest event time the last data batch read, seconds since the epoch."),
+		stateRows:      d("sluice_state_rows", "Rows in the aggregation state after the last batch."),
+		stateB:         d("sluice_state_memory_bytes", "Estimated memory of the aggregation state after the last batch."),
+		lag:            d("sluice_source_lag_offsets", "Offsets between the last batch's end and the source's latest, summed over partitions (sources that report lag: Kafka)."),
+		lagMin:         d("sluice_source_lag_min_offsets", "The smallest partition lag after the last batch."),
+		lagMax:         d("sluice_source_lag_max_offsets", "The largest partition lag after the last batch."),
+		partLag:        d("sluice_source_partition_lag_offsets", "Lag of one source partition after the last batch (only with per-partition lag turned on).", "partition"),
+		verdict:        d("sluice_watermark_verdict", "1 for the watermark's verdict (none, advancing, idle, incident, stalled_with_input), 0 for the others.", "verdict"),
+		health:         d("sluice_query_health", "1 for the query's health (healthy, idle, incident, inactive), 0 for the others; the reason is on the status page and in driver status.", "health"),
+		stalled:        d("sluice_watermark_stalled_seconds", "Seconds the watermark has stayed put, when longer than the stall threshold; else 0."),
+		budgetExceeded: d("sluice_state_budget_exceeded", "1 when the state passed the query's stateBudget after the last batch, else 0 (queries with a stateBudget only)."),
+		executors:      prometheus.NewDesc("sluice_executors_registered", "Executors registered with this driver.", nil, nil),
+		storeReqs:      prometheus.NewDesc("sluice_objstore_requests_total", "Object-store requests, by store role and operation (failed ones included).", []string{"store", "operation"}, nil),
+		storeErrs:      prometheus.NewDesc("sluice_objstore_errors_total", "Object-store requests that failed, by store role and operation (not-found and already-exists answers are not errors).", []string{"store", "operation"}, nil),
+		storeBytes:     prometheus.NewDesc("sluice_objstore_bytes_total", "Object bytes read (get) or written (put, put_if_absent), by store role and operation.", []string{"store", "operation"}, nil),
 	}
 }
 
@@ -80,7 +82,7 @@ func NewTrackerCollector(tr *monitor.Tracker, opts TrackerOptions) *TrackerColle
 func (c *TrackerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.state, c.desired, c.restarts, c.lastBatch, c.lastBatchTime, c.inRate, c.procRate,
 		c.watermark, c.maxEventTime, c.stateRows, c.stateB, c.lag, c.lagMin, c.lagMax, c.partLag, c.verdict, c.stalled, c.health,
-		c.executors, c.storeReqs, c.storeErrs, c.storeBytes} {
+		c.executors, c.storeReqs, c.storeErrs, c.storeBytes, c.budgetExceeded} {
 		ch <- d
 	}
 }
@@ -134,6 +136,9 @@ func (c *TrackerCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			gauge(c.stateRows, float64(rows), q, id)
 			gauge(c.stateB, float64(bytes), q, id)
+		}
+		if sb := p.StateBudget; sb != nil {
+			gauge(c.budgetExceeded, b2f(sb.Exceeded), q, id)
 		}
 		if l, ok := SourceLag(p); ok {
 			gauge(c.lag, float64(l.Total), q, id)

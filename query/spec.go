@@ -38,6 +38,52 @@ type Spec struct {
 	// snapshots; zero means DefaultSnapshotInterval (Spark's
 	// minDeltasForSnapshot, 10).
 	SnapshotInterval int `json:"stateSnapshotInterval,omitempty"`
+	// StateBudget bounds the query's state: past it, the batch still
+	// commits and the query is flagged (onExceed: flag) or stopped after
+	// that commit (onExceed: stop).
+	StateBudget *StateBudget `json:"stateBudget,omitempty"`
+}
+
+// StateBudget is a bound on a stateful query's state, checked after each
+// batch commits against the state operators' numRowsTotal and
+// memoryUsedBytes.
+type StateBudget struct {
+	// MaxRows bounds the state rows (0: no bound on rows).
+	MaxRows int64 `json:"maxRows,omitempty"`
+	// MaxBytes bounds the state's memory in bytes (0: no bound on bytes).
+	MaxBytes int64 `json:"maxBytes,omitempty"`
+	// OnExceed is OnExceedFlag (default) or OnExceedStop.
+	OnExceed string `json:"onExceed,omitempty"`
+}
+
+// StateBudget.OnExceed values.
+const (
+	OnExceedFlag = "flag"
+	OnExceedStop = "stop"
+)
+
+// Stops reports whether passing the budget stops the query.
+func (b *StateBudget) Stops() bool { return b != nil && b.OnExceed == OnExceedStop }
+
+// Exceeded reports whether rows or bytes pass the budget.
+func (b *StateBudget) Exceeded(rows, bytes int64) bool {
+	return b != nil && ((b.MaxRows > 0 && rows > b.MaxRows) || (b.MaxBytes > 0 && bytes > b.MaxBytes))
+}
+
+// String is "maxRows N, maxBytes B, onExceed stop" (the bounds set).
+func (b *StateBudget) String() string {
+	var parts []string
+	if b.MaxRows > 0 {
+		parts = append(parts, fmt.Sprintf("maxRows %d", b.MaxRows))
+	}
+	if b.MaxBytes > 0 {
+		parts = append(parts, fmt.Sprintf("maxBytes %d", b.MaxBytes))
+	}
+	on := b.OnExceed
+	if on == "" {
+		on = OnExceedFlag
+	}
+	return strings.Join(append(parts, "onExceed "+on), ", ")
 }
 
 // Defaults applied by Spec.WithDefaults.

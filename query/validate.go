@@ -724,7 +724,32 @@ func (v *validator) sink() {
 	}
 }
 
+func (v *validator) stateBudget() {
+	b := v.s.StateBudget
+	if b == nil {
+		return
+	}
+	if v.s.Aggregate == nil {
+		v.add("stateBudget", b.String(), "the query keeps no state (it has no aggregate): remove stateBudget")
+	}
+	if b.MaxRows < 0 {
+		v.add("stateBudget.maxRows", strconv.FormatInt(b.MaxRows, 10), "must not be negative (0: no bound on rows)")
+	}
+	if b.MaxBytes < 0 {
+		v.add("stateBudget.maxBytes", strconv.FormatInt(b.MaxBytes, 10), "must not be negative (0: no bound on bytes)")
+	}
+	if b.MaxRows <= 0 && b.MaxBytes <= 0 {
+		v.add("stateBudget", b.String(), "sets no bound: set maxRows, maxBytes or both above 0")
+	}
+	switch b.OnExceed {
+	case "", OnExceedFlag, OnExceedStop:
+	default:
+		v.add("stateBudget.onExceed", b.OnExceed, "must be flag (mark the query and keep running) or stop (stop after the batch that passed the budget commits)")
+	}
+}
+
 func (v *validator) rest() {
+	v.stateBudget()
 	s := v.s
 	if s.CheckpointLocation == "" {
 		v.add("checkpointLocation", "", "required: a directory (or URI) on durable storage, one per query")

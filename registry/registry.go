@@ -45,6 +45,10 @@ type Record struct {
 	// given with the submit that started the query.
 	AllowFirstStart bool `json:"allowFirstStart,omitempty"`
 	AllowReplay     bool `json:"allowReplay,omitempty"`
+	// Ticket and ApprovedBy record the approval given with the guard's
+	// consent: the ticket and who (user@host or --approved-by).
+	Ticket     string `json:"ticket,omitempty"`
+	ApprovedBy string `json:"approvedBy,omitempty"`
 	// Change says what this generation did: submit, update, stop, resume.
 	Change    string    `json:"change"`
 	ChangedBy string    `json:"changedBy"`

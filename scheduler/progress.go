@@ -47,6 +47,21 @@ type Progress struct {
 	// ShuffleBytes are the bytes the batch's map tasks shuffled between
 	// executors (0 when tasks run in the driver's process).
 	ShuffleBytes int64 `json:"shuffleBytes,omitempty"`
+	// StateBudget is the query's stateBudget checked against the state
+	// after this batch (absent when the query sets none).
+	StateBudget *StateBudgetProgress `json:"stateBudget,omitempty"`
+}
+
+// StateBudgetProgress reports the state budget after a batch.
+type StateBudgetProgress struct {
+	MaxRows  int64  `json:"maxRows,omitempty"`
+	MaxBytes int64  `json:"maxBytes,omitempty"`
+	OnExceed string `json:"onExceed"`
+	// Exceeded: the state passed the budget (the batch committed).
+	Exceeded bool `json:"exceeded"`
+	// Message names the operator, its rows and bytes and the budget when
+	// Exceeded.
+	Message string `json:"message,omitempty"`
 }
 
 // StateOperatorProgress reports one stateful operator.
@@ -59,7 +74,18 @@ type StateOperatorProgress struct {
 	MemoryUsedBytes           int64  `json:"memoryUsedBytes"`
 	NumShufflePartitions      int    `json:"numShufflePartitions"`
 	NumStateStoreWrites       int    `json:"numStateStoreWrites"`
+	// CustomMetrics are operator-specific figures, as in Spark: for a
+	// query with approx_count_distinct measures,
+	// approxCountDistinctSketches (one HyperLogLog sketch per state row and
+	// measure) and approxCountDistinctMaxBytes (what they use at full
+	// precision, 16 KiB each; sparse sketches use less, and their bytes
+	// are in memoryUsedBytes).
+	CustomMetrics map[string]int64 `json:"customMetrics,omitempty"`
 }
+
+// HLLSketchMaxBytes is the size of a full-precision (dense, p=14)
+// HyperLogLog sketch of approx_count_distinct.
+const HLLSketchMaxBytes = 1 << 14
 
 // SourceProgress reports one source.
 type SourceProgress struct {
@@ -112,6 +138,9 @@ func (p *Progress) Line() string {
 	}
 	if p.WatermarkJumpMs > 0 {
 		fmt.Fprintf(&b, " (then jumped %s)", time.Duration(p.WatermarkJumpMs)*time.Millisecond)
+	}
+	if sb := p.StateBudget; sb != nil && sb.Exceeded {
+		fmt.Fprintf(&b, "; %s", sb.Message)
 	}
 	return b.String()
 }

@@ -28,6 +28,10 @@ import (
 // way that could silently skip or replay data.
 var ErrProductionGuard = errors.New("refused by production guard")
 
+// ErrStateBudgetExceeded: a query with stateBudget onExceed: stop passed
+// its budget; the batch that passed it is committed.
+var ErrStateBudgetExceeded = errors.New("state budget exceeded")
+
 // Config is what a query's loop needs. Spec must be validated, with
 // defaults applied.
 type Config struct {
@@ -45,6 +49,10 @@ type Config struct {
 	// AllowFirstStart and AllowReplay let a production query start on an
 	// empty checkpoint.
 	AllowFirstStart, AllowReplay bool
+	// Ticket and ApprovedBy go with AllowFirstStart or AllowReplay: the
+	// new checkpoint's metadata records them as a checkpoint.Approval
+	// (with the time) when the query is production or a ticket is given.
+	Ticket, ApprovedBy string
 	// MaxAttempts bounds how often one batch runs before the query fails
 	// (default 3).
 	MaxAttempts int
@@ -148,6 +156,10 @@ func Open(ctx context.Context, cfg Config) (*Query, error) {
 			want.QueryID = cfg.NewQueryID
 		}
 		want.CreatedAt = cfg.Now().UTC().Format(time.RFC3339)
+		if a := approval(&cfg, want.CreatedAt); a != nil {
+			want.Approvals = []checkpoint.Approval{*a}
+			cfg.Logger.Info("approval recorded", "query", s.Name, "approval", a.String())
+		}
 		if err := q.log.CreateMetadata(ctx, &want); err != nil {
 			return nil, err
 		}
@@ -202,10 +214,26 @@ func guardObjectStore(cfg *Config) error {
 func guardEmpty(cfg *Config) error {
 	s := &cfg.Spec
 	if s.Environment == query.Production && !cfg.AllowFirstStart && !cfg.AllowReplay {
-		return fmt.Errorf("query %s: checkpoint %s is empty; a production query starts on an empty checkpoint only when told this is a first start (--allow-first-start) or an intended replay (--allow-replay): a lost checkpoint must be loud: %w",
+		return fmt.Errorf("query %s: checkpoint %s is empty; a production query starts on an empty checkpoint only when told this is a first start (--allow-first-start=TICKET) or an intended replay (--allow-replay=TICKET): a lost checkpoint must be loud: %w",
 			s.Name, s.CheckpointLocation, ErrProductionGuard)
 	}
 	return nil
+}
+
+// approval is the consent cfg gives to start on an empty checkpoint, or
+// nil when there is none to record.
+func approval(cfg *Config, at string) *checkpoint.Approval {
+	if !cfg.AllowFirstStart && !cfg.AllowReplay {
+		return nil
+	}
+	if cfg.Spec.Environment != query.Production && cfg.Ticket == "" {
+		return nil
+	}
+	kind := checkpoint.ApprovalFirstStart
+	if cfg.AllowReplay {
+		kind = checkpoint.ApprovalReplay
+	}
+	return &checkpoint.Approval{Kind: kind, Ticket: cfg.Ticket, By: cfg.ApprovedBy, At: at}
 }
 
 func wantMetadata(s *query.Spec) checkpoint.Metadata {
@@ -642,8 +670,11 @@ func (q *Query) runBatch(ctx context.Context, lp *loop, e *checkpoint.OffsetEntr
 	}
 	inRate := InputRowsPerSecond(res.InputRows, lp.lastBatchStart, started)
 	lp.lastBatchStart = started
-	q.report(ctx, e, res, latest, rerun, skipSink, attempts, inRate, started, commitStart, done)
+	p := q.report(ctx, e, res, latest, rerun, skipSink, attempts, inRate, started, commitStart, done)
 	q.cleanup(ctx, e.BatchID)
+	if sb := p.StateBudget; sb != nil && sb.Exceeded && cfg.Spec.StateBudget.Stops() {
+		return fmt.Errorf("query %s stopped after batch %d committed: %s: %w", cfg.Spec.Name, e.BatchID, sb.Message, ErrStateBudgetExceeded)
+	}
 	return nil
 }
 
@@ -712,7 +743,7 @@ func (q *Query) attempt(ctx context.Context, e *checkpoint.OffsetEntry, wm event
 	return res, skipSink, nil
 }
 
-func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *executor.BatchResult, latest source.Offset, rerun, skipped bool, attempts int, inRate float64, started, commitStart, done time.Time) {
+func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *executor.BatchResult, latest source.Offset, rerun, skipped bool, attempts int, inRate float64, started, commitStart, done time.Time) *Progress {
 	cfg := q.cfg
 	total := done.Sub(started)
 	p := &Progress{
@@ -757,7 +788,23 @@ func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *exec
 		op.NumStateStoreWrites += r.StateWrites
 	}
 	if q.layout != nil {
+		hll := int64(0)
+		for _, m := range cfg.Spec.Aggregate.Measures {
+			if m.Fn == query.FnApproxCountDistinct {
+				hll++
+			}
+		}
+		if hll > 0 {
+			op.CustomMetrics = map[string]int64{
+				"approxCountDistinctSketches": op.NumRowsTotal * hll,
+				"approxCountDistinctMaxBytes": op.NumRowsTotal * hll * HLLSketchMaxBytes,
+			}
+		}
 		p.StateOperators = []StateOperatorProgress{op}
+		p.StateBudget = stateBudget(&cfg.Spec, &op)
+		if sb := p.StateBudget; sb != nil && sb.Exceeded {
+			cfg.Logger.Warn("state budget exceeded", "query", cfg.Spec.Name, "batch", e.BatchID, "detail", sb.Message)
+		}
 	}
 	sp := SourceProgress{Description: sourceDescription(&cfg.Spec), NumInputRows: res.InputRows, InputRowsPerSecond: inRate, ProcessedRowsPerSecond: p.ProcessedRowsPerSecond}
 	if len(e.Sources) > 0 {
@@ -785,6 +832,26 @@ func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *exec
 	if cfg.Progress != nil {
 		cfg.Progress(p)
 	}
+	return p
+}
+
+// stateBudget checks the spec's stateBudget against the state operator
+// after a batch (nil when the spec sets none).
+func stateBudget(s *query.Spec, op *StateOperatorProgress) *StateBudgetProgress {
+	b := s.StateBudget
+	if b == nil {
+		return nil
+	}
+	on := b.OnExceed
+	if on == "" {
+		on = query.OnExceedFlag
+	}
+	sb := &StateBudgetProgress{MaxRows: b.MaxRows, MaxBytes: b.MaxBytes, OnExceed: on, Exceeded: b.Exceeded(op.NumRowsTotal, op.MemoryUsedBytes)}
+	if sb.Exceeded {
+		sb.Message = fmt.Sprintf("state budget exceeded: operator %s (%s) holds %d rows, %d bytes; budget %s",
+			op.OperatorName, s.StateSchemaDescription(), op.NumRowsTotal, op.MemoryUsedBytes, b)
+	}
+	return sb
 }
 
 func sourceDescription(s *query.Spec) string {

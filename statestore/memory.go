@@ -316,8 +316,25 @@ func (s *memStore) NumRows() int64 {
 }
 
 func (s *memStore) MemoryBytes() int64 {
-	// Keys and values plus Go map overhead per entry.
-	return s.part.held()
+	// Keys and values plus Go map overhead per entry, as the state will be
+	// once this batch's changes (the overlay) commit.
+	var base map[string][]byte
+	var bytes int64
+	if s.part != nil {
+		base, bytes = s.part.data, s.part.bytes
+	}
+	rows := int64(len(base))
+	for k, v := range s.overlay {
+		if old, inBase := base[k]; inBase {
+			bytes -= int64(len(k) + len(old))
+			rows--
+		}
+		if v != nil {
+			bytes += int64(len(k) + len(*v))
+			rows++
+		}
+	}
+	return bytes + rows*mapEntryBytes
 }
 
 // Commit writes version+1's delta (and snapshot when due), then applies

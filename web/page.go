@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/monitor"
+	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
 	"github.com/sluicehq/sluice/scheduler"
 )
@@ -40,18 +41,22 @@ type queryPage struct {
 }
 
 type batchRow struct {
-	ID         int64
-	Time       string
-	Kind       string
-	Rows       int64
-	Out        int64
-	InRate     string
-	ProcRate   string
-	Phases     []string // phaseNames order
-	Total      string
-	Watermark  string
-	MaxEvent   string
-	StateRows  string
+	ID        int64
+	Time      string
+	Kind      string
+	Rows      int64
+	Out       int64
+	InRate    string
+	ProcRate  string
+	Phases    []string // phaseNames order
+	Total     string
+	Watermark string
+	MaxEvent  string
+	StateRows string
+	// Budget is the stateBudget ("maxRows 10, onExceed flag") and
+	// BudgetOver its message when the state passed it.
+	Budget     string
+	BudgetOver string
 	Lag        string
 	Attempts   int
 	NoData     bool
@@ -153,6 +158,12 @@ func toRow(p *scheduler.Progress) batchRow {
 			n += s.NumRowsTotal
 		}
 		r.StateRows = strconv.FormatInt(n, 10)
+	}
+	if sb := p.StateBudget; sb != nil {
+		r.Budget = (&query.StateBudget{MaxRows: sb.MaxRows, MaxBytes: sb.MaxBytes, OnExceed: sb.OnExceed}).String()
+		if sb.Exceeded {
+			r.BudgetOver = sb.Message
+		}
 	}
 	if l, ok := metrics.SourceLag(p); ok {
 		r.Lag = strconv.FormatInt(l.Total, 10)

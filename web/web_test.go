@@ -190,3 +190,32 @@ func TestChartHandlesEmptyFlatAndMissingValues(t *testing.T) {
 		}
 	}
 }
+
+// A query past its stateBudget is marked on the page with the message; one
+// within it shows the budget.
+func TestPageShowsTheStateBudget(t *testing.T) {
+	tr := monitor.New(monitor.Options{Now: func() time.Time { return t0 }})
+	for _, c := range []struct {
+		name string
+		sb   *scheduler.StateBudgetProgress
+	}{
+		{"over", &scheduler.StateBudgetProgress{MaxRows: 10, OnExceed: "stop", Exceeded: true, Message: "state budget exceeded: operator stateStoreSave holds 12 rows"}},
+		{"within", &scheduler.StateBudgetProgress{MaxRows: 100, MaxBytes: 4096, OnExceed: "flag"}},
+	} {
+		tr.SetState(monitor.Ref{Name: c.name, ID: "id-" + c.name}, monitor.Running, nil)
+		observe(tr, c.name, 1, 0, 5, 0, 0)
+		p := tr.Progress(c.name, 1)[0]
+		q := *p
+		q.BatchID, q.StateBudget = 2, c.sb
+		tr.Observe(&q)
+	}
+	srv := httptest.NewServer(New(Options{Tracker: tr, Now: func() time.Time { return t0 }}))
+	defer srv.Close()
+	_, page, _ := get(t, srv, "/")
+	for _, want := range []string{`<span class="budget over">exceeded</span>`, "operator stateStoreSave holds 12 rows",
+		`<span class="budget">within</span>`, "maxRows 100, maxBytes 4096, onExceed flag"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+}

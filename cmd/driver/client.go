@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/driver"
+	"github.com/sluicehq/sluice/internal/cliflags"
 	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/proto/sluicepb"
@@ -167,6 +168,12 @@ func (c *clientFlags) callErr(err error, name string) error {
 	return &cliError{code: exitError, msg: st.Message()}
 }
 
+// submitRequest is a SubmitQueryRequest carrying the guards' approval.
+func submitRequest(spec []byte, g *cliflags.Guards, wait bool) *sluicepb.SubmitQueryRequest {
+	return &sluicepb.SubmitQueryRequest{Spec: spec, AllowFirstStart: g.AllowFirstStart(), AllowReplay: g.AllowReplay(),
+		Ticket: g.Ticket(), ApprovedBy: g.By(who), Wait: wait, ChangedBy: who()}
+}
+
 func who() string {
 	name := "unknown"
 	if u, err := user.Current(); err == nil {
@@ -204,10 +211,11 @@ func loadSpec(file string) ([]byte, query.Spec, error) {
 func newSubmitCmd() *cobra.Command {
 	var cf clientFlags
 	var file string
-	var allowFirst, allowReplay, wait bool
+	var guards cliflags.Guards
+	var wait bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "submit -f QUERY.yaml [--allow-first-start] [--allow-replay] [--wait]",
+		Use:   "submit -f QUERY.yaml [--allow-first-start=TICKET] [--allow-replay=TICKET] [--wait]",
 		Short: "Submit a query to the running driver (idempotent; a stopped query resumes from its checkpoint)",
 		Long: `The same spec again changes nothing and says so; a changed spec is applied
 if the query's checkpoint can serve it (same stateful definition), else it is
@@ -216,8 +224,7 @@ refused with "new checkpoint required" and the running version is kept.`,
 	}
 	cf.add(cmd.Flags(), "table")
 	cmd.Flags().StringVarP(&file, "file", "f", "", "query spec (YAML or JSON)")
-	cmd.Flags().BoolVar(&allowFirst, "allow-first-start", false, "let a production query start on an empty checkpoint (a first start)")
-	cmd.Flags().BoolVar(&allowReplay, "allow-replay", false, "let a production query start on an empty checkpoint (an intended replay)")
+	cliflags.ProductionGuards(cmd.Flags(), &guards)
 	cmd.Flags().BoolVar(&wait, "wait", false, "answer once the query runs (or failed to start)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "give up waiting after this long")
 	return clientCmd(cmd, func(cmd *cobra.Command, _ []string) error {
@@ -232,7 +239,7 @@ refused with "new checkpoint required" and the running version is kept.`,
 		defer closeConn()
 		ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 		defer cancel()
-		resp, err := cl.SubmitQuery(ctx, &sluicepb.SubmitQueryRequest{Spec: b, AllowFirstStart: allowFirst, AllowReplay: allowReplay, Wait: wait, ChangedBy: who()})
+		resp, err := cl.SubmitQuery(ctx, submitRequest(b, &guards, wait))
 		if err != nil {
 			return cf.callErr(err, "")
 		}
@@ -413,6 +420,7 @@ func writeStatus(w io.Writer, q queryJSON) error {
 			stateRows += op.NumRowsTotal
 		}
 		row("state rows", fmt.Sprint(stateRows))
+		writeStateCost(row, p)
 	} else {
 		row("last batch", "none yet")
 	}
@@ -428,6 +436,37 @@ func writeStatus(w io.Writer, q queryJSON) error {
 		row("last error", "-")
 	}
 	return tw.Flush()
+}
+
+// writeStateCost adds the state's memory, the approx_count_distinct
+// sketches' share of it, and the state budget.
+func writeStateCost(row func(k, v string), p *scheduler.Progress) {
+	var bytes, rows, sketches, sketchMax int64
+	for _, op := range p.StateOperators {
+		bytes += op.MemoryUsedBytes
+		rows += op.NumRowsTotal
+		sketches += op.CustomMetrics["approxCountDistinctSketches"]
+		sketchMax += op.CustomMetrics["approxCountDistinctMaxBytes"]
+	}
+	if len(p.StateOperators) == 0 {
+		return
+	}
+	mem := fmt.Sprintf("%d bytes", bytes)
+	if rows > 0 {
+		mem += fmt.Sprintf(" (%d per row)", bytes/rows)
+	}
+	row("state memory", mem)
+	if sketches > 0 {
+		row("approx_count_distinct", fmt.Sprintf("%d HyperLogLog sketches in state (one per row and measure), up to %d bytes at full precision (16 KiB each); sparse ones are smaller and counted in state memory", sketches, sketchMax))
+	}
+	if sb := p.StateBudget; sb != nil {
+		b := (&query.StateBudget{MaxRows: sb.MaxRows, MaxBytes: sb.MaxBytes, OnExceed: sb.OnExceed}).String()
+		if sb.Exceeded {
+			row("state budget", "EXCEEDED: "+sb.Message)
+		} else {
+			row("state budget", "within "+b)
+		}
+	}
 }
 
 func orDash(s string) string {

@@ -57,6 +57,9 @@ type inspectReport struct {
 	ShufflePartitions    int               `json:"shufflePartitions"`
 	Offsets              json.RawMessage   `json:"offsets"`
 	Conf                 map[string]string `json:"conf,omitempty"`
+	// Approvals are the production guards' consents the checkpoint was
+	// created under (absent for old checkpoints and lab queries).
+	Approvals []checkpoint.Approval `json:"approvals,omitempty"`
 }
 
 func inspectCheckpoint(ctx context.Context, path string, opts objstore.Options) (*inspectReport, error) {
@@ -85,7 +88,8 @@ func inspectCheckpoint(ctx context.Context, path string, opts objstore.Options) 
 		return nil, err
 	}
 	rep := &inspectReport{QueryID: meta.QueryID, Name: meta.Name, LastBatchID: -1, LastCommittedBatchID: -1,
-		StateStore: meta.StateStore, ShufflePartitions: meta.ShufflePartitions, Offsets: json.RawMessage("null")}
+		StateStore: meta.StateStore, ShufflePartitions: meta.ShufflePartitions, Offsets: json.RawMessage("null"),
+		Approvals: meta.Approvals}
 	wm := res.WatermarkMs
 	if last != nil {
 		rep.LastBatchID = last.BatchID
@@ -132,6 +136,9 @@ func (r *inspectReport) write(w io.Writer, asJSON bool) error {
 	fmt.Fprintf(w, "next watermark     %s\n", r.NextBatchWatermark)
 	fmt.Fprintf(w, "state              %d rows in %d partitions (%s)\n", r.StateRows, r.ShufflePartitions, r.StateStore)
 	fmt.Fprintf(w, "offsets            %s\n", r.Offsets)
+	for _, a := range r.Approvals {
+		fmt.Fprintf(w, "approval           %s: ticket %s, by %s, at %s\n", a.Kind, a.Ticket, a.By, a.At)
+	}
 	return nil
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 )
 
@@ -199,5 +202,81 @@ func TestDemoBannerExplainsTheOldFirstWindows(t *testing.T) {
 				t.Fatalf("banner does not say %q:\n%s", want, b.String())
 			}
 		}
+	}
+}
+
+// The production guards take a ticket; a run recording one shows it in
+// checkpoint inspect, with who and when.
+func TestCLIApprovalInCheckpointInspect(t *testing.T) {
+	dir := t.TempDir()
+	labSpec(t, dir)
+	runDriver(t, dir, "run", "-f", "q.yaml", "--allow-first-start").expect(t, 1,
+		"the approval needs its ticket: write --allow-first-start=TICKET")
+	runDriver(t, dir, "run", "--allow-replay", "-f", "q.yaml").expect(t, 1,
+		"write --allow-replay=TICKET")
+	write(t, filepath.Join(dir, "lab/in/001.jsonl"),
+		`{"event_id":"e1","course_id":"c1","lesson_id":"l1","event_time":"2026-03-02T09:01:00Z"}`)
+	runDriver(t, dir, "run", "-f", "q.yaml", "--allow-first-start=CHG-1234", "--approved-by", "alice@ops").expect(t, 0)
+	r := runDriver(t, dir, "checkpoint", "inspect", "lab/checkpoint")
+	r.expect(t, 0)
+	if !strings.Contains(r.stdout, "approval           first-start: ticket CHG-1234, by alice@ops, at 20") {
+		t.Fatalf("inspect does not show the approval:\n%s", r.stdout)
+	}
+	r = runDriver(t, dir, "checkpoint", "inspect", "lab/checkpoint", "--json")
+	r.expect(t, 0)
+	if !strings.Contains(r.stdout, `"ticket": "CHG-1234"`) || !strings.Contains(r.stdout, `"by": "alice@ops"`) {
+		t.Fatalf("inspect --json:\n%s", r.stdout)
+	}
+}
+
+// driver replay writes the stopped query's spec with the new checkpoint and
+// starting offsets, and refuses what would not be a replay.
+func TestCLIReplayWritesTheSpec(t *testing.T) {
+	dir := t.TempDir()
+	b, err := os.ReadFile("../../examples/tile-kafka.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lab := strings.NewReplacer("environment: production", "environment: lab",
+		"s3://warehouse/course_activity_tile/", "out", "s3://checkpoints/prod/course-activity-tile/", "cp1").Replace(string(b))
+	write(t, filepath.Join(dir, "q.yaml"), lab)
+	offsets := `{"learning.progress":{"0":1500,"1":-2}}`
+
+	runDriver(t, dir, "replay", "-f", "q.yaml", "--checkpoint", "cp2", "--starting-offsets", offsets, "--dry-run").expect(t, 2, "--ticket is required")
+	runDriver(t, dir, "replay", "-f", "q.yaml", "--checkpoint", "cp1", "--starting-offsets", offsets, "--ticket", "INC-9", "--dry-run").expect(t, 2, "is the query's current checkpointLocation")
+	if err := os.Rename(filepath.Join(dir, "q.yaml"), filepath.Join(dir, "k.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	labSpec(t, dir) // q.yaml: the file source
+	runDriver(t, dir, "replay", "-f", "q.yaml", "--checkpoint", "cp2", "--starting-offsets", offsets, "--ticket", "INC-9", "--dry-run").expect(t, 2, "does not read Kafka")
+
+	// A checkpoint that exists is not a replay's new one.
+	st, err := objstore.NewFS(filepath.Join(dir, "used"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkpoint.New(st).CreateMetadata(context.Background(), &checkpoint.Metadata{Name: "other", QueryID: "id-1"}); err != nil {
+		t.Fatal(err)
+	}
+	runDriver(t, dir, "replay", "-f", "k.yaml", "--checkpoint", "used", "--starting-offsets", offsets, "--ticket", "INC-9", "--dry-run").expect(t, 2, "already holds query other's checkpoint")
+
+	r := runDriver(t, dir, "replay", "-f", "k.yaml", "--checkpoint", "cp2", "--starting-offsets", offsets, "--ticket", "INC-9", "--approved-by", "alice@ops", "--dry-run")
+	r.expect(t, 0)
+	if !strings.Contains(r.stdout, "replay spec written to k.replay.yaml") {
+		t.Fatalf("stdout: %s", r.stdout)
+	}
+	got, err := query.Load(filepath.Join(dir, "k.replay.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.CheckpointLocation != "cp2" || got.Source.Kafka.StartingOffsets != offsets || got.Name != "course-activity-tile" {
+		t.Fatalf("replay spec: checkpoint %q, startingOffsets %q", got.CheckpointLocation, got.Source.Kafka.StartingOffsets)
+	}
+	text, _ := os.ReadFile(filepath.Join(dir, "k.replay.yaml"))
+	if !strings.Contains(string(text), "ticket INC-9, approved by alice@ops") {
+		t.Fatalf("the replay spec does not record its ticket:\n%s", text)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cp2")); err == nil {
+		t.Fatal("a dry run created the new checkpoint")
 	}
 }

@@ -26,7 +26,7 @@ func newRunCmd() *cobra.Command {
 	var file, progressJSON string
 	var hc httpConfig
 	var tlsFlags tlsconf.Config
-	var allowFirst, allowReplay bool
+	var guards cliflags.Guards
 	var sourceRetry time.Duration
 	var stateMemoryLimit int64
 	var s3 objstore.S3Options
@@ -78,11 +78,13 @@ func newRunCmd() *cobra.Command {
 			}
 			opts := engine.Options{
 				StateMemoryLimit: statestore.NewMemoryLimit(stateMemoryLimit),
-				Store:            objstore.Options{S3: s3},
-				AllowFirstStart:  allowFirst,
-				SourceRetryFor:   sourceRetry,
-				AllowReplay:      allowReplay,
-				Progress:         progress,
+				Store:           objstore.Options{S3: s3},
+				AllowFirstStart: guards.AllowFirstStart(),
+				SourceRetryFor:  sourceRetry,
+				AllowReplay:     guards.AllowReplay(),
+				Ticket:          guards.Ticket(),
+				ApprovedBy:      guards.By(who),
+				Progress:        progress,
 			}
 			if tr != nil {
 				opts.WrapStore = countStores(tr)
@@ -93,7 +95,7 @@ func newRunCmd() *cobra.Command {
 	cmd.Flags().StringVarP(&file, "file", "f", "", "query spec (YAML or JSON)")
 	cmd.Flags().StringVar(&progressJSON, "progress-json", "", "append one JSON progress object per batch to this file")
 	addHTTPFlags(cmd.Flags(), &hc, "")
-	cliflags.ProductionGuards(cmd.Flags(), &allowFirst, &allowReplay)
+	cliflags.ProductionGuards(cmd.Flags(), &guards)
 	cmd.Flags().DurationVar(&sourceRetry, "source-retry-for", 5*time.Minute, "keep retrying this long when the source is unreachable (a broker down) before failing")
 	cmd.Flags().Int64Var(&stateMemoryLimit, "state-memory-limit", 0, "bytes of state the in-memory state store (stateStore: memory) may hold; past it a batch fails with advice to switch to stateStore: pebble (0: no limit)")
 	cliflags.S3(cmd.Flags(), &s3)

@@ -34,7 +34,8 @@ func newServeCmd() *cobra.Command {
 	var tokenFile, progressJSON, registryURI, queriesDir string
 	var hc httpConfig
 	var tlsFlags tlsconf.Config
-	var exitWhenDone, allowFirst, allowReplay, prune bool
+	var exitWhenDone, prune bool
+	var guards cliflags.Guards
 	var minExecutors int
 	var s3 objstore.S3Options
 	var sourceRetry, leaseTTL, stopTimeout time.Duration
@@ -155,10 +156,10 @@ lease is released, the driver exits.`,
 			ran := make(chan error, 1)
 			go func() { ran <- svc.Run(runCtx) }()
 			if len(subs) > 0 || queriesDir != "" {
-				go submitAtStart(runCtx, svc, subs, files, allowFirst, allowReplay, log)
+				go submitAtStart(runCtx, svc, subs, files, &guards, log)
 			}
 			if queriesDir != "" {
-				w := &driver.Watcher{Dir: queriesDir, Prune: prune, AllowFirstStart: allowFirst, AllowReplay: allowReplay, S: svc, Logger: log}
+				w := &driver.Watcher{Dir: queriesDir, Prune: prune, AllowFirstStart: guards.AllowFirstStart(), AllowReplay: guards.AllowReplay(), Ticket: guards.Ticket(), ApprovedBy: guards.By(who), S: svc, Logger: log}
 				go w.Run(runCtx)
 			}
 			var failed error
@@ -191,7 +192,7 @@ lease is released, the driver exits.`,
 	f.IntVar(&minExecutors, "min-executors", 1, "executors that must register before a query's first batch")
 	f.BoolVar(&exitWhenDone, "exit-when-done", false, "exit once every running query has ended (availableNow, once, failed); non-zero if one failed")
 	f.StringVar(&progressJSON, "progress-json", "", "append one JSON progress object per batch to this file")
-	cliflags.ProductionGuards(f, &allowFirst, &allowReplay)
+	cliflags.ProductionGuards(f, &guards)
 	f.DurationVar(&sourceRetry, "source-retry-for", 5*time.Minute, "keep retrying this long when the source or a store is unreachable before failing")
 	f.DurationVar(&leaseTTL, "lease-ttl", 10*time.Second, "a standby takes over once the active driver has not renewed the lease for this long")
 	f.DurationVar(&stopTimeout, "stop-timeout", 30*time.Second, "on SIGTERM or stop: how long a batch in flight may take to commit before it is abandoned")
@@ -201,7 +202,7 @@ lease is released, the driver exits.`,
 }
 
 // submitAtStart submits the --query files once this driver is active.
-func submitAtStart(ctx context.Context, svc *driver.Service, subs [][]byte, files []string, allowFirst, allowReplay bool, log *slog.Logger) {
+func submitAtStart(ctx context.Context, svc *driver.Service, subs [][]byte, files []string, g *cliflags.Guards, log *slog.Logger) {
 	for svc.Ready() != nil {
 		select {
 		case <-ctx.Done():
@@ -211,7 +212,7 @@ func submitAtStart(ctx context.Context, svc *driver.Service, subs [][]byte, file
 	}
 	host, _ := os.Hostname()
 	for i, b := range subs {
-		res, err := svc.Submit(ctx, driver.Submission{Spec: b, AllowFirstStart: allowFirst, Replay: allowReplay, ChangedBy: "serve --query " + files[i] + "@" + host})
+		res, err := svc.Submit(ctx, driver.Submission{Spec: b, AllowFirstStart: g.AllowFirstStart(), Replay: g.AllowReplay(), Ticket: g.Ticket(), ApprovedBy: g.By(who), ChangedBy: "serve --query " + files[i] + "@" + host})
 		if err != nil {
 			log.Error("--query refused", "file", files[i], "err", err)
 			continue

@@ -512,6 +512,8 @@ func TestRefusals(t *testing.T) {
 		{"grace shorter than the drain", []string{"--set", "executor.terminationGracePeriodSeconds=30"}, []string{"executor.terminationGracePeriodSeconds", "drain"}},
 		{"driver grace not above its stop timeout", []string{"--set", "driver.terminationGracePeriodSeconds=60"}, []string{"driver.terminationGracePeriodSeconds", "stopTimeoutSeconds"}},
 		{"registry on the pod's disk", []string{"--set", "registry.uri=/var/registry"}, []string{"registry.uri", "s3://"}},
+		{"guard given as a boolean, not a ticket", []string{"--set", "driver.allowFirstStart=true"}, []string{"/driver/allowFirstStart", "want string"}},
+		{"ticket with a space", []string{"--set", "driver.allowReplay=CHG 1"}, []string{"/driver/allowReplay"}},
 		{"TLS with no source", []string{"--set", "tls.enabled=true"}, []string{"tls.enabled", "existingSecret"}},
 		{"cert-manager without its CRD", []string{"-f", filepath.Join("testdata", "tls-certmanager.yaml")}, []string{"cert-manager", "Certificate"}},
 	} {
@@ -536,6 +538,27 @@ func TestRefusals(t *testing.T) {
 	pdb := mustFind[*policyv1.PodDisruptionBudget](t, objs, "PodDisruptionBudget", e.Name)
 	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 || pdb.Spec.MaxUnavailable != nil {
 		t.Errorf("PDB %+v, want minAvailable 1 only", pdb.Spec)
+	}
+}
+
+// TestApprovalValues: allowFirstStart and allowReplay carry the ticket to
+// the driver's flags, with approvedBy; unset, no guard flag is passed.
+func TestApprovalValues(t *testing.T) {
+	d, _ := deployments(render(t, renderOpts{}))
+	args := d.Spec.Template.Spec.Containers[0].Args
+	for _, f := range []string{"--allow-first-start", "--allow-replay", "--approved-by"} {
+		if hasArgPrefix(args, f) {
+			t.Errorf("defaults pass %s: %q", f, args)
+		}
+	}
+	d, _ = deployments(render(t, renderOpts{set: []string{"--set", "driver.allowReplay=INC-77", "--set", "driver.approvedBy=alice@ops"}}))
+	args = d.Spec.Template.Spec.Containers[0].Args
+	if argValue(args, "--allow-replay") != "INC-77" || argValue(args, "--approved-by") != "alice@ops" || hasArgPrefix(args, "--allow-first-start") {
+		t.Errorf("allowReplay=INC-77, approvedBy=alice@ops give args %q", args)
+	}
+	d, _ = deployments(render(t, renderOpts{set: []string{"--set-string", "driver.allowFirstStart=1234"}}))
+	if args = d.Spec.Template.Spec.Containers[0].Args; argValue(args, "--allow-first-start") != "1234" {
+		t.Errorf("allowFirstStart=1234 gives args %q", args)
 	}
 }
 

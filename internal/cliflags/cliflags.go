@@ -3,6 +3,7 @@
 package cliflags
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -90,16 +91,81 @@ func (l *levelValue) Set(s string) error {
 // Help text of the production guards, shared by every command that starts
 // queries.
 const (
-	AllowFirstStartHelp = "a production query (environment: production in its spec) refuses to start on an empty checkpoint, " +
-		"because a lost checkpoint would silently start it over; this flag says the empty checkpoint is expected: " +
-		"it is the query's first start (startingOffsets apply). Lab queries never need it"
-	AllowReplayHelp = "like --allow-first-start, but says the empty checkpoint is an intended replay of a query that ran before: " +
+	AllowFirstStartHelp = "TICKET: a production query (environment: production in its spec) refuses to start on an empty checkpoint, " +
+		"because a lost checkpoint would silently start it over; --allow-first-start=TICKET says the empty checkpoint is expected: " +
+		"it is the query's first start (startingOffsets apply), approved under TICKET. The new checkpoint's metadata and the registry's " +
+		"history record the ticket, who (--approved-by) and when. Lab queries never need it"
+	AllowReplayHelp = "TICKET: like --allow-first-start, but says the empty checkpoint is an intended replay of a query that ran before: " +
 		"it reprocesses from startingOffsets and writes its windows again next to the earlier output (a production " +
-		"Parquet sink that holds another query's log still refuses). Lab queries never need it"
+		"Parquet sink that holds another query's log still refuses); recorded like --allow-first-start. Lab queries never need it"
+	ApprovedByHelp = "who approved --allow-first-start or --allow-replay, as recorded with the ticket (default: user@host)"
 )
 
-// ProductionGuards adds --allow-first-start and --allow-replay to fs.
-func ProductionGuards(fs *pflag.FlagSet, allowFirst, allowReplay *bool) {
-	fs.BoolVar(allowFirst, "allow-first-start", false, AllowFirstStartHelp)
-	fs.BoolVar(allowReplay, "allow-replay", false, AllowReplayHelp)
+// Guards are the production guards' values: each is the ticket the
+// consent is given under, empty when the flag is not set.
+type Guards struct {
+	FirstStart, Replay string
+	ApprovedBy         string
+}
+
+// AllowFirstStart reports whether --allow-first-start was given.
+func (g *Guards) AllowFirstStart() bool { return g.FirstStart != "" }
+
+// AllowReplay reports whether --allow-replay was given.
+func (g *Guards) AllowReplay() bool { return g.Replay != "" }
+
+// Ticket is the ticket of the consent given (replay's when both are).
+func (g *Guards) Ticket() string {
+	if g.Replay != "" {
+		return g.Replay
+	}
+	return g.FirstStart
+}
+
+// By is --approved-by, or who (user@host) when it is unset and a consent
+// is given.
+func (g *Guards) By(who func() string) string {
+	if g.ApprovedBy != "" || (g.FirstStart == "" && g.Replay == "") {
+		return g.ApprovedBy
+	}
+	return who()
+}
+
+// ProductionGuards adds --allow-first-start=TICKET, --allow-replay=TICKET
+// and --approved-by to fs. A bare --allow-first-start (or
+// --allow-replay) is refused when the command line is parsed: the
+// approval must name its ticket.
+func ProductionGuards(fs *pflag.FlagSet, g *Guards) {
+	fs.Var(&ticketValue{p: &g.FirstStart, name: "allow-first-start"}, "allow-first-start", AllowFirstStartHelp)
+	fs.Lookup("allow-first-start").NoOptDefVal = bareTicket
+	fs.Var(&ticketValue{p: &g.Replay, name: "allow-replay"}, "allow-replay", AllowReplayHelp)
+	fs.Lookup("allow-replay").NoOptDefVal = bareTicket
+	fs.StringVar(&g.ApprovedBy, "approved-by", "", ApprovedByHelp)
+}
+
+// bareTicket is what pflag passes for a flag given without =TICKET.
+const bareTicket = "\x00bare"
+
+// ErrNoTicket: a production guard was given without its ticket.
+var ErrNoTicket = errors.New("the approval needs its ticket")
+
+// ticketValue is a guard's flag: a non-empty ticket, given as
+// --flag=TICKET.
+type ticketValue struct {
+	p    *string
+	name string
+}
+
+func (v *ticketValue) String() string { return *v.p }
+func (v *ticketValue) Type() string   { return "TICKET" }
+func (v *ticketValue) Set(s string) error {
+	s = strings.TrimSpace(s)
+	if s == bareTicket || s == "" {
+		return fmt.Errorf("%w: write --%s=TICKET (the change ticket this start is approved under; it is recorded in the checkpoint's metadata and the registry's history)", ErrNoTicket, v.name)
+	}
+	if strings.ContainsAny(s, "\n\r\t") || len(s) > 200 {
+		return fmt.Errorf("--%s=%q: a ticket is one line of at most 200 characters", v.name, s)
+	}
+	*v.p = s
+	return nil
 }

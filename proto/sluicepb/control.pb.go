@@ -36,7 +36,12 @@ type SubmitQueryRequest struct {
 	// wait: answer once the query runs (or has failed to start).
 	Wait bool `protobuf:"varint,4,opt,name=wait,proto3" json:"wait,omitempty"`
 	// changed_by names the submitter (user@host).
-	ChangedBy     string `protobuf:"bytes,5,opt,name=changed_by,json=changedBy,proto3" json:"changed_by,omitempty"`
+	ChangedBy string `protobuf:"bytes,5,opt,name=changed_by,json=changedBy,proto3" json:"changed_by,omitempty"`
+	// ticket is the change ticket of allow_first_start or allow_replay,
+	// recorded in the registry's history and the new checkpoint's metadata.
+	Ticket string `protobuf:"bytes,6,opt,name=ticket,proto3" json:"ticket,omitempty"`
+	// approved_by names who approved (default: changed_by).
+	ApprovedBy    string `protobuf:"bytes,7,opt,name=approved_by,json=approvedBy,proto3" json:"approved_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -102,6 +107,20 @@ func (x *SubmitQueryRequest) GetWait() bool {
 func (x *SubmitQueryRequest) GetChangedBy() string {
 	if x != nil {
 		return x.ChangedBy
+	}
+	return ""
+}
+
+func (x *SubmitQueryRequest) GetTicket() string {
+	if x != nil {
+		return x.Ticket
+	}
+	return ""
+}
+
+func (x *SubmitQueryRequest) GetApprovedBy() string {
+	if x != nil {
+		return x.ApprovedBy
 	}
 	return ""
 }
@@ -754,14 +773,17 @@ var File_control_proto protoreflect.FileDescriptor
 
 const file_control_proto_rawDesc = "" +
 	"\n" +
-	"\rcontrol.proto\x12\tsluice.v1\"\xaa\x01\n" +
+	"\rcontrol.proto\x12\tsluice.v1\"\xe3\x01\n" +
 	"\x12SubmitQueryRequest\x12\x12\n" +
 	"\x04spec\x18\x01 \x01(\fR\x04spec\x12*\n" +
 	"\x11allow_first_start\x18\x02 \x01(\bR\x0fallowFirstStart\x12!\n" +
 	"\fallow_replay\x18\x03 \x01(\bR\vallowReplay\x12\x12\n" +
 	"\x04wait\x18\x04 \x01(\bR\x04wait\x12\x1d\n" +
 	"\n" +
-	"changed_by\x18\x05 \x01(\tR\tchangedBy\"\xae\x01\n" +
+	"changed_by\x18\x05 \x01(\tR\tchangedBy\x12\x16\n" +
+	"\x06ticket\x18\x06 \x01(\tR\x06ticket\x12\x1f\n" +
+	"\vapproved_by\x18\a \x01(\tR\n" +
+	"approvedBy\"\xae\x01\n" +
 	"\x13SubmitQueryResponse\x12\x19\n" +
 	"\bquery_id\x18\x01 \x01(\tR\aqueryId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1e\n" +

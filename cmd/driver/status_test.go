@@ -1,0 +1,34 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/scheduler"
+)
+
+// driver status shows the state's memory, the approx_count_distinct
+// sketches' cost and the state budget.
+func TestStatusShowsStateCostAndBudget(t *testing.T) {
+	p := &scheduler.Progress{BatchID: 3, EventTime: map[string]string{},
+		StateOperators: []scheduler.StateOperatorProgress{{NumRowsTotal: 40, MemoryUsedBytes: 40 * 300,
+			CustomMetrics: map[string]int64{"approxCountDistinctSketches": 80, "approxCountDistinctMaxBytes": 80 * scheduler.HLLSketchMaxBytes}}},
+		StateBudget: &scheduler.StateBudgetProgress{MaxRows: 30, OnExceed: "stop", Exceeded: true, Message: "state budget exceeded: operator stateStoreSave holds 40 rows"}}
+	var b strings.Builder
+	if err := writeStatus(&b, queryJSON{Name: "tile", Latest: p}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"state rows:", "40", "state memory:", "12000 bytes (300 per row)",
+		"approx_count_distinct:", "80 HyperLogLog sketches", "up to 1310720 bytes",
+		"state budget:", "EXCEEDED: state budget exceeded: operator stateStoreSave holds 40 rows"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, b.String())
+		}
+	}
+	p.StateBudget, p.StateOperators[0].CustomMetrics = &scheduler.StateBudgetProgress{MaxBytes: 1 << 20, OnExceed: "flag"}, nil
+	b.Reset()
+	_ = writeStatus(&b, queryJSON{Name: "tile", Latest: p})
+	if !strings.Contains(b.String(), "within maxBytes 1048576, onExceed flag") || strings.Contains(b.String(), "approx_count_distinct") {
+		t.Errorf("status:\n%s", b.String())
+	}
+}
