@@ -78,13 +78,13 @@ func newRunCmd() *cobra.Command {
 			}
 			opts := engine.Options{
 				StateMemoryLimit: statestore.NewMemoryLimit(stateMemoryLimit),
-				Store:           objstore.Options{S3: s3},
-				AllowFirstStart: guards.AllowFirstStart(),
-				SourceRetryFor:  sourceRetry,
-				AllowReplay:     guards.AllowReplay(),
-				Ticket:          guards.Ticket(),
-				ApprovedBy:      guards.By(who),
-				Progress:        progress,
+				Store:            objstore.Options{S3: s3},
+				AllowFirstStart:  guards.AllowFirstStart(),
+				SourceRetryFor:   sourceRetry,
+				AllowReplay:      guards.AllowReplay(),
+				Ticket:           guards.Ticket(),
+				ApprovedBy:       guards.By(who),
+				Progress:         progress,
 			}
 			if tr != nil {
 				opts.WrapStore = countStores(tr)
