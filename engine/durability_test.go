@@ -259,6 +259,9 @@ func TestFaultOnEachWriteOfABatchNeverCommitsAMissingWrite(t *testing.T) {
 			keyRe = parquetFileOfBatch(2) // query id differs per run
 		case pendingRecord.MatchString(key):
 			keyRe = regexp.MustCompile(`^_sink_pending/2/`) // attempt ids are random
+		case stateFile.MatchString(key):
+			// The attempt in the name hashes the run id, random per run.
+			keyRe = regexp.MustCompile("^" + regexp.QuoteMeta(stateFile.ReplaceAllString(key, "${1}-")) + `[0-9a-f]{16}\.` + regexp.QuoteMeta(stateFile.ReplaceAllString(key, "${2}")) + "$")
 		}
 		for _, persistent := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%d-%s-%s-persistent=%v", i, role, f[2], persistent), func(t *testing.T) {
