@@ -154,14 +154,15 @@ func AttemptID(runID string, batch int64, mapAttempts []uint64) string {
 // fileSet is what a partition's directory holds: deltas and snaps are the
 // files chosen for each version (by the commit records, see
 // records.follow, else the only file of the version), all holds every
-// file by version and attempt, and ambiguous the versions with files of
-// more than one attempt that no record has chosen between.
+// file by version and attempt, and ambiguous the versions with deltas (or
+// snapshots) of more than one attempt that no record has chosen between.
 type fileSet struct {
-	deltas    map[Version]string
-	snaps     map[Version]string
-	allDeltas map[Version]map[string]string
-	allSnaps  map[Version]map[string]string
-	ambiguous map[Version]bool
+	deltas        map[Version]string
+	snaps         map[Version]string
+	allDeltas     map[Version]map[string]string
+	allSnaps      map[Version]map[string]string
+	ambiguous     map[Version]bool
+	ambiguousSnap map[Version]bool
 }
 
 // parseName splits <v>[-<attempt>]<suffix>.
@@ -182,7 +183,7 @@ func parseFiles(keys []string, prefix string) fileSet {
 	fs := fileSet{
 		deltas: map[Version]string{}, snaps: map[Version]string{},
 		allDeltas: map[Version]map[string]string{}, allSnaps: map[Version]map[string]string{},
-		ambiguous: map[Version]bool{},
+		ambiguous: map[Version]bool{}, ambiguousSnap: map[Version]bool{},
 	}
 	add := func(all map[Version]map[string]string, v Version, attempt, k string) {
 		if all[v] == nil {
@@ -198,7 +199,7 @@ func parseFiles(keys []string, prefix string) fileSet {
 			add(fs.allSnaps, v, a, k)
 		}
 	}
-	pick := func(all map[Version]map[string]string, chosen map[Version]string) {
+	pick := func(all map[Version]map[string]string, chosen map[Version]string, ambiguous map[Version]bool) {
 		for v, byAttempt := range all {
 			if len(byAttempt) == 1 {
 				for _, k := range byAttempt {
@@ -206,11 +207,11 @@ func parseFiles(keys []string, prefix string) fileSet {
 				}
 				continue
 			}
-			fs.ambiguous[v] = true
+			ambiguous[v] = true
 		}
 	}
-	pick(fs.allDeltas, fs.deltas)
-	pick(fs.allSnaps, fs.snaps)
+	pick(fs.allDeltas, fs.deltas, fs.ambiguous)
+	pick(fs.allSnaps, fs.snaps, fs.ambiguousSnap)
 	return fs
 }
 
@@ -224,11 +225,15 @@ func attemptOf(key string) string {
 	return a
 }
 
-// checkPlan fails when loading version v would need a version whose files
-// no record chose between.
-func (fs fileSet) checkPlan(op, p int, v Version) error {
-	for u := range fs.ambiguous {
-		if u <= v {
+// checkPlan fails when loading version v from base would need a version
+// whose files no record chose between: a delta after base, or a snapshot
+// after base (which would have been the base).
+func (fs fileSet) checkPlan(op, p int, base, v Version) error {
+	for _, amb := range []map[Version]bool{fs.ambiguous, fs.ambiguousSnap} {
+		for u := range amb {
+			if u <= base || u > v {
+				continue
+			}
 			return fmt.Errorf("load state partition %d version %d: %s holds files of several attempts for version %d and no commit record says which one committed: %w",
 				p, v, partPrefix(op, p), u, ErrCorrupt)
 		}
@@ -261,7 +266,7 @@ func (fs fileSet) plan(v Version) (Version, []Version) {
 func (fs fileSet) obsolete(keep Version) []string {
 	var base Version
 	for s := range fs.snaps {
-		if s <= keep && s > base && !fs.ambiguous[s] {
+		if s <= keep && s > base {
 			base = s
 		}
 	}

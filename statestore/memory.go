@@ -113,7 +113,7 @@ func (m *Memory) load(ctx context.Context, p int, v Version) (*memPart, error) {
 		return nil, err
 	}
 	base, deltas := fs.plan(v)
-	if err := fs.checkPlan(m.opts.Operator, p, v); err != nil {
+	if err := fs.checkPlan(m.opts.Operator, p, base, v); err != nil {
 		return nil, err
 	}
 	part.changed = len(deltas) > 0 && deltas[len(deltas)-1] == v || base == v

@@ -237,7 +237,7 @@ func (pb *Pebble) prepare(ctx context.Context, p int, part *pebPart, v Version) 
 		return err
 	}
 	base, deltas := fs.plan(v)
-	if err := fs.checkPlan(pb.opts.Operator, p, v); err != nil {
+	if err := fs.checkPlan(pb.opts.Operator, p, base, v); err != nil {
 		return err
 	}
 	if part.ok && part.m.version < v && base <= part.m.version {

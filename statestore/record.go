@@ -105,6 +105,7 @@ func (r *records) follow(ctx context.Context, fs fileSet, op, p int, v Version) 
 			return nil
 		}
 		delete(fs.ambiguous, u)
+		delete(fs.ambiguousSnap, u)
 		delete(fs.deltas, u)
 		delete(fs.snaps, u)
 		attempt := rec.attempt(p)

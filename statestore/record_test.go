@@ -265,3 +265,26 @@ func TestFormat1NamesStillLoad(t *testing.T) {
 		}
 	}
 }
+
+// Files of two attempts for a version below the recorded snapshot a load
+// starts from (their record removed with the log) are never read, so they
+// are no error.
+func TestTwoAttemptsBelowTheBaseSnapshotAreNoError(t *testing.T) {
+	ctx := context.Background()
+	cp := objstore.NewMem()
+	commitAs(t, NewMemory(cp, MemoryOptions{SnapshotInterval: 2}), 0, 0, model{"a": "1"}, "a0")
+	w := NewMemory(cp, MemoryOptions{SnapshotInterval: 2})
+	commitAs(t, w, 0, 0, model{"a": "2"}, "b0")
+	commitAs(t, w, 0, 1, model{"a": "2", "b": "3"}, "b1") // 2-b1.delta and 2-b1.snapshot
+	writeRecord(t, cp, 1, CommitRecord{Format: RecordFormat, Deltas: []int{0}, Snapshots: []int{0}, Attempts: map[int]string{0: "b1"}})
+	for name, newProv := range providers(t, cp) {
+		prov := newProv()
+		st, err := prov.Open(ctx, 0, 2)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		checkStore(t, name, st, model{"a": "2", "b": "3"})
+		st.Abort()
+		prov.Close()
+	}
+}
