@@ -32,7 +32,7 @@
 // that the delta's attempt is the cached one; otherwise it is reloaded
 // from the checkpoint. Below the oldest record (an older checkpoint, or
 // records removed with the log) files are taken as listed, and two
-// attempts' files for one version there are an error. Cleanup follows the
+// attempts' files for a version the load reads there are an error. Cleanup follows the
 // records too: it reads them, deletes the files of attempts they do not
 // list, and everything below the newest recorded snapshot it keeps; it
 // runs before the log's own cleanup, so the records it needs still exist.
