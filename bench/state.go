@@ -114,7 +114,7 @@ func runStatePhase(ctx context.Context, phase, dir string, groups, batch, vbytes
 					return fail(err)
 				}
 			}
-			if _, err := st.Commit(ctx); err != nil {
+			if _, err := st.Commit(ctx, ""); err != nil {
 				return fail(err)
 			}
 		}
@@ -149,7 +149,7 @@ func runStatePhase(ctx context.Context, phase, dir string, groups, batch, vbytes
 		if err := st.Put([]byte("new-group"), []byte("1")); err != nil {
 			return fail(err)
 		}
-		if _, err := st.Commit(ctx); err != nil {
+		if _, err := st.Commit(ctx, ""); err != nil {
 			return fail(err)
 		}
 		if phase == "restore" {

@@ -697,7 +697,8 @@ func (s *executorService) runReduceTask(ctx context.Context, req *sluicepb.RunRe
 	}
 	rr, err := executor.RunReduce(ctx, env, executor.ReduceTask{
 		Batch: req.Batch, Partition: p, SkipSink: req.SkipSink,
-		Watermark: eventtime.Batch{Late: eventtime.Watermark(req.LateWatermarkUs), Evict: eventtime.Watermark(req.EvictWatermarkUs)},
+		StateAttempt: statestore.AttemptID(req.RunId, req.Batch, req.MapAttempts),
+		Watermark:    eventtime.Batch{Late: eventtime.Watermark(req.LateWatermarkUs), Evict: eventtime.Watermark(req.EvictWatermarkUs)},
 	}, partials, rows)
 	if err != nil {
 		n.counters.failures.Add(1)

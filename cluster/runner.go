@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
 	"github.com/sluicehq/sluice/shuffle"
+	"github.com/sluicehq/sluice/statestore"
 )
 
 // RunnerOptions configure a query's cluster runner.
@@ -505,6 +506,7 @@ func (b *batchRun) runReduces(ctx context.Context, accepted []uint64) ([]*execut
 			rr := &executor.ReduceResult{
 				Partition: p, Files: resp.Files, NumOutputRows: resp.NumOutputRows, StateRows: resp.StateRows,
 				Updated: resp.Updated, Removed: resp.Removed, MemoryBytes: resp.MemoryBytes, StateWrites: int(resp.StateWrites),
+				StateAttempt: statestore.AttemptID(req.RunId, req.Batch, req.MapAttempts),
 			}
 			if len(rows) > 0 {
 				if rr.Rows, err = shuffle.DecodeRows(rows, make([]row.Row, 0, resp.NumOutputRows)); err != nil {

@@ -69,7 +69,8 @@ func TestChaosTwoDriversOnOneCheckpointOldOneIsFenced(t *testing.T) {
 	specPath := writeSpec(t, chaosSpec(in, p, 2, query.Trigger{AvailableNow: true}))
 	dir := t.TempDir()
 
-	hold := proxy.Hold(faultproxy.Match{Method: "PUT", Contains: "/checkpoints/tile/state/", Suffix: "/3.delta"})
+	// state/0/<p>/3-<attempt>.delta (no other object's path holds "/3-").
+	hold := proxy.Hold(faultproxy.Match{Method: "PUT", Contains: "/3-", Suffix: ".delta"})
 	old := oneProcess.start(t, queryArgs{spec: specPath, progress: filepath.Join(dir, "old.jsonl"), env: p.Env})
 	select {
 	case <-hold.Arrived():

@@ -96,7 +96,7 @@ func TestChaosS3PersistentWriteFailureFailsLoudlyAndRestartIsExact(t *testing.T)
 	}{
 		{"offsets", faultproxy.Match{Suffix: "/checkpoints/tile/offsets/3"}, "offsets/3", false},
 		{"data-file", faultproxy.Match{Contains: "/warehouse/tile/", Suffix: ".parquet"}, "part-00003-", true},
-		{"state-delta", faultproxy.Match{Contains: "/checkpoints/tile/state/", Suffix: "/4.delta"}, "4.delta", true},
+		{"state-delta", faultproxy.Match{Contains: "/4-", Suffix: ".delta"}, "version 4", true}, // state/0/<p>/4-<attempt>.delta
 		{"sink-log", faultproxy.Match{Suffix: "/warehouse/tile/_sink_log/3"}, "_sink_log/3", true},
 		{"commits", faultproxy.Match{Suffix: "/checkpoints/tile/commits/3"}, "commits/3", true},
 	} {

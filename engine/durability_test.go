@@ -182,6 +182,10 @@ var pendingRecord = regexp.MustCompile(`(_sink_pending/\d+/\d{4})-[0-9a-f]+\.jso
 
 // normalizeTrace replaces the query id and sorts runs of task writes
 // between driver points (their order across parallel tasks is free).
+// stateFile matches a state file name's attempt (a hash of the run id,
+// random per run).
+var stateFile = regexp.MustCompile(`(state/\d+/\d+/\d+)-[0-9a-f]{16}\.(delta|snapshot)`)
+
 func normalizeTrace(trace []string, queryID string) []string {
 	var out, run []string
 	flush := func() {
@@ -192,6 +196,7 @@ func normalizeTrace(trace []string, queryID string) []string {
 	for _, l := range trace {
 		l = strings.ReplaceAll(l, queryID, "QUERYID")
 		l = pendingRecord.ReplaceAllString(l, "${1}-ATTEMPT.json")
+		l = stateFile.ReplaceAllString(l, "${1}-STATEATTEMPT.${2}")
 		taskPoint := strings.HasPrefix(l, "-- map-done") || strings.HasPrefix(l, "-- state-commit")
 		if strings.HasPrefix(l, "checkpoint put-if-absent") || strings.HasPrefix(l, "sink put-if-absent") || strings.HasPrefix(l, "--") && !taskPoint {
 			flush()
@@ -254,6 +259,9 @@ func TestFaultOnEachWriteOfABatchNeverCommitsAMissingWrite(t *testing.T) {
 			keyRe = parquetFileOfBatch(2) // query id differs per run
 		case pendingRecord.MatchString(key):
 			keyRe = regexp.MustCompile(`^_sink_pending/2/`) // attempt ids are random
+		case stateFile.MatchString(key):
+			// The attempt in the name hashes the run id, random per run.
+			keyRe = regexp.MustCompile("^" + regexp.QuoteMeta(stateFile.ReplaceAllString(key, "${1}-")) + `[0-9a-f]{16}\.` + regexp.QuoteMeta(stateFile.ReplaceAllString(key, "${2}")) + "$")
 		}
 		for _, persistent := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%d-%s-%s-persistent=%v", i, role, f[2], persistent), func(t *testing.T) {

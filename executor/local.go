@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/row"
 	"github.com/sluicehq/sluice/source"
+	"github.com/sluicehq/sluice/statestore"
 )
 
 // BatchPlan is one batch as the driver dispatches it.
@@ -23,6 +24,11 @@ type BatchPlan struct {
 	// BatchTimestampMs is the batch's processing time from its offset-log
 	// entry.
 	BatchTimestampMs int64
+	// RunID is the driver run dispatching the batch: in process it names
+	// the attempt the state files are written under (see
+	// statestore.AttemptID; the cluster runner uses its own run id and
+	// the map attempts).
+	RunID string
 }
 
 // BatchResult gathers a batch's task results and metrics.
@@ -98,7 +104,10 @@ func (l *Local) RunBatch(ctx context.Context, plan BatchPlan) (*BatchResult, err
 					rows = append(rows, m.Rows[p])
 				}
 			}
-			r, err := RunReduce(gctx, l.Env, ReduceTask{Batch: plan.Batch, Partition: p, Watermark: plan.Watermark, SkipSink: plan.SkipSink}, partials, rows)
+			r, err := RunReduce(gctx, l.Env, ReduceTask{
+				Batch: plan.Batch, Partition: p, Watermark: plan.Watermark, SkipSink: plan.SkipSink,
+				StateAttempt: statestore.AttemptID(plan.RunID, plan.Batch, nil),
+			}, partials, rows)
 			res.Reduces[p] = r
 			return err
 		})

@@ -202,6 +202,9 @@ type ReduceTask struct {
 	// SkipSink is set when the sink log already holds this batch (a re-run
 	// after the sink committed): state is rebuilt, output is not rewritten.
 	SkipSink bool
+	// StateAttempt names the state files this attempt writes (see
+	// statestore.AttemptID); the commit records it.
+	StateAttempt string
 }
 
 // ReduceResult is a reduce task's output.
@@ -217,12 +220,14 @@ type ReduceResult struct {
 	Removed       int64
 	MemoryBytes   int64
 	StateWrites   int
+	// StateAttempt is the attempt the state files were written under.
+	StateAttempt string
 }
 
 // RunReduce runs one reduce task over the partials (or rows) every map task
 // produced for the partition, in map order.
 func RunReduce(ctx context.Context, env *Env, t ReduceTask, partials [][]agg.Entry, rows [][]row.Row) (*ReduceResult, error) {
-	res := &ReduceResult{Partition: t.Partition}
+	res := &ReduceResult{Partition: t.Partition, StateAttempt: t.StateAttempt}
 	var out []row.Row
 	if env.Layout != nil {
 		st, err := env.State.Open(ctx, t.Partition, statestore.Version(t.Batch))
@@ -238,7 +243,7 @@ func RunReduce(ctx context.Context, env *Env, t ReduceTask, partials [][]agg.Ent
 		res.Updated, res.Removed = stats.Updated, stats.Removed
 		res.StateRows, res.MemoryBytes = st.NumRows(), st.MemoryBytes()
 		env.hook("state-commit", t.Batch)
-		if res.StateWrites, err = st.Commit(ctx); err != nil {
+		if res.StateWrites, err = st.Commit(ctx, t.StateAttempt); err != nil {
 			return nil, fmt.Errorf("reduce partition %d of batch %d: %w", t.Partition, t.Batch, err)
 		}
 	} else {

@@ -630,10 +630,16 @@ func (q *Query) runBatch(ctx context.Context, lp *loop, e *checkpoint.OffsetEntr
 		// Which partitions' state files make version N+1: a delta (or a
 		// snapshot) of an abandoned attempt for a partition not listed is
 		// never loaded, and a listed one that is missing is an error.
-		rec := &statestore.CommitRecord{Deltas: []int{}}
+		rec := &statestore.CommitRecord{Format: statestore.RecordFormat, Deltas: []int{}}
 		for _, r := range res.Reduces {
 			if r.StateWrites >= 1 {
 				rec.Deltas = append(rec.Deltas, r.Partition)
+				if r.StateAttempt != "" {
+					if rec.Attempts == nil {
+						rec.Attempts = map[int]string{}
+					}
+					rec.Attempts[r.Partition] = r.StateAttempt
+				}
 			}
 			if r.StateWrites >= 2 {
 				rec.Snapshots = append(rec.Snapshots, r.Partition)
@@ -700,7 +706,7 @@ func (q *Query) attempt(ctx context.Context, e *checkpoint.OffsetEntry, wm event
 	if parts <= 0 {
 		parts = cfg.Spec.ShufflePartitions
 	}
-	res, err := q.runner.RunBatch(ctx, executor.BatchPlan{Batch: e.BatchID, Splits: splits, Watermark: wm, Partitions: parts, SkipSink: skipSink, BatchTimestampMs: e.BatchTimestampMs})
+	res, err := q.runner.RunBatch(ctx, executor.BatchPlan{Batch: e.BatchID, Splits: splits, Watermark: wm, Partitions: parts, SkipSink: skipSink, BatchTimestampMs: e.BatchTimestampMs, RunID: q.runID})
 	if err != nil {
 		return nil, false, err
 	}
@@ -887,10 +893,8 @@ func (q *Query) cleanup(ctx context.Context, committed int64) {
 		return
 	}
 	keep := committed - retain + 1
-	if err := q.log.Cleanup(ctx, keep); err != nil {
-		q.cfg.Logger.Warn("checkpoint cleanup failed", "query", q.cfg.Spec.Name, "err", err)
-		return
-	}
+	// State first: its cleanup reads the commit records (which attempt's
+	// files make each version) that the log's cleanup then removes.
 	if q.cfg.State != nil && q.layout != nil {
 		for p := 0; p < q.meta.ShufflePartitions; p++ {
 			if err := q.cfg.State.Cleanup(ctx, p, statestore.Version(keep)); err != nil {
@@ -898,5 +902,9 @@ func (q *Query) cleanup(ctx context.Context, committed int64) {
 				return
 			}
 		}
+	}
+	if err := q.log.Cleanup(ctx, keep); err != nil {
+		q.cfg.Logger.Warn("checkpoint cleanup failed", "query", q.cfg.Spec.Name, "err", err)
+		return
 	}
 }

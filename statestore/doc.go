@@ -7,28 +7,36 @@
 // version is in the checkpoint as a delta file (the changes from v-1), and
 // every SnapshotInterval versions also as a snapshot (the whole state):
 //
-//	state/<op>/<partition>/<v>.delta
-//	state/<op>/<partition>/<v>.snapshot
+//	state/<op>/<partition>/<v>-<attempt>.delta
+//	state/<op>/<partition>/<v>-<attempt>.snapshot
+//
+// <attempt> names the batch attempt that wrote the file (AttemptID: a hash
+// of the driver run, the batch and the accepted map attempts, derived alike
+// by the driver and the executor), so two attempts of a batch that both
+// change a partition write different files. Names without an attempt
+// (<v>.delta, format 1) are still read.
 //
 // A batch that leaves a partition unchanged writes no file for it, so a
 // version with no delta means "same as the version before".
 //
 // Files belong to a commit: the driver records in commits/N (the "state"
 // field, CommitRecord) which partitions wrote a delta and a snapshot for
-// version N+1. Loading follows the records, from the version asked back to
-// the snapshot they name: a file no record lists (left by an abandoned
-// attempt of a batch whose committed re-run left the partition unchanged)
-// is never loaded, and a listed file that is missing is an error naming
-// the object (ErrCorrupt), never "unchanged". A version cached in memory or
-// in a local pebble database is reused only if the record agrees that it
-// was (or was not) made by a delta. Below the oldest record (an older
-// checkpoint, or records removed with the log) files are taken as listed.
-// Not covered yet: two attempts that both change a partition write the same
-// file name, so the last writer wins (the executor lease keeps an abandoned
-// attempt from writing late), and an executor that cached the abandoned
-// attempt's changed version cannot tell it from the committed one; naming
-// files by attempt and recording the attempt closes both.
-//
+// version N+1 and the attempt that wrote them. Loading follows the
+// records, from the version asked back to the snapshot they name, reading
+// exactly the recorded names: a file of an attempt no record lists (an
+// abandoned attempt, whether or not the committed re-run changed the
+// partition) is never loaded, and a listed file that is missing is an
+// error naming the object (ErrCorrupt), never "unchanged". A version
+// cached in memory or in a local pebble database is reused only if the
+// record agrees that it was (or was not) made by a delta and, if it was,
+// that the delta's attempt is the cached one; otherwise it is reloaded
+// from the checkpoint. Below the oldest record (an older checkpoint, or
+// records removed with the log) files are taken as listed, and two
+// attempts' files for a version the load reads there are an error. Cleanup follows the
+// records too: it reads them, deletes the files of attempts they do not
+// list, and everything below the newest recorded snapshot it keeps; it
+// runs before the log's own cleanup, so the records it needs still exist.
+
 // Files carry a magic number, a format version and a CRC-32C checksum.
 // Rewriting a version (a re-run batch) writes the same bytes. They are
 // written and read by streaming (file_stream.go, objstore.Streamer) with

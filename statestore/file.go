@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"hash/fnv"
 	"sort"
 	"strconv"
 	"strings"
@@ -117,36 +118,129 @@ func decodeFile(name string, data []byte, wantKind byte, fn func(c change)) erro
 // partPrefix is the key prefix of a partition's files.
 func partPrefix(op, p int) string { return fmt.Sprintf("state/%d/%d/", op, p) }
 
-func deltaKey(op, p int, v Version) string {
-	return partPrefix(op, p) + strconv.FormatInt(int64(v), 10) + deltaSuffix
+// fileName is a state file's name: <v>-<attempt><suffix>, or <v><suffix>
+// for attempt "" (the names of format 1, written before files carried the
+// attempt that wrote them; still read).
+func fileName(v Version, attempt, suffix string) string {
+	if attempt == "" {
+		return strconv.FormatInt(int64(v), 10) + suffix
+	}
+	return strconv.FormatInt(int64(v), 10) + "-" + attempt + suffix
 }
 
-func snapKey(op, p int, v Version) string {
-	return partPrefix(op, p) + strconv.FormatInt(int64(v), 10) + snapSuffix
+func deltaKey(op, p int, v Version, attempt string) string {
+	return partPrefix(op, p) + fileName(v, attempt, deltaSuffix)
 }
 
-// fileSet is what a partition's directory holds.
+func snapKey(op, p int, v Version, attempt string) string {
+	return partPrefix(op, p) + fileName(v, attempt, snapSuffix)
+}
+
+// AttemptID is the short id of one attempt of a batch's reduce: the driver
+// run, the batch and the map attempts it reads. The driver and the
+// executor derive it alike, so the commit can record the attempt whose
+// state files make a version without carrying it in the task result.
+func AttemptID(runID string, batch int64, mapAttempts []uint64) string {
+	h := fnv.New64a()
+	h.Write([]byte(runID))
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(batch))
+	h.Write(b[:])
+	for _, a := range mapAttempts {
+		binary.BigEndian.PutUint64(b[:], a)
+		h.Write(b[:])
+	}
+	return fmt.Sprintf("%016x", h.Sum64())
+}
+
+// fileSet is what a partition's directory holds: deltas and snaps are the
+// files chosen for each version (by the commit records, see
+// records.follow, else the only file of the version), all holds every
+// file by version and attempt, and ambiguous the versions with deltas (or
+// snapshots) of more than one attempt that no record has chosen between.
 type fileSet struct {
-	deltas map[Version]string
-	snaps  map[Version]string
+	deltas        map[Version]string
+	snaps         map[Version]string
+	allDeltas     map[Version]map[string]string
+	allSnaps      map[Version]map[string]string
+	ambiguous     map[Version]bool
+	ambiguousSnap map[Version]bool
+}
+
+// parseName splits <v>[-<attempt>]<suffix>.
+func parseName(name, suffix string) (Version, string, bool) {
+	if !strings.HasSuffix(name, suffix) {
+		return 0, "", false
+	}
+	name = strings.TrimSuffix(name, suffix)
+	vs, attempt, _ := strings.Cut(name, "-")
+	v, err := strconv.ParseInt(vs, 10, 64)
+	if err != nil {
+		return 0, "", false
+	}
+	return Version(v), attempt, true
 }
 
 func parseFiles(keys []string, prefix string) fileSet {
-	fs := fileSet{deltas: map[Version]string{}, snaps: map[Version]string{}}
+	fs := fileSet{
+		deltas: map[Version]string{}, snaps: map[Version]string{},
+		allDeltas: map[Version]map[string]string{}, allSnaps: map[Version]map[string]string{},
+		ambiguous: map[Version]bool{}, ambiguousSnap: map[Version]bool{},
+	}
+	add := func(all map[Version]map[string]string, v Version, attempt, k string) {
+		if all[v] == nil {
+			all[v] = map[string]string{}
+		}
+		all[v][attempt] = k
+	}
 	for _, k := range keys {
 		name := strings.TrimPrefix(k, prefix)
-		switch {
-		case strings.HasSuffix(name, deltaSuffix):
-			if v, err := strconv.ParseInt(strings.TrimSuffix(name, deltaSuffix), 10, 64); err == nil {
-				fs.deltas[Version(v)] = k
-			}
-		case strings.HasSuffix(name, snapSuffix):
-			if v, err := strconv.ParseInt(strings.TrimSuffix(name, snapSuffix), 10, 64); err == nil {
-				fs.snaps[Version(v)] = k
-			}
+		if v, a, ok := parseName(name, deltaSuffix); ok {
+			add(fs.allDeltas, v, a, k)
+		} else if v, a, ok := parseName(name, snapSuffix); ok {
+			add(fs.allSnaps, v, a, k)
 		}
 	}
+	pick := func(all map[Version]map[string]string, chosen map[Version]string, ambiguous map[Version]bool) {
+		for v, byAttempt := range all {
+			if len(byAttempt) == 1 {
+				for _, k := range byAttempt {
+					chosen[v] = k
+				}
+				continue
+			}
+			ambiguous[v] = true
+		}
+	}
+	pick(fs.allDeltas, fs.deltas, fs.ambiguous)
+	pick(fs.allSnaps, fs.snaps, fs.ambiguousSnap)
 	return fs
+}
+
+// attemptOf is the attempt in a state file's key ("" for none).
+func attemptOf(key string) string {
+	name := key[strings.LastIndexByte(key, '/')+1:]
+	if _, a, ok := parseName(name, deltaSuffix); ok {
+		return a
+	}
+	_, a, _ := parseName(name, snapSuffix)
+	return a
+}
+
+// checkPlan fails when loading version v from base would need a version
+// whose files no record chose between: a delta after base, or a snapshot
+// after base (which would have been the base).
+func (fs fileSet) checkPlan(op, p int, base, v Version) error {
+	for _, amb := range []map[Version]bool{fs.ambiguous, fs.ambiguousSnap} {
+		for u := range amb {
+			if u <= base || u > v {
+				continue
+			}
+			return fmt.Errorf("load state partition %d version %d: %s holds files of several attempts for version %d and no commit record says which one committed: %w",
+				p, v, partPrefix(op, p), u, ErrCorrupt)
+		}
+	}
+	return nil
 }
 
 // plan returns the snapshot version to start from (0: empty) and the
@@ -182,14 +276,18 @@ func (fs fileSet) obsolete(keep Version) []string {
 		return nil
 	}
 	var out []string
-	for v, k := range fs.deltas {
+	for v, byAttempt := range fs.allDeltas {
 		if v <= base {
-			out = append(out, k)
+			for _, k := range byAttempt {
+				out = append(out, k)
+			}
 		}
 	}
-	for v, k := range fs.snaps {
+	for v, byAttempt := range fs.allSnaps {
 		if v < base {
-			out = append(out, k)
+			for _, k := range byAttempt {
+				out = append(out, k)
+			}
 		}
 	}
 	sort.Strings(out)

@@ -32,7 +32,7 @@ func TestMemoryLimitFailsTheBatchWithAdviceToSwitchToPebble(t *testing.T) {
 				return err
 			}
 		}
-		_, err = st.Commit(ctx)
+		_, err = st.Commit(ctx, "")
 		return err
 	}
 	// About 170 bytes per row: 200 rows in each of two providers fit.

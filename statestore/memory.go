@@ -43,6 +43,8 @@ type memPart struct {
 	// commit wrote one, or the load applied one): checked against the
 	// commit record before the cached version is reused.
 	changed bool
+	// attempt is the attempt whose delta made version (when changed).
+	attempt string
 	data    map[string][]byte
 	bytes   int64
 	open    bool
@@ -84,15 +86,17 @@ func (m *Memory) Open(ctx context.Context, p int, v Version) (Store, error) {
 	if cached {
 		// The cached version is this process's own commit: reuse it only
 		// if the committed attempt agrees (a version an abandoned attempt
-		// made differs from the one the commit records).
-		changed, known, err := m.recs.changedAt(ctx, p, v)
+		// made differs from the one the commit records: it changed a
+		// partition the commit left unchanged, or the reverse, or both
+		// changed it and the attempts differ).
+		changed, attempt, known, err := m.recs.changedAt(ctx, p, v)
 		if err != nil {
 			m.mu.Lock()
 			part.open = false
 			m.mu.Unlock()
 			return nil, fmt.Errorf("open state partition %d: %w", p, err)
 		}
-		if !known || changed == part.changed {
+		if !known || changed == part.changed && (!changed || attempt == part.attempt) {
 			return &memStore{m: m, p: p, part: part, overlay: map[string]*[]byte{}}, nil
 		}
 		m.mu.Lock()
@@ -138,7 +142,13 @@ func (m *Memory) load(ctx context.Context, p int, v Version) (*memPart, error) {
 		return nil, err
 	}
 	base, deltas := fs.plan(v)
+	if err := fs.checkPlan(m.opts.Operator, p, base, v); err != nil {
+		return nil, err
+	}
 	part.changed = len(deltas) > 0 && deltas[len(deltas)-1] == v || base == v
+	if key, ok := fs.deltas[v]; ok && part.changed {
+		part.attempt = attemptOf(key)
+	}
 	apply := func(c change) {
 		k := string(c.key)
 		if old, ok := part.data[k]; ok {
@@ -185,12 +195,11 @@ func (m *Memory) load(ctx context.Context, p int, v Version) (*memPart, error) {
 
 // Cleanup deletes files no version >= keep needs.
 func (m *Memory) Cleanup(ctx context.Context, p int, keep Version) error {
-	prefix := partPrefix(m.opts.Operator, p)
-	keys, err := m.store.List(ctx, prefix)
+	obsolete, err := m.recs.cleanup(ctx, m.store, m.opts.Operator, p, keep)
 	if err != nil {
 		return fmt.Errorf("clean up state partition %d: %w", p, err)
 	}
-	for _, k := range parseFiles(keys, prefix).obsolete(keep) {
+	for _, k := range obsolete {
 		if err := m.store.Delete(ctx, k); err != nil && !errors.Is(err, objstore.ErrNotExist) {
 			return fmt.Errorf("clean up state partition %d: %w", p, err)
 		}
@@ -339,7 +348,7 @@ func (s *memStore) MemoryBytes() int64 {
 
 // Commit writes version+1's delta (and snapshot when due), then applies
 // the changes to the cached map.
-func (s *memStore) Commit(ctx context.Context) (int, error) {
+func (s *memStore) Commit(ctx context.Context, attempt string) (int, error) {
 	if s.done {
 		return 0, fmt.Errorf("commit state partition %d: store already closed", s.p)
 	}
@@ -360,7 +369,7 @@ func (s *memStore) Commit(ctx context.Context) (int, error) {
 		s.release()
 		return 0, nil
 	}
-	if err := s.m.store.Put(ctx, deltaKey(op, s.p, next), encodeFile(kindDelta, changes)); err != nil {
+	if err := s.m.store.Put(ctx, deltaKey(op, s.p, next, attempt), encodeFile(kindDelta, changes)); err != nil {
 		s.Abort()
 		return writes, fmt.Errorf("commit state partition %d version %d: %w", s.p, next, err)
 	}
@@ -380,9 +389,9 @@ func (s *memStore) Commit(ctx context.Context) (int, error) {
 		part.data[k] = *v
 		part.bytes += int64(len(k) + len(*v))
 	}
-	part.version, part.changed = next, true
+	part.version, part.changed, part.attempt = next, true, attempt
 	if int(next)%s.m.opts.SnapshotInterval == 0 {
-		if err := s.writeSnapshot(ctx, snapKey(op, s.p, next)); err != nil {
+		if err := s.writeSnapshot(ctx, snapKey(op, s.p, next, attempt)); err != nil {
 			s.release()
 			return writes, fmt.Errorf("commit state partition %d snapshot %d: %w", s.p, next, err)
 		}

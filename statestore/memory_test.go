@@ -22,7 +22,7 @@ func commitBatch(t *testing.T, p Provider, part int, v Version, put map[string]s
 	for _, k := range del {
 		st.Delete([]byte(k))
 	}
-	if _, err := st.Commit(context.Background()); err != nil {
+	if _, err := st.Commit(context.Background(), ""); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -102,6 +102,10 @@ type marker struct {
 	// on disk to the checkpoint it came from.
 	lastDelta Version
 	lastSum   uint32
+	// lastAttempt is the attempt in lastDelta's file name ("" for a name
+	// without one): a version cached locally is reused only if it is the
+	// attempt the commit records.
+	lastAttempt string
 }
 
 // Key space of the local databases: user keys are stored behind dataPrefix
@@ -110,8 +114,9 @@ const (
 	metaPrefix = 0x00
 	dataPrefix = 0x01
 	dataEnd    = 0x02
-	// markerFormat is the first byte of the marker's value.
-	markerFormat = 1
+	// markerFormat is the first byte of the marker's value: 2 adds
+	// lastAttempt; 1 (without it) is still read.
+	markerFormat = 2
 )
 
 var markerKey = []byte{metaPrefix, 'v', 'e', 'r', 's', 'i', 'o', 'n'}
@@ -207,11 +212,11 @@ func (pb *Pebble) prepare(ctx context.Context, p int, part *pebPart, v Version) 
 		// committed attempt agrees on whether that version has a delta (a
 		// version an abandoned attempt made differs from the recorded one).
 		lv := part.m.version
-		changed, known, err := pb.recs.changedAt(ctx, p, lv)
+		changed, attempt, known, err := pb.recs.changedAt(ctx, p, lv)
 		if err != nil {
 			return fmt.Errorf("open state partition %d: %w", p, err)
 		}
-		if known && changed != (part.m.lastDelta == lv) {
+		if known && (changed != (part.m.lastDelta == lv) || changed && attempt != part.m.lastAttempt) {
 			pb.logger.Info("local state version was made by an attempt that did not commit; rebuilding", "partition", p, "version", lv)
 			part.ok = false
 		}
@@ -232,6 +237,9 @@ func (pb *Pebble) prepare(ctx context.Context, p int, part *pebPart, v Version) 
 		return err
 	}
 	base, deltas := fs.plan(v)
+	if err := fs.checkPlan(pb.opts.Operator, p, base, v); err != nil {
+		return err
+	}
 	if part.ok && part.m.version < v && base <= part.m.version {
 		// Catch up: every change after the local version is in a delta.
 		var after []Version
@@ -263,7 +271,7 @@ func (pb *Pebble) prepare(ctx context.Context, p int, part *pebPart, v Version) 
 			}
 			if len(data) >= 4 {
 				m := part.m
-				m.lastDelta, m.lastSum = base, fileSum(data)
+				m.lastDelta, m.lastSum, m.lastAttempt = base, fileSum(data), attemptOf(key)
 				if err := pb.setMarker(p, part, m); err != nil {
 					return err
 				}
@@ -320,7 +328,7 @@ func (pb *Pebble) fromCheckpoint(ctx context.Context, p int, m marker) (bool, er
 	if m.lastDelta == 0 {
 		return m.version == 0 && m.rows == 0, nil
 	}
-	data, err := pb.store.Get(ctx, deltaKey(pb.opts.Operator, p, m.lastDelta))
+	data, err := pb.store.Get(ctx, deltaKey(pb.opts.Operator, p, m.lastDelta, m.lastAttempt))
 	if errors.Is(err, objstore.ErrNotExist) {
 		return false, nil
 	}
@@ -473,7 +481,7 @@ func (pb *Pebble) applyDeltas(ctx context.Context, p int, part *pebPart, fs file
 			b.Close()
 			return derr
 		}
-		m := marker{version: d, rows: rows, lastDelta: d, lastSum: sum}
+		m := marker{version: d, rows: rows, lastDelta: d, lastSum: sum, lastAttempt: attemptOf(fs.deltas[d])}
 		if werr == nil {
 			werr = b.Set(markerKey, m.encode(), nil)
 		}
@@ -497,12 +505,11 @@ func (pb *Pebble) applyDeltas(ctx context.Context, p int, part *pebPart, fs file
 // Cleanup deletes files no version >= keep needs. The local databases are
 // not touched.
 func (pb *Pebble) Cleanup(ctx context.Context, p int, keep Version) error {
-	prefix := partPrefix(pb.opts.Operator, p)
-	keys, err := pb.store.List(ctx, prefix)
+	obsolete, err := pb.recs.cleanup(ctx, pb.store, pb.opts.Operator, p, keep)
 	if err != nil {
 		return fmt.Errorf("clean up state partition %d: %w", p, err)
 	}
-	for _, k := range parseFiles(keys, prefix).obsolete(keep) {
+	for _, k := range obsolete {
 		if err := pb.store.Delete(ctx, k); err != nil && !errors.Is(err, objstore.ErrNotExist) {
 			return fmt.Errorf("clean up state partition %d: %w", p, err)
 		}
@@ -592,20 +599,22 @@ func (pb *Pebble) numParts() int64 {
 }
 
 // encode encodes the marker's value: a format byte, version, rows and
-// lastDelta as uvarints, lastSum big-endian.
+// lastDelta as uvarints, lastSum big-endian, then lastAttempt's bytes.
 func (m marker) encode() []byte {
 	b := []byte{markerFormat}
 	b = binary.AppendUvarint(b, uint64(m.version))
 	b = binary.AppendUvarint(b, uint64(m.rows))
 	b = binary.AppendUvarint(b, uint64(m.lastDelta))
-	return binary.BigEndian.AppendUint32(b, m.lastSum)
+	b = binary.BigEndian.AppendUint32(b, m.lastSum)
+	return append(b, m.lastAttempt...)
 }
 
 func decodeMarker(b []byte) (marker, bool) {
 	var m marker
-	if len(b) < 1 || b[0] != markerFormat {
+	if len(b) < 1 || b[0] != 1 && b[0] != markerFormat {
 		return m, false
 	}
+	format := b[0]
 	b = b[1:]
 	var vals [3]uint64
 	for i := range vals {
@@ -615,11 +624,12 @@ func decodeMarker(b []byte) (marker, bool) {
 		}
 		vals[i], b = v, b[n:]
 	}
-	if len(b) != 4 {
+	if len(b) < 4 || format == 1 && len(b) != 4 {
 		return m, false
 	}
 	m.version, m.rows, m.lastDelta = Version(vals[0]), int64(vals[1]), Version(vals[2])
 	m.lastSum = binary.BigEndian.Uint32(b)
+	m.lastAttempt = string(b[4:])
 	return m, true
 }
 

@@ -221,7 +221,7 @@ func (s *pebStore) MemoryBytes() int64 {
 // Commit writes version+1's delta to the checkpoint, then applies the
 // changes and the new marker to the local database in one batch, then
 // writes a snapshot when one is due.
-func (s *pebStore) Commit(ctx context.Context) (int, error) {
+func (s *pebStore) Commit(ctx context.Context, attempt string) (int, error) {
 	if err := s.check("commit"); err != nil {
 		return 0, err
 	}
@@ -240,11 +240,11 @@ func (s *pebStore) Commit(ctx context.Context) (int, error) {
 		// Durable in the checkpoint first: if the local write fails the
 		// database still holds the old version, which its marker says.
 		data := encodeFile(kindDelta, changes)
-		if err := s.pb.store.Put(ctx, deltaKey(s.pb.opts.Operator, s.p, next), data); err != nil {
+		if err := s.pb.store.Put(ctx, deltaKey(s.pb.opts.Operator, s.p, next, attempt), data); err != nil {
 			return writes, fmt.Errorf("commit state partition %d version %d: %w", s.p, next, err)
 		}
 		writes++
-		m.lastDelta, m.lastSum = next, fileSum(data)
+		m.lastDelta, m.lastSum, m.lastAttempt = next, fileSum(data), attempt
 	}
 	b := s.part.db.NewBatch()
 	defer b.Close()
@@ -268,7 +268,7 @@ func (s *pebStore) Commit(ctx context.Context) (int, error) {
 	}
 	s.part.ok, s.part.m = true, m
 	if len(changes) > 0 && int(next)%s.pb.opts.SnapshotInterval == 0 {
-		if err := s.writeSnapshot(ctx, next); err != nil {
+		if err := s.writeSnapshot(ctx, next, attempt); err != nil {
 			return writes, err
 		}
 		writes++
@@ -280,13 +280,13 @@ func (s *pebStore) Commit(ctx context.Context) (int, error) {
 // snapshot file: an iterator over the database feeds the file writer,
 // which feeds the object store's streamed put, so memory holds a read
 // buffer and a part buffer, whatever the partition's size.
-func (s *pebStore) writeSnapshot(ctx context.Context, v Version) error {
+func (s *pebStore) writeSnapshot(ctx context.Context, v Version, attempt string) error {
 	it, err := s.part.db.NewIter(&pebble.IterOptions{LowerBound: []byte{dataPrefix}, UpperBound: []byte{dataEnd}})
 	if err != nil {
 		return fmt.Errorf("snapshot state partition %d version %d: %w", s.p, v, err)
 	}
 	defer it.Close()
-	err = objstore.PutWriter(ctx, s.pb.store, snapKey(s.pb.opts.Operator, s.p, v), func(w io.Writer) error {
+	err = objstore.PutWriter(ctx, s.pb.store, snapKey(s.pb.opts.Operator, s.p, v, attempt), func(w io.Writer) error {
 		// The marker's row count announces the entries; the writer
 		// checks it against the rows iterated.
 		fw, err := newFileWriter(w, kindSnap, uint64(s.part.m.rows))

@@ -205,11 +205,11 @@ func TestPebbleMatchesMemoryOnRandomBatches(t *testing.T) {
 			ps.Abort()
 			continue
 		}
-		mw, err := ms.Commit(ctx)
+		mw, err := ms.Commit(ctx, "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		pw, err := ps.Commit(ctx)
+		pw, err := ps.Commit(ctx, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -255,7 +255,7 @@ func TestPebbleAbortDiscardsChanges(t *testing.T) {
 	}
 	st.Put([]byte("a"), []byte("1"))
 	st.Put([]byte("b"), []byte("2"))
-	if _, err := st.Commit(ctx); err != nil {
+	if _, err := st.Commit(ctx, ""); err != nil {
 		t.Fatal(err)
 	}
 	st, err = pb.Open(ctx, 0, 1)
@@ -269,7 +269,7 @@ func TestPebbleAbortDiscardsChanges(t *testing.T) {
 	if err := st.Put([]byte("d"), []byte("4")); err == nil {
 		t.Fatal("Put after Abort succeeded")
 	}
-	if _, err := st.Commit(ctx); err == nil {
+	if _, err := st.Commit(ctx, ""); err == nil {
 		t.Fatal("Commit after Abort succeeded")
 	}
 	st, err = pb.Open(ctx, 0, 1)
@@ -320,7 +320,7 @@ func TestPebbleCloseIsIdempotentAndStopsItsGoroutines(t *testing.T) {
 			t.Fatal(err)
 		}
 		st.Put([]byte("k"), []byte("v"))
-		if _, err := st.Commit(ctx); err != nil {
+		if _, err := st.Commit(ctx, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -371,7 +371,7 @@ func commitModel(t *testing.T, prov Provider, p int, v Version, want model) {
 			st.Put([]byte(k), []byte(val))
 		}
 	}
-	if _, err := st.Commit(ctx); err != nil {
+	if _, err := st.Commit(ctx, ""); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -450,7 +450,7 @@ func TestPebbleStaleLocalDatabaseCatchesUpOrRebuilds(t *testing.T) {
 	if err := b.Cleanup(ctx, 0, 20); err != nil {
 		t.Fatal(err)
 	}
-	if keys, _ := cp.List(ctx, deltaKey(0, 0, 9)); len(keys) != 0 {
+	if keys, _ := cp.List(ctx, deltaKey(0, 0, 9, "")); len(keys) != 0 {
 		t.Fatalf("cleanup kept %q", keys)
 	}
 	st, err = a.Open(ctx, 0, 25)
@@ -512,7 +512,7 @@ func TestPebbleCleanupKeepsStorageBoundedOver1000Batches(t *testing.T) {
 		}
 		m := maps.Clone(h[v])
 		randomBatch(t, rng, 200, []Store{st}, m)
-		if _, err := st.Commit(ctx); err != nil {
+		if _, err := st.Commit(ctx, ""); err != nil {
 			t.Fatal(err)
 		}
 		h = append(h, m)
@@ -660,7 +660,7 @@ func TestPebbleLoadsMillionGroupPartitionOnFreshExecutor(t *testing.T) {
 					st.Delete(millionKey(i))
 				}
 			}
-			if _, err := st.Commit(ctx); err != nil {
+			if _, err := st.Commit(ctx, ""); err != nil {
 				t.Fatal(err)
 			}
 			spent[si] += time.Since(t0)
@@ -728,7 +728,7 @@ func TestPebbleLoadsMillionGroupPartitionOnFreshExecutor(t *testing.T) {
 	}
 	rows := 0
 	st.Scan(func(_, _ []byte) error { rows++; return nil })
-	if _, err := st.Commit(ctx); err != nil {
+	if _, err := st.Commit(ctx, ""); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("warm batch on the loaded partition (20,000 reads and writes, a %d-row scan, commit): %v", rows, time.Since(start).Round(time.Millisecond))
@@ -894,7 +894,7 @@ func TestPebbleFailedDeltaWriteKeepsTheOldVersion(t *testing.T) {
 				t.Fatal(err)
 			}
 			st.Put([]byte("new"), []byte("x"))
-			if _, err := st.Commit(ctx); err == nil {
+			if _, err := st.Commit(ctx, ""); err == nil {
 				t.Fatal("Commit succeeded despite the failed delta write")
 			}
 			st, err = pb.Open(ctx, 0, 1)
@@ -943,7 +943,7 @@ func TestPebblePartitionsWorkConcurrently(t *testing.T) {
 						st.Put([]byte(k), []byte(val))
 					}
 					_ = st.MemoryBytes()
-					if _, err := st.Commit(ctx); err != nil {
+					if _, err := st.Commit(ctx, ""); err != nil {
 						return err
 					}
 					if err := pb.Cleanup(ctx, p, Version(v)); err != nil {

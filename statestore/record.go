@@ -14,14 +14,33 @@ import (
 
 // CommitRecord is the state part of the checkpoint's commits/N: the state
 // partitions whose batch-N reduce wrote a delta (and a snapshot) for
-// version N+1. A partition not listed was unchanged by the committed
-// attempt, so a file for version N+1 there is a stray of an abandoned
-// attempt and is never loaded; a listed file that is missing is an error.
-// The driver writes it from the reduce results (a delta was written when
-// the partition's state writes are >= 1, a snapshot when >= 2).
+// version N+1, and the attempt that wrote them. A partition not listed was
+// unchanged by the committed attempt, so a file for version N+1 there is a
+// stray of an abandoned attempt and is never loaded; a listed file that is
+// missing is an error. The driver writes it from the reduce results (a
+// delta was written when the partition's state writes are >= 1, a
+// snapshot when >= 2).
 type CommitRecord struct {
+	// Format is 2 when the files carry their attempt in their names
+	// (<v>-<attempt>.delta); absent (1) for names without it.
+	Format    int   `json:"format,omitempty"`
 	Deltas    []int `json:"deltas"`
 	Snapshots []int `json:"snapshots,omitempty"`
+	// Attempts names the attempt whose files make each listed partition's
+	// version (format 2); a listed partition without one has files named
+	// without an attempt.
+	Attempts map[int]string `json:"attempts,omitempty"`
+}
+
+// RecordFormat is the CommitRecord format this version writes.
+const RecordFormat = 2
+
+// attempt is the attempt recorded for partition p ("" when none).
+func (r *CommitRecord) attempt(p int) string {
+	if r == nil {
+		return ""
+	}
+	return r.Attempts[p]
 }
 
 // records reads the CommitRecords of committed batches from the
@@ -70,11 +89,12 @@ func (r *records) get(ctx context.Context, batch int64) (*CommitRecord, error) {
 }
 
 // follow makes fs (partition p's files) follow the commit records for
-// loading version v: from v down to the newest snapshot a record lists, a
-// delta or snapshot no record lists is dropped (a stray of an abandoned
-// attempt), and a listed one that is missing is an error naming the
-// object. Below the first version without a record (an older checkpoint,
-// or records cleaned up with the log) the files are taken as listed.
+// loading version v: from v down to the newest snapshot a record lists,
+// the file of the recorded attempt is chosen, a delta or snapshot no
+// record lists is dropped (a stray of an abandoned attempt), and a listed
+// one that is missing is an error naming the object. Below the first
+// version without a record (an older checkpoint, or records cleaned up
+// with the log) the files are taken as listed.
 func (r *records) follow(ctx context.Context, fs fileSet, op, p int, v Version) error {
 	for u := v; u >= 1; u-- {
 		rec, err := r.get(ctx, int64(u)-1)
@@ -84,35 +104,98 @@ func (r *records) follow(ctx context.Context, fs fileSet, op, p int, v Version) 
 		if rec == nil {
 			return nil
 		}
-		inDelta, inSnap := slices.Contains(rec.Deltas, p), slices.Contains(rec.Snapshots, p)
-		if _, ok := fs.deltas[u]; ok && !inDelta {
-			delete(fs.deltas, u)
-		}
-		if _, ok := fs.snaps[u]; ok && !inSnap {
-			delete(fs.snaps, u)
-		}
-		if _, ok := fs.deltas[u]; inDelta && !ok {
-			return fmt.Errorf("load state partition %d version %d: %s, listed by commits/%d, is missing: %w", p, v, deltaKey(op, p, u), u-1, ErrCorrupt)
-		}
-		if inSnap {
-			if _, ok := fs.snaps[u]; !ok {
-				return fmt.Errorf("load state partition %d version %d: %s, listed by commits/%d, is missing: %w", p, v, snapKey(op, p, u), u-1, ErrCorrupt)
+		delete(fs.ambiguous, u)
+		delete(fs.ambiguousSnap, u)
+		delete(fs.deltas, u)
+		delete(fs.snaps, u)
+		attempt := rec.attempt(p)
+		if slices.Contains(rec.Deltas, p) {
+			key, ok := fs.allDeltas[u][attempt]
+			if !ok {
+				return fmt.Errorf("load state partition %d version %d: %s, listed by commits/%d, is missing: %w", p, v, deltaKey(op, p, u, attempt), u-1, ErrCorrupt)
 			}
+			fs.deltas[u] = key
+		}
+		if slices.Contains(rec.Snapshots, p) {
+			key, ok := fs.allSnaps[u][attempt]
+			if !ok {
+				return fmt.Errorf("load state partition %d version %d: %s, listed by commits/%d, is missing: %w", p, v, snapKey(op, p, u, attempt), u-1, ErrCorrupt)
+			}
+			fs.snaps[u] = key
 			return nil // the base: nothing older is read
 		}
 	}
 	return nil
 }
 
+// strays returns the files of versions at or below keep that the commit
+// record of their version does not list (left by abandoned attempts).
+// Versions without a record are left alone.
+func (r *records) strays(ctx context.Context, fs fileSet, p int, keep Version) ([]string, error) {
+	var out []string
+	check := func(all map[Version]map[string]string, listed func(*CommitRecord) []int) error {
+		for u, byAttempt := range all {
+			if u < 1 || u > keep {
+				continue
+			}
+			rec, err := r.get(ctx, int64(u)-1)
+			if err != nil {
+				return err
+			}
+			if rec == nil {
+				continue
+			}
+			want, in := rec.attempt(p), slices.Contains(listed(rec), p)
+			for a, k := range byAttempt {
+				if !in || a != want {
+					out = append(out, k)
+				}
+			}
+		}
+		return nil
+	}
+	if err := check(fs.allDeltas, func(r *CommitRecord) []int { return r.Deltas }); err != nil {
+		return nil, err
+	}
+	if err := check(fs.allSnaps, func(r *CommitRecord) []int { return r.Snapshots }); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // changedAt reports what the committed record says of partition p at
-// version v: known is false without a record.
-func (r *records) changedAt(ctx context.Context, p int, v Version) (changed, known bool, err error) {
+// version v: whether a delta made it and the attempt that wrote it; known
+// is false without a record.
+func (r *records) changedAt(ctx context.Context, p int, v Version) (changed bool, attempt string, known bool, err error) {
 	if v < 1 {
-		return false, false, nil
+		return false, "", false, nil
 	}
 	rec, err := r.get(ctx, int64(v)-1)
 	if err != nil || rec == nil {
-		return false, false, err
+		return false, "", false, err
 	}
-	return slices.Contains(rec.Deltas, p), true, nil
+	return slices.Contains(rec.Deltas, p), rec.attempt(p), true, nil
+}
+
+// cleanup returns the files of partition p that no version >= keep needs,
+// following the records: the strays of abandoned attempts at or below
+// keep, and everything below the newest recorded snapshot at or below
+// keep.
+func (r *records) cleanup(ctx context.Context, store objstore.Store, op, p int, keep Version) ([]string, error) {
+	prefix := partPrefix(op, p)
+	keys, err := store.List(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	fs := parseFiles(keys, prefix)
+	stray, err := r.strays(ctx, fs, p, keep)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.follow(ctx, fs, op, p, keep); err != nil {
+		return nil, err
+	}
+	out := append(stray, fs.obsolete(keep)...)
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }

@@ -3,6 +3,7 @@ package statestore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -86,5 +87,204 @@ func TestADeletedDeltaUnderACommittedVersionFailsNamingIt(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// commitAs commits want as version v+1 of partition p under attempt.
+func commitAs(t *testing.T, prov Provider, p int, v Version, want model, attempt string) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := prov.Open(ctx, p, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := scanAll(t, st)
+	for k := range cur {
+		if _, ok := want[k]; !ok {
+			st.Delete([]byte(k))
+		}
+	}
+	for k, val := range want {
+		if old, ok := cur[k]; !ok || old != val {
+			st.Put([]byte(k), []byte(val))
+		}
+	}
+	if _, err := st.Commit(ctx, attempt); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func attemptRecord(attempt string) CommitRecord {
+	return CommitRecord{Format: RecordFormat, Deltas: []int{0}, Attempts: map[int]string{0: attempt}}
+}
+
+// Both attempts of batch 1 change partition 0, reading different data: the
+// abandoned one on the survivor (which keeps its version in memory or in
+// its local database), the committed re-run on another executor. The two
+// deltas have different names; every executor, the survivor and a fresh one
+// of either provider, loads the committed version, and a cleanup removes
+// the abandoned attempt's file only.
+func TestBothAttemptsChangeAPartitionEveryExecutorLoadsTheCommittedOne(t *testing.T) {
+	for survivorKind := range providers(t, objstore.NewMem()) {
+		for rerunKind := range providers(t, objstore.NewMem()) {
+			t.Run("survivor="+survivorKind+"/rerun="+rerunKind, func(t *testing.T) {
+				ctx := context.Background()
+				cp := objstore.NewMem()
+				kinds := providers(t, cp)
+				survivor := kinds[survivorKind]()
+				defer survivor.Close()
+				commitAs(t, survivor, 0, 0, model{"a": "1"}, "a0")
+				writeRecord(t, cp, 0, attemptRecord("a0"))
+				commitAs(t, survivor, 0, 1, model{"a": "2", "b": "9"}, "ab") // the abandoned attempt
+
+				rerun := kinds[rerunKind]()
+				commitAs(t, rerun, 0, 1, model{"a": "3"}, "cm") // the committed re-run
+				rerun.Close()
+				writeRecord(t, cp, 1, attemptRecord("cm"))
+				for _, key := range []string{"state/0/0/2-ab.delta", "state/0/0/2-cm.delta"} {
+					if _, err := cp.Get(ctx, key); err != nil {
+						t.Fatalf("%s: %v", key, err)
+					}
+				}
+
+				want := model{"a": "3"}
+				st, err := survivor.Open(ctx, 0, 2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkStore(t, "the executor that kept the abandoned attempt's version", st, want)
+				// It goes on from the committed version.
+				for k, v := range map[string]string{"c": "4"} {
+					st.Put([]byte(k), []byte(v))
+				}
+				if _, err := st.Commit(ctx, "n2"); err != nil {
+					t.Fatal(err)
+				}
+				writeRecord(t, cp, 2, attemptRecord("n2"))
+				for fresh, newProv := range kinds {
+					prov := newProv()
+					for v, want := range map[Version]model{2: {"a": "3"}, 3: {"a": "3", "c": "4"}} {
+						st, err := prov.Open(ctx, 0, v)
+						if err != nil {
+							t.Fatal(err)
+						}
+						checkStore(t, fmt.Sprintf("a fresh %s executor at version %d", fresh, v), st, want)
+						st.Abort()
+					}
+					prov.Close()
+				}
+
+				if err := survivor.Cleanup(ctx, 0, 2); err != nil {
+					t.Fatal(err)
+				}
+				keys, err := cp.List(ctx, "state/0/0/")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, want := strings.Join(keys, " "), "state/0/0/1-a0.delta state/0/0/2-cm.delta state/0/0/3-n2.delta"; got != want {
+					t.Errorf("after cleanup: %s, want %s (the abandoned attempt's file removed, every recorded one kept)", got, want)
+				}
+			})
+		}
+	}
+}
+
+// A recorded attempt's delta deleted from the checkpoint: loading fails
+// naming the object, even though another attempt's file for the version is
+// there.
+func TestADeletedRecordedAttemptFileFailsNamingIt(t *testing.T) {
+	ctx := context.Background()
+	cp := objstore.NewMem()
+	for name, newProv := range providers(t, cp) {
+		w := NewMemory(cp, MemoryOptions{SnapshotInterval: 10})
+		commitAs(t, w, 0, 0, model{"a": "1"}, "a0")
+		commitAs(t, NewMemory(cp, MemoryOptions{SnapshotInterval: 10}), 0, 0, model{"a": "2"}, "b0")
+		writeRecord(t, cp, 0, attemptRecord("b0"))
+		if err := cp.Delete(ctx, "state/0/0/1-b0.delta"); err != nil {
+			t.Fatal(err)
+		}
+		prov := newProv()
+		_, err := prov.Open(ctx, 0, 1)
+		prov.Close()
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "state/0/0/1-b0.delta") {
+			t.Errorf("%s: loading version 1 without its recorded file: %v, want ErrCorrupt naming state/0/0/1-b0.delta", name, err)
+		}
+		if err := cp.Delete(ctx, "commits/0"); err != nil {
+			t.Fatal(err)
+		}
+		_ = cp.Delete(ctx, "state/0/0/1-a0.delta")
+	}
+}
+
+// Files of two attempts for one version and no record to choose: an
+// error, never a guess.
+func TestTwoAttemptsWithoutARecordAreAnError(t *testing.T) {
+	ctx := context.Background()
+	cp := objstore.NewMem()
+	commitAs(t, NewMemory(cp, MemoryOptions{}), 0, 0, model{"a": "1"}, "a0")
+	commitAs(t, NewMemory(cp, MemoryOptions{}), 0, 0, model{"a": "2"}, "b0")
+	for name, newProv := range providers(t, cp) {
+		prov := newProv()
+		_, err := prov.Open(ctx, 0, 1)
+		prov.Close()
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "several attempts") {
+			t.Errorf("%s: %v, want ErrCorrupt about several attempts", name, err)
+		}
+	}
+}
+
+// A checkpoint written before file names carried the attempt (format 1:
+// <v>.delta, records without attempts) goes on with format 2 names: every
+// provider loads across both.
+func TestFormat1NamesStillLoad(t *testing.T) {
+	ctx := context.Background()
+	cp := objstore.NewMem()
+	old := NewMemory(cp, MemoryOptions{SnapshotInterval: 2})
+	commitAs(t, old, 0, 0, model{"a": "1"}, "")
+	writeRecord(t, cp, 0, CommitRecord{Deltas: []int{0}})
+	commitAs(t, old, 0, 1, model{"a": "1", "b": "2"}, "") // and snapshot 2.snapshot
+	writeRecord(t, cp, 1, CommitRecord{Deltas: []int{0}, Snapshots: []int{0}})
+	old.Close()
+	for name, newProv := range providers(t, cp) {
+		prov := newProv()
+		commitAs(t, prov, 0, 2, model{"a": "1", "b": "3"}, "n"+name)
+		writeRecord(t, cp, 2, attemptRecord("n"+name))
+		prov.Close()
+		for fresh, newProv := range providers(t, cp) {
+			prov := newProv()
+			st, err := prov.Open(ctx, 0, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkStore(t, "a fresh "+fresh+" executor after "+name, st, model{"a": "1", "b": "3"})
+			st.Abort()
+			prov.Close()
+		}
+		if _, err := cp.Get(ctx, "state/0/0/2.snapshot"); err != nil {
+			t.Fatalf("format 1 snapshot: %v", err)
+		}
+	}
+}
+
+// Files of two attempts for a version below the recorded snapshot a load
+// starts from (their record removed with the log) are never read, so they
+// are no error.
+func TestTwoAttemptsBelowTheBaseSnapshotAreNoError(t *testing.T) {
+	ctx := context.Background()
+	cp := objstore.NewMem()
+	commitAs(t, NewMemory(cp, MemoryOptions{SnapshotInterval: 2}), 0, 0, model{"a": "1"}, "a0")
+	w := NewMemory(cp, MemoryOptions{SnapshotInterval: 2})
+	commitAs(t, w, 0, 0, model{"a": "2"}, "b0")
+	commitAs(t, w, 0, 1, model{"a": "2", "b": "3"}, "b1") // 2-b1.delta and 2-b1.snapshot
+	writeRecord(t, cp, 1, CommitRecord{Format: RecordFormat, Deltas: []int{0}, Snapshots: []int{0}, Attempts: map[int]string{0: "b1"}})
+	for name, newProv := range providers(t, cp) {
+		prov := newProv()
+		st, err := prov.Open(ctx, 0, 2)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		checkStore(t, name, st, model{"a": "2", "b": "3"})
+		st.Abort()
+		prov.Close()
 	}
 }

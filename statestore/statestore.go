@@ -36,9 +36,11 @@ type Store interface {
 	NumRows() int64
 	// MemoryBytes estimates the memory the partition's state uses.
 	MemoryBytes() int64
-	// Commit makes version Version()+1 durable in the checkpoint. It
-	// returns how many objects it wrote.
-	Commit(ctx context.Context) (writes int, err error)
+	// Commit makes version Version()+1 durable in the checkpoint, in files
+	// named by attempt (the batch attempt writing it, see AttemptID; ""
+	// names files without an attempt, as format 1 did). It returns how
+	// many objects it wrote.
+	Commit(ctx context.Context, attempt string) (writes int, err error)
 	// Abort discards the changes.
 	Abort()
 }
