@@ -19,7 +19,11 @@ if [ "${1:-}" = --no-cluster ]; then
   export SLUICE_VERSITYGW="${SLUICE_VERSITYGW:-$cache/bin/versitygw-v1.8.0}"
   exec go test -tags k8s -count=1 -timeout 20m -v -run TestChartArgs "$@" ./e2e
 fi
-if ! kubectl --request-timeout=5s get --raw /readyz >/dev/null 2>&1; then
+# A cluster counts as up only with a Ready node: an apiserver left by a
+# teardown that did not finish is taken down and brought up again.
+if ! kubectl --request-timeout=5s get --raw /readyz >/dev/null 2>&1 ||
+   ! kubectl --request-timeout=5s wait --for=condition=Ready node --all --timeout=10s >/dev/null 2>&1; then
+  "$script" down >/dev/null 2>&1 || true
   "$script" deps
   "$script" build
   "$script" up
