@@ -223,9 +223,12 @@ func TestNextBatchTakesRecordsFetchedPastTheLastRangeInsteadOfFetchingAgain(t *t
 		}
 	}
 	// The first batch fetched the whole record batches; the next ones
-	// ask the broker for metadata and offsets only.
+	// ask the broker for metadata and offsets only. Fetching the records
+	// again would cost batch 2 about three quarters of the first batch's
+	// bytes and batch 3 about half; metadata varies with the client's
+	// refreshes, so the bound is a third.
 	for i, n := range perBatch[1:] {
-		if n*10 > perBatch[0] {
+		if n*3 > perBatch[0] {
 			t.Fatalf("batch %d made the broker send %d bytes, the first batch %d: the records fetched ahead were fetched again (per batch: %v)", i+2, n, perBatch[0], perBatch)
 		}
 	}
