@@ -119,8 +119,21 @@ func TestChaosTwoDriversOnOneCheckpointOldOneIsFenced(t *testing.T) {
 	if n := len(readProgressIf(t, old.progress)); n != 2 {
 		t.Fatalf("the old driver reported %d committed batches, want 2 (batches 0 and 1, before it was stopped)", n)
 	}
-	if d := objectsDiff(cpBefore, objects(t, p.checkpoint(t))); d != "" {
-		t.Errorf("the fenced driver changed the checkpoint:\n%s", d)
+	// The old driver's state writes in flight land under its own
+	// attempt's names, which no commit lists (never loaded; cleanup
+	// deletes them): strays, not changes. Nothing else may differ.
+	var changed []string
+	for _, line := range strings.Split(objectsDiff(cpBefore, objects(t, p.checkpoint(t))), "\n") {
+		if key, ok := strings.CutPrefix(line, "added "); ok && strayAttempt(t, p.checkpoint(t), "cp/", key) {
+			t.Logf("the fenced driver left %s, a file of its abandoned attempt", key)
+			continue
+		}
+		if line != "" {
+			changed = append(changed, line)
+		}
+	}
+	if len(changed) > 0 {
+		t.Errorf("the fenced driver changed the checkpoint:\n%s", strings.Join(changed, "\n"))
 	}
 	if d := objectsDiff(sinkBefore, objects(t, p.sink(t))); d != "" {
 		t.Errorf("the fenced driver changed the sink:\n%s", d)
