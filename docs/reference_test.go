@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/validatecases"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -175,7 +176,7 @@ func TestEveryYAMLExampleValidates(t *testing.T) {
 				t.Errorf("%s: no ```yaml base=%s block", where, name)
 				continue
 			}
-			merged, _ := json.Marshal(mergePatch(base, generic(t, f)))
+			merged, _ := json.Marshal(validatecases.MergePatch(base, generic(t, f)))
 			data = merged
 		}
 		spec, err := query.Parse(data)
@@ -216,27 +217,6 @@ func generic(t *testing.T, f fence) any {
 		t.Fatal(err)
 	}
 	return v
-}
-
-func mergePatch(base, patch any) any {
-	pm, ok := patch.(map[string]any)
-	if !ok {
-		return patch
-	}
-	out := map[string]any{}
-	if bm, ok := base.(map[string]any); ok {
-		for k, v := range bm {
-			out[k] = v
-		}
-	}
-	for k, v := range pm {
-		if v == nil {
-			delete(out, k)
-			continue
-		}
-		out[k] = mergePatch(out[k], v)
-	}
-	return out
 }
 
 func filepathGlob(p string) ([]string, error) {

@@ -3,6 +3,7 @@ package query
 import (
 	"encoding/json"
 	"errors"
+	"github.com/sluicehq/sluice/internal/validatecases"
 	"strings"
 	"testing"
 
@@ -41,7 +42,7 @@ func TestValidate(t *testing.T) {
 				if patch == nil {
 					patch = map[string]any{}
 				}
-				merged := mergePatch(base, patch)
+				merged := validatecases.MergePatch(base, patch)
 				var err error
 				if data, err = json.Marshal(merged); err != nil {
 					t.Fatal(err)
@@ -81,28 +82,6 @@ func yamlToGeneric(t *testing.T, in string) any {
 		t.Fatal(err)
 	}
 	return v
-}
-
-// mergePatch applies an RFC 7386 JSON merge patch.
-func mergePatch(base, patch any) any {
-	pm, ok := patch.(map[string]any)
-	if !ok {
-		return patch
-	}
-	out := map[string]any{}
-	if bm, ok := base.(map[string]any); ok {
-		for k, v := range bm {
-			out[k] = v
-		}
-	}
-	for k, v := range pm {
-		if v == nil {
-			delete(out, k)
-			continue
-		}
-		out[k] = mergePatch(out[k], v)
-	}
-	return out
 }
 
 func TestValidateDoesNotChangeTheSpec(t *testing.T) {
