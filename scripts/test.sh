@@ -67,6 +67,16 @@ if [ -z "${SLUICE_CHROMIUM:-}" ]; then
   SLUICE_CHROMIUM="$(command -v chromium)"
   export SLUICE_CHROMIUM
 fi
+# protoc (Debian's protobuf-compiler, the pinned 3.21.12) for the check that
+# the committed generated code matches proto/*.proto. Under CI=true that
+# test fails when protoc is missing rather than skipping.
+if ! command -v protoc >/dev/null 2>&1; then
+  echo "installing Debian's protobuf-compiler for the generated-code check (once)" >&2
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq protobuf-compiler >/dev/null
+fi
 # Test artefacts (the status page screenshot) land here.
 export SLUICE_ARTIFACTS="${SLUICE_ARTIFACTS:-$PWD/test-artifacts}"
 
