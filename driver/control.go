@@ -213,6 +213,27 @@ func (c *Control) QueryStatus(ctx context.Context, req *sluicepb.QueryStatusRequ
 	return resp, nil
 }
 
+// QueryHistory implements ControlService.
+func (c *Control) QueryHistory(ctx context.Context, req *sluicepb.QueryHistoryRequest) (*sluicepb.QueryHistoryResponse, error) {
+	if err := c.S.Ready(); err != nil {
+		return nil, ToStatus(ErrStandby)
+	}
+	recs, err := c.S.reg.History(ctx, req.Name)
+	if err != nil {
+		return nil, ToStatus(err)
+	}
+	resp := &sluicepb.QueryHistoryResponse{}
+	for _, r := range recs {
+		resp.Generations = append(resp.Generations, &sluicepb.QueryGeneration{
+			Generation: r.Generation, Id: r.ID, Desired: string(r.Desired), Change: r.Change,
+			ChangedBy: r.ChangedBy, ChangedAt: r.ChangedAt.UTC().Format(time.RFC3339),
+			AllowFirstStart: r.AllowFirstStart, AllowReplay: r.AllowReplay,
+			Ticket: r.Ticket, ApprovedBy: r.ApprovedBy, Spec: []byte(r.Spec),
+		})
+	}
+	return resp, nil
+}
+
 // QueryProgress implements ControlService.
 func (c *Control) QueryProgress(req *sluicepb.QueryProgressRequest, stream sluicepb.ControlService_QueryProgressServer) error {
 	ctx := stream.Context()

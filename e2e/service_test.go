@@ -345,6 +345,31 @@ func TestServiceStopResumeStopNowAndSIGTERM(t *testing.T) {
 	waitUntil(t, "the output to equal the oracle", 120*time.Second, s.logs, func() bool { return sinkDiff(t, l, want) == "" })
 	checkLog(t, l.Checkpoint)
 
+	// history lists every generation the CLI made, oldest first.
+	var gens []struct {
+		Generation int64  `json:"generation"`
+		Change     string `json:"change"`
+		Desired    string `json:"desired"`
+		ChangedBy  string `json:"changedBy"`
+		SpecSHA256 string `json:"specSha256"`
+	}
+	if err := json.Unmarshal([]byte(s.mustCLI("history", name, "-o", "json")), &gens); err != nil {
+		t.Fatal(err)
+	}
+	var changes []string
+	for i, g := range gens {
+		changes = append(changes, g.Change+"/"+g.Desired)
+		if g.Generation != int64(i+1) || g.ChangedBy == "" || g.SpecSHA256 != gens[0].SpecSHA256 {
+			t.Errorf("generation %d: %+v", i+1, g)
+		}
+	}
+	if got, want := strings.Join(changes, " "), "submit/running stop/stopped resume/running stop-now/stopped resume/running"; got != want {
+		t.Errorf("history: %s, want %s", got, want)
+	}
+	if table := s.mustCLI("history", name); !strings.Contains(table, "GEN") || strings.Count(table, "\n") != 6 {
+		t.Errorf("history table:\n%s", table)
+	}
+
 	if err := s.driver.Stop(90 * time.Second); err != nil {
 		t.Fatalf("SIGTERM: driver exit %v\n%s", err, s.logs())
 	}
@@ -469,7 +494,7 @@ func TestServiceCLIErrorsAndExitCodes(t *testing.T) {
 	dead := freePort(t)
 
 	commands := [][]string{
-		{"submit", "-f", good}, {"stop", "nope"}, {"list"}, {"status", "nope"}, {"progress", "nope"},
+		{"submit", "-f", good}, {"stop", "nope"}, {"list"}, {"status", "nope"}, {"progress", "nope"}, {"history", "nope"},
 	}
 	for _, c := range commands {
 		_, errs, code := cli(t, nil, append(c, "--server", dead, "--token-file", token)...)
@@ -481,7 +506,7 @@ func TestServiceCLIErrorsAndExitCodes(t *testing.T) {
 			t.Errorf("%v with a wrong token: exit %d, %q", c, code, errs)
 		}
 	}
-	for _, c := range [][]string{{"stop", "nope"}, {"status", "nope"}, {"progress", "nope"}} {
+	for _, c := range [][]string{{"stop", "nope"}, {"status", "nope"}, {"progress", "nope"}, {"history", "nope"}} {
 		_, errs, code := cli(t, nil, append(c, "--server", s.addr, "--token-file", token)...)
 		if code != 3 || !strings.Contains(errs, `no query named "nope"`) {
 			t.Errorf("%v of an unknown query: exit %d, %q", c, code, errs)

@@ -4,8 +4,8 @@
 // 	protoc        v3.21.12
 // source: control.proto
 
-// What the CLI calls on the driver service: submit, stop, list, status and
-// progress of queries. Errors carry a gRPC code and a
+// What the CLI calls on the driver service: submit, stop, list, status,
+// progress and history of queries. Errors carry a gRPC code and a
 // google.rpc.ErrorInfo whose reason is one of: NOT_FOUND, CONFLICT,
 // INVALID_SPEC, GUARD (a production guard refused), INCOMPATIBLE (new
 // checkpoint required), STANDBY (this driver does not hold the lease).
@@ -769,6 +769,222 @@ func (x *QueryProgressEvent) GetProgressJson() []byte {
 	return nil
 }
 
+type QueryHistoryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryHistoryRequest) Reset() {
+	*x = QueryHistoryRequest{}
+	mi := &file_control_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryHistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryHistoryRequest) ProtoMessage() {}
+
+func (x *QueryHistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryHistoryRequest.ProtoReflect.Descriptor instead.
+func (*QueryHistoryRequest) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *QueryHistoryRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type QueryHistoryResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Generations   []*QueryGeneration     `protobuf:"bytes,1,rep,name=generations,proto3" json:"generations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryHistoryResponse) Reset() {
+	*x = QueryHistoryResponse{}
+	mi := &file_control_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryHistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryHistoryResponse) ProtoMessage() {}
+
+func (x *QueryHistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryHistoryResponse.ProtoReflect.Descriptor instead.
+func (*QueryHistoryResponse) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *QueryHistoryResponse) GetGenerations() []*QueryGeneration {
+	if x != nil {
+		return x.Generations
+	}
+	return nil
+}
+
+// QueryGeneration is one retained registry record of a query.
+type QueryGeneration struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Generation int64                  `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	Id         string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	Desired    string                 `protobuf:"bytes,3,opt,name=desired,proto3" json:"desired,omitempty"`
+	// change: submit, update, stop, resume.
+	Change    string `protobuf:"bytes,4,opt,name=change,proto3" json:"change,omitempty"`
+	ChangedBy string `protobuf:"bytes,5,opt,name=changed_by,json=changedBy,proto3" json:"changed_by,omitempty"`
+	// changed_at: RFC 3339.
+	ChangedAt       string `protobuf:"bytes,6,opt,name=changed_at,json=changedAt,proto3" json:"changed_at,omitempty"`
+	AllowFirstStart bool   `protobuf:"varint,7,opt,name=allow_first_start,json=allowFirstStart,proto3" json:"allow_first_start,omitempty"`
+	AllowReplay     bool   `protobuf:"varint,8,opt,name=allow_replay,json=allowReplay,proto3" json:"allow_replay,omitempty"`
+	Ticket          string `protobuf:"bytes,9,opt,name=ticket,proto3" json:"ticket,omitempty"`
+	ApprovedBy      string `protobuf:"bytes,10,opt,name=approved_by,json=approvedBy,proto3" json:"approved_by,omitempty"`
+	// spec as submitted with this generation.
+	Spec          []byte `protobuf:"bytes,11,opt,name=spec,proto3" json:"spec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryGeneration) Reset() {
+	*x = QueryGeneration{}
+	mi := &file_control_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryGeneration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryGeneration) ProtoMessage() {}
+
+func (x *QueryGeneration) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryGeneration.ProtoReflect.Descriptor instead.
+func (*QueryGeneration) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *QueryGeneration) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *QueryGeneration) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *QueryGeneration) GetDesired() string {
+	if x != nil {
+		return x.Desired
+	}
+	return ""
+}
+
+func (x *QueryGeneration) GetChange() string {
+	if x != nil {
+		return x.Change
+	}
+	return ""
+}
+
+func (x *QueryGeneration) GetChangedBy() string {
+	if x != nil {
+		return x.ChangedBy
+	}
+	return ""
+}
+
+func (x *QueryGeneration) GetChangedAt() string {
+	if x != nil {
+		return x.ChangedAt
+	}
+	return ""
+}
+
+func (x *QueryGeneration) GetAllowFirstStart() bool {
+	if x != nil {
+		return x.AllowFirstStart
+	}
+	return false
+}
+
+func (x *QueryGeneration) GetAllowReplay() bool {
+	if x != nil {
+		return x.AllowReplay
+	}
+	return false
+}
+
+func (x *QueryGeneration) GetTicket() string {
+	if x != nil {
+		return x.Ticket
+	}
+	return ""
+}
+
+func (x *QueryGeneration) GetApprovedBy() string {
+	if x != nil {
+		return x.ApprovedBy
+	}
+	return ""
+}
+
+func (x *QueryGeneration) GetSpec() []byte {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
 var File_control_proto protoreflect.FileDescriptor
 
 const file_control_proto_rawDesc = "" +
@@ -840,13 +1056,36 @@ const file_control_proto_rawDesc = "" +
 	"\x01n\x18\x02 \x01(\x05R\x01n\x12\x16\n" +
 	"\x06follow\x18\x03 \x01(\bR\x06follow\"9\n" +
 	"\x12QueryProgressEvent\x12#\n" +
-	"\rprogress_json\x18\x01 \x01(\fR\fprogressJson2\x95\x03\n" +
+	"\rprogress_json\x18\x01 \x01(\fR\fprogressJson\")\n" +
+	"\x13QueryHistoryRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"T\n" +
+	"\x14QueryHistoryResponse\x12<\n" +
+	"\vgenerations\x18\x01 \x03(\v2\x1a.sluice.v1.QueryGenerationR\vgenerations\"\xcd\x02\n" +
+	"\x0fQueryGeneration\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x03R\n" +
+	"generation\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x18\n" +
+	"\adesired\x18\x03 \x01(\tR\adesired\x12\x16\n" +
+	"\x06change\x18\x04 \x01(\tR\x06change\x12\x1d\n" +
+	"\n" +
+	"changed_by\x18\x05 \x01(\tR\tchangedBy\x12\x1d\n" +
+	"\n" +
+	"changed_at\x18\x06 \x01(\tR\tchangedAt\x12*\n" +
+	"\x11allow_first_start\x18\a \x01(\bR\x0fallowFirstStart\x12!\n" +
+	"\fallow_replay\x18\b \x01(\bR\vallowReplay\x12\x16\n" +
+	"\x06ticket\x18\t \x01(\tR\x06ticket\x12\x1f\n" +
+	"\vapproved_by\x18\n" +
+	" \x01(\tR\n" +
+	"approvedBy\x12\x12\n" +
+	"\x04spec\x18\v \x01(\fR\x04spec2\xe6\x03\n" +
 	"\x0eControlService\x12L\n" +
 	"\vSubmitQuery\x12\x1d.sluice.v1.SubmitQueryRequest\x1a\x1e.sluice.v1.SubmitQueryResponse\x12F\n" +
 	"\tStopQuery\x12\x1b.sluice.v1.StopQueryRequest\x1a\x1c.sluice.v1.StopQueryResponse\x12L\n" +
 	"\vListQueries\x12\x1d.sluice.v1.ListQueriesRequest\x1a\x1e.sluice.v1.ListQueriesResponse\x12L\n" +
 	"\vQueryStatus\x12\x1d.sluice.v1.QueryStatusRequest\x1a\x1e.sluice.v1.QueryStatusResponse\x12Q\n" +
-	"\rQueryProgress\x12\x1f.sluice.v1.QueryProgressRequest\x1a\x1d.sluice.v1.QueryProgressEvent0\x01B+Z)github.com/sluicehq/sluice/proto/sluicepbb\x06proto3"
+	"\rQueryProgress\x12\x1f.sluice.v1.QueryProgressRequest\x1a\x1d.sluice.v1.QueryProgressEvent0\x01\x12O\n" +
+	"\fQueryHistory\x12\x1e.sluice.v1.QueryHistoryRequest\x1a\x1f.sluice.v1.QueryHistoryResponseB+Z)github.com/sluicehq/sluice/proto/sluicepbb\x06proto3"
 
 var (
 	file_control_proto_rawDescOnce sync.Once
@@ -860,7 +1099,7 @@ func file_control_proto_rawDescGZIP() []byte {
 	return file_control_proto_rawDescData
 }
 
-var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_control_proto_goTypes = []any{
 	(*SubmitQueryRequest)(nil),   // 0: sluice.v1.SubmitQueryRequest
 	(*SubmitQueryResponse)(nil),  // 1: sluice.v1.SubmitQueryResponse
@@ -873,25 +1112,31 @@ var file_control_proto_goTypes = []any{
 	(*QueryStatusResponse)(nil),  // 8: sluice.v1.QueryStatusResponse
 	(*QueryProgressRequest)(nil), // 9: sluice.v1.QueryProgressRequest
 	(*QueryProgressEvent)(nil),   // 10: sluice.v1.QueryProgressEvent
+	(*QueryHistoryRequest)(nil),  // 11: sluice.v1.QueryHistoryRequest
+	(*QueryHistoryResponse)(nil), // 12: sluice.v1.QueryHistoryResponse
+	(*QueryGeneration)(nil),      // 13: sluice.v1.QueryGeneration
 }
 var file_control_proto_depIdxs = []int32{
 	6,  // 0: sluice.v1.ListQueriesResponse.queries:type_name -> sluice.v1.QueryInfo
 	6,  // 1: sluice.v1.QueryStatusResponse.query:type_name -> sluice.v1.QueryInfo
-	0,  // 2: sluice.v1.ControlService.SubmitQuery:input_type -> sluice.v1.SubmitQueryRequest
-	2,  // 3: sluice.v1.ControlService.StopQuery:input_type -> sluice.v1.StopQueryRequest
-	4,  // 4: sluice.v1.ControlService.ListQueries:input_type -> sluice.v1.ListQueriesRequest
-	7,  // 5: sluice.v1.ControlService.QueryStatus:input_type -> sluice.v1.QueryStatusRequest
-	9,  // 6: sluice.v1.ControlService.QueryProgress:input_type -> sluice.v1.QueryProgressRequest
-	1,  // 7: sluice.v1.ControlService.SubmitQuery:output_type -> sluice.v1.SubmitQueryResponse
-	3,  // 8: sluice.v1.ControlService.StopQuery:output_type -> sluice.v1.StopQueryResponse
-	5,  // 9: sluice.v1.ControlService.ListQueries:output_type -> sluice.v1.ListQueriesResponse
-	8,  // 10: sluice.v1.ControlService.QueryStatus:output_type -> sluice.v1.QueryStatusResponse
-	10, // 11: sluice.v1.ControlService.QueryProgress:output_type -> sluice.v1.QueryProgressEvent
-	7,  // [7:12] is the sub-list for method output_type
-	2,  // [2:7] is the sub-list for method input_type
-	2,  // [2:2] is the sub-list for extension type_name
-	2,  // [2:2] is the sub-list for extension extendee
-	0,  // [0:2] is the sub-list for field type_name
+	13, // 2: sluice.v1.QueryHistoryResponse.generations:type_name -> sluice.v1.QueryGeneration
+	0,  // 3: sluice.v1.ControlService.SubmitQuery:input_type -> sluice.v1.SubmitQueryRequest
+	2,  // 4: sluice.v1.ControlService.StopQuery:input_type -> sluice.v1.StopQueryRequest
+	4,  // 5: sluice.v1.ControlService.ListQueries:input_type -> sluice.v1.ListQueriesRequest
+	7,  // 6: sluice.v1.ControlService.QueryStatus:input_type -> sluice.v1.QueryStatusRequest
+	9,  // 7: sluice.v1.ControlService.QueryProgress:input_type -> sluice.v1.QueryProgressRequest
+	11, // 8: sluice.v1.ControlService.QueryHistory:input_type -> sluice.v1.QueryHistoryRequest
+	1,  // 9: sluice.v1.ControlService.SubmitQuery:output_type -> sluice.v1.SubmitQueryResponse
+	3,  // 10: sluice.v1.ControlService.StopQuery:output_type -> sluice.v1.StopQueryResponse
+	5,  // 11: sluice.v1.ControlService.ListQueries:output_type -> sluice.v1.ListQueriesResponse
+	8,  // 12: sluice.v1.ControlService.QueryStatus:output_type -> sluice.v1.QueryStatusResponse
+	10, // 13: sluice.v1.ControlService.QueryProgress:output_type -> sluice.v1.QueryProgressEvent
+	12, // 14: sluice.v1.ControlService.QueryHistory:output_type -> sluice.v1.QueryHistoryResponse
+	9,  // [9:15] is the sub-list for method output_type
+	3,  // [3:9] is the sub-list for method input_type
+	3,  // [3:3] is the sub-list for extension type_name
+	3,  // [3:3] is the sub-list for extension extendee
+	0,  // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_control_proto_init() }
@@ -905,7 +1150,7 @@ func file_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_control_proto_rawDesc), len(file_control_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -4,8 +4,8 @@
 // - protoc             v3.21.12
 // source: control.proto
 
-// What the CLI calls on the driver service: submit, stop, list, status and
-// progress of queries. Errors carry a gRPC code and a
+// What the CLI calls on the driver service: submit, stop, list, status,
+// progress and history of queries. Errors carry a gRPC code and a
 // google.rpc.ErrorInfo whose reason is one of: NOT_FOUND, CONFLICT,
 // INVALID_SPEC, GUARD (a production guard refused), INCOMPATIBLE (new
 // checkpoint required), STANDBY (this driver does not hold the lease).
@@ -30,6 +30,7 @@ const (
 	ControlService_ListQueries_FullMethodName   = "/sluice.v1.ControlService/ListQueries"
 	ControlService_QueryStatus_FullMethodName   = "/sluice.v1.ControlService/QueryStatus"
 	ControlService_QueryProgress_FullMethodName = "/sluice.v1.ControlService/QueryProgress"
+	ControlService_QueryHistory_FullMethodName  = "/sluice.v1.ControlService/QueryHistory"
 )
 
 // ControlServiceClient is the client API for ControlService service.
@@ -48,6 +49,9 @@ type ControlServiceClient interface {
 	// QueryProgress sends the last n progress objects, then, with follow,
 	// each new one as its batch commits.
 	QueryProgress(ctx context.Context, in *QueryProgressRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[QueryProgressEvent], error)
+	// QueryHistory returns a query's retained registry generations, oldest
+	// first: who changed what, when, and the approvals given.
+	QueryHistory(ctx context.Context, in *QueryHistoryRequest, opts ...grpc.CallOption) (*QueryHistoryResponse, error)
 }
 
 type controlServiceClient struct {
@@ -117,6 +121,16 @@ func (c *controlServiceClient) QueryProgress(ctx context.Context, in *QueryProgr
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ControlService_QueryProgressClient = grpc.ServerStreamingClient[QueryProgressEvent]
 
+func (c *controlServiceClient) QueryHistory(ctx context.Context, in *QueryHistoryRequest, opts ...grpc.CallOption) (*QueryHistoryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(QueryHistoryResponse)
+	err := c.cc.Invoke(ctx, ControlService_QueryHistory_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControlServiceServer is the server API for ControlService service.
 // All implementations must embed UnimplementedControlServiceServer
 // for forward compatibility.
@@ -133,6 +147,9 @@ type ControlServiceServer interface {
 	// QueryProgress sends the last n progress objects, then, with follow,
 	// each new one as its batch commits.
 	QueryProgress(*QueryProgressRequest, grpc.ServerStreamingServer[QueryProgressEvent]) error
+	// QueryHistory returns a query's retained registry generations, oldest
+	// first: who changed what, when, and the approvals given.
+	QueryHistory(context.Context, *QueryHistoryRequest) (*QueryHistoryResponse, error)
 	mustEmbedUnimplementedControlServiceServer()
 }
 
@@ -157,6 +174,9 @@ func (UnimplementedControlServiceServer) QueryStatus(context.Context, *QueryStat
 }
 func (UnimplementedControlServiceServer) QueryProgress(*QueryProgressRequest, grpc.ServerStreamingServer[QueryProgressEvent]) error {
 	return status.Error(codes.Unimplemented, "method QueryProgress not implemented")
+}
+func (UnimplementedControlServiceServer) QueryHistory(context.Context, *QueryHistoryRequest) (*QueryHistoryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method QueryHistory not implemented")
 }
 func (UnimplementedControlServiceServer) mustEmbedUnimplementedControlServiceServer() {}
 func (UnimplementedControlServiceServer) testEmbeddedByValue()                        {}
@@ -262,6 +282,24 @@ func _ControlService_QueryProgress_Handler(srv interface{}, stream grpc.ServerSt
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ControlService_QueryProgressServer = grpc.ServerStreamingServer[QueryProgressEvent]
 
+func _ControlService_QueryHistory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(QueryHistoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServiceServer).QueryHistory(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlService_QueryHistory_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServiceServer).QueryHistory(ctx, req.(*QueryHistoryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControlService_ServiceDesc is the grpc.ServiceDesc for ControlService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -284,6 +322,10 @@ var ControlService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "QueryStatus",
 			Handler:    _ControlService_QueryStatus_Handler,
+		},
+		{
+			MethodName: "QueryHistory",
+			Handler:    _ControlService_QueryHistory_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
