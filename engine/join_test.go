@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/engine"
@@ -252,4 +253,41 @@ func diffLines(want, got []string) string {
 	}
 	b, _ := json.MarshalIndent(map[string][]string{"want": want, "got": got}, "", "  ")
 	return string(b)
+}
+
+// Within one run, batches keep the run's snapshot however the manifest
+// changes; with refreshInterval the next batch boundary after the interval
+// takes a new one. The manifest is replaced after batch 0 commits (a hook
+// on the driver's goroutine, so the order is fixed, not timed).
+func TestJoinSnapshotIsPerRunUnlessRefreshed(t *testing.T) {
+	for _, refresh := range []time.Duration{0, time.Nanosecond} {
+		t.Run(fmt.Sprintf("refreshInterval=%v", refresh), func(t *testing.T) {
+			dir := t.TempDir()
+			in, mdir := filepath.Join(dir, "in"), filepath.Join(dir, "manifest")
+			writeEvents(t, filepath.Join(in, "1.jsonl"), joinEvents[:3])
+			writeEvents(t, filepath.Join(in, "2.jsonl"), joinEvents[3:])
+			writeManifestJSON(t, mdir, manifestV1)
+			spec := joinSpec(in, mdir, filepath.Join(dir, "cp"), query.JoinLeft)
+			spec.Source.File.MaxFilesPerTrigger = 1
+			spec.Join.RefreshInterval = query.Duration(refresh)
+			w := &captured{}
+			progress := run(t, spec, engine.Options{Writer: w, Hook: func(point string, batch int64) {
+				if point == "after-commit" && batch == 0 {
+					writeManifestJSON(t, mdir, manifestV2)
+				}
+			}})
+			want := manifestV1
+			if refresh > 0 {
+				want = manifestV2
+			}
+			if len(progress) < 2 || progress[1].Join.ManifestID != want.id {
+				t.Fatalf("batch 1 joined against %+v, want manifest %s", progress[1].Join, want.id)
+			}
+			cols := spec.OutputSchema()
+			b1 := &captured{batches: map[int64][]row.Row{1: w.batches[1]}}
+			if d := diffLines(joinOracle(joinEvents[3:], want, query.JoinLeft), b1.lines(cols)); d != "" {
+				t.Fatalf("batch 1 differs from the oracle of manifest %s:\n%s", want.id, d)
+			}
+		})
+	}
 }
