@@ -140,6 +140,9 @@ func (p *Progress) Line() string {
 	for _, s := range p.StateOperators {
 		fmt.Fprintf(&b, ", state %d rows, %d late dropped", s.NumRowsTotal, s.NumRowsDroppedByWatermark)
 	}
+	if j := p.Join; j != nil {
+		fmt.Fprintf(&b, ", joined with manifest %s (%d unmatched)", j.ManifestID, j.NumRowsUnmatched)
+	}
 	fmt.Fprintf(&b, ", %d out", p.Sink.NumOutputRows)
 	if p.Sink.Skipped {
 		b.WriteString(" (sink already had it)")
