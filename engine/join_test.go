@@ -291,3 +291,26 @@ func TestJoinSnapshotIsPerRunUnlessRefreshed(t *testing.T) {
 		})
 	}
 }
+
+// A batch logged before the query had a join (offsets/0 names no
+// manifest) is re-run against the snapshot the run takes, and the batches
+// after it record theirs: offsets written by older versions still load.
+func TestJoinAddedToAQueryReRunsAnOldEntryAgainstTheRunsSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	in, mdir, cp := filepath.Join(dir, "in"), filepath.Join(dir, "manifest"), filepath.Join(dir, "cp")
+	writeEvents(t, filepath.Join(in, "1.jsonl"), joinEvents[:3])
+	writeManifestJSON(t, mdir, manifestV1)
+	plain := joinSpec(in, mdir, cp, query.JoinLeft)
+	plain.Join = nil
+	runUntilCrash(t, plain, "after-offsets", 0)
+
+	spec := joinSpec(in, mdir, cp, query.JoinLeft)
+	w := &captured{}
+	progress := run(t, spec, engine.Options{Writer: w})
+	if !progress[0].Rerun || progress[0].Join == nil || progress[0].Join.ManifestID != manifestV1.id {
+		t.Fatalf("the re-run of the old entry: %s, join %+v", progress[0].Line(), progress[0].Join)
+	}
+	if d := diffLines(joinOracle(joinEvents[:3], manifestV1, query.JoinLeft), w.lines(spec.OutputSchema())); d != "" {
+		t.Fatalf("output differs:\n%s", d)
+	}
+}

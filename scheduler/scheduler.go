@@ -635,6 +635,7 @@ func (q *Query) batchManifest(ctx context.Context, e *checkpoint.OffsetEntry) (j
 		return join.Ref{}, fmt.Errorf("batch %d: %w", e.BatchID, err)
 	}
 	q.cfg.Logger.Warn("logged batch records no join snapshot (written before the query had a join); joining against the current one", "query", q.cfg.Spec.Name, "batch", e.BatchID, "manifest_id", m.ID)
+	e.Manifest = m // in memory only, for the batch's progress; the log is never rewritten
 	return join.Ref{ID: m.ID, Hash: m.Hash}, nil
 }
 
