@@ -55,3 +55,20 @@ func TestJoinValidation(t *testing.T) {
 		}
 	}
 }
+
+// A join's defaults written out or left out give the same fingerprint; a
+// changed manifest path does not.
+func TestJoinFingerprintSpellsOutDefaults(t *testing.T) {
+	a := joinTestSpec(Update, &Join{Path: "m", Keys: []string{"lesson_id"}, Columns: []JoinColumn{{Name: "module", Type: "string"}}})
+	b := joinTestSpec(Update, &Join{Path: "m", Keys: []string{"lesson_id"}, Type: JoinLeft, Format: JoinParquet, Columns: []JoinColumn{{Name: "module", Type: "string"}}})
+	if a.Fingerprint() != b.Fingerprint() {
+		t.Fatal("type left and format parquet written out changed the fingerprint")
+	}
+	c := joinTestSpec(Update, &Join{Path: "m2", Keys: []string{"lesson_id"}, Columns: []JoinColumn{{Name: "module", Type: "string"}}})
+	if a.Fingerprint() == c.Fingerprint() {
+		t.Fatal("another join.path kept the fingerprint")
+	}
+	if a.Join.Type != "" {
+		t.Fatal("Fingerprint changed the spec")
+	}
+}
