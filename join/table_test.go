@@ -133,3 +133,5 @@ func TestNewTableRefusesASnapshotWithoutTheQuerysColumns(t *testing.T) {
 		t.Fatalf("err %v, want one naming the missing column module", err)
 	}
 }
+
+func ev0(lesson string) []row.Value { return row.Row{row.StringValue(lesson)} }
