@@ -105,6 +105,17 @@ type OffsetEntry struct {
 	// RunID is the driver run that wrote the entry: a retried write that
 	// finds the entry already there recognises its own earlier attempt.
 	RunID string `json:"runId,omitempty"`
+	// Manifest is the join's dimension snapshot the batch joins against
+	// (absent for a query without a join, and in older entries).
+	Manifest *ManifestRef `json:"manifest,omitempty"`
+}
+
+// ManifestRef names a stream-static join's dimension snapshot: its
+// manifest id and its content hash, which names its copy in the
+// checkpoint (manifests/<hash>.json; see package join).
+type ManifestRef struct {
+	ID   string `json:"id"`
+	Hash string `json:"hash"`
 }
 
 // CommitEntry is commits/N.

@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/internal/tlsconf"
+	"github.com/sluicehq/sluice/join"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/proto/sluicepb"
 	"github.com/sluicehq/sluice/query"
@@ -579,6 +580,7 @@ func (s *executorService) RunMapTask(ctx context.Context, req *sluicepb.RunMapTa
 	res, err := executor.RunMap(ctx, q.env.Env, executor.MapTask{
 		Batch: req.Batch, Index: int(req.MapIndex), Split: source.Split{ID: req.Split.GetId(), Desc: req.Split.GetDesc()},
 		Late: eventtime.Watermark(req.LateWatermarkUs), Partitions: int(req.Partitions), BatchTimestampMs: req.BatchTimestampMs,
+		Manifest: join.Ref{ID: req.ManifestId, Hash: req.ManifestHash},
 	})
 	n.releaseSlot()
 	if err != nil {
@@ -601,7 +603,7 @@ func (s *executorService) RunMapTask(ctx context.Context, req *sluicepb.RunMapTa
 	return &sluicepb.RunMapTaskResponse{Metrics: &sluicepb.MapMetrics{
 		InputRows: res.InputRows, Malformed: res.Malformed, DroppedByWatermark: res.DroppedByWatermark,
 		HasEventTime: res.HasEventTime, MinEventTimeUs: res.MinEventTime, MaxEventTimeUs: res.MaxEventTime,
-		ShuffleBytes: stats.Bytes, ShuffleRecords: stats.Records, TooFarAhead: res.TooFarAhead,
+		ShuffleBytes: stats.Bytes, ShuffleRecords: stats.Records, TooFarAhead: res.TooFarAhead, JoinUnmatched: res.JoinUnmatched,
 	}}, nil
 }
 

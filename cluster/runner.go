@@ -191,7 +191,7 @@ func (r *Runner) RunBatch(ctx context.Context, plan executor.BatchPlan) (*execut
 	var shuffled, records int64
 	for i, m := range metrics {
 		res.AddMap(&executor.MapResult{
-			Index: i, InputRows: m.InputRows, Malformed: m.Malformed, DroppedByWatermark: m.DroppedByWatermark, TooFarAhead: m.TooFarAhead,
+			Index: i, InputRows: m.InputRows, Malformed: m.Malformed, DroppedByWatermark: m.DroppedByWatermark, TooFarAhead: m.TooFarAhead, JoinUnmatched: m.JoinUnmatched,
 			MinEventTime: m.MinEventTimeUs, MaxEventTime: m.MaxEventTimeUs, HasEventTime: m.HasEventTime,
 		})
 		shuffled += m.ShuffleBytes
@@ -419,6 +419,7 @@ func (b *batchRun) runMap(ctx context.Context, i int) (uint64, *sluicepb.MapMetr
 			Split:           &sluicepb.Split{Id: sp.ID, Desc: sp.Desc},
 			LateWatermarkUs: int64(b.plan.Watermark.Late), Partitions: int32(b.plan.Partitions), Owners: b.protoOwners,
 			BatchTimestampMs: b.plan.BatchTimestampMs,
+			ManifestId:       b.plan.Manifest.ID, ManifestHash: b.plan.Manifest.Hash,
 		}
 		var resp *sluicepb.RunMapTaskResponse
 		err := b.call(ctx, m, func(ctx context.Context, c sluicepb.ExecutorServiceClient) error {

@@ -49,6 +49,9 @@ func Check(spec query.Spec) error {
 	if s.BadRecordsPath != "" {
 		locs = append(locs, loc{"badRecordsPath", s.BadRecordsPath, false})
 	}
+	if j := s.Join; j != nil {
+		locs = append(locs, loc{"join.path", j.Path, true})
+	}
 	for _, l := range locs {
 		u, err := objstore.ParseURI(l.uri)
 		if err != nil {

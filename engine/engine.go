@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluicehq/sluice/agg"
 	"github.com/sluicehq/sluice/executor"
+	"github.com/sluicehq/sluice/join"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/scheduler"
@@ -41,6 +42,8 @@ const (
 	RoleSink       = "sink"
 	RoleSource     = "source"
 	RoleBadRecords = "badRecords"
+	// RoleJoin is the store at join.path (read only, by the driver).
+	RoleJoin = "join"
 )
 
 // Options are the process-level settings of a run.
@@ -165,6 +168,11 @@ func NewEnv(ctx context.Context, spec *query.Spec, queryID string, opts Options)
 	} else {
 		env.BadRecords = objstore.Prefixed(cp, "bad_records/")
 	}
+	if spec.Join != nil {
+		// Tasks load the snapshot their batch names from the checkpoint;
+		// only the driver reads join.path (Build).
+		env.Dimension = join.NewCache(spec, cp)
+	}
 	if spec.Aggregate != nil {
 		if env.Layout, err = agg.Compile(spec); err != nil {
 			return nil, err
@@ -257,6 +265,13 @@ func Build(ctx context.Context, spec query.Spec, opts Options) (_ *Job, err erro
 		PlanRetryFor:            opts.SourceRetryFor,
 		OnRetry:                 opts.OnRetry,
 		NewQueryID:              opts.QueryID,
+	}
+	if spec.Join != nil {
+		dim, err := opts.open(ctx, RoleJoin, spec.Join.Path)
+		if err != nil {
+			return nil, fmt.Errorf("open join.path: %w", err)
+		}
+		cfg.Manifests = &join.Taker{Spec: &j.Spec, Dim: dim, Checkpoint: env.Checkpoint, Logger: opts.Logger}
 	}
 	out := spec.OutputSchema()
 	switch {

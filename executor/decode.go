@@ -123,5 +123,10 @@ func usedColumns(s *query.Spec) map[string]bool {
 			used[m.Column] = true
 		}
 	}
+	if j := s.Join; j != nil {
+		for _, k := range j.Keys {
+			used[k] = true
+		}
+	}
 	return used
 }

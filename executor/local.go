@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/agg"
 	"github.com/sluicehq/sluice/eventtime"
+	"github.com/sluicehq/sluice/join"
 	"github.com/sluicehq/sluice/row"
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/statestore"
@@ -29,6 +30,9 @@ type BatchPlan struct {
 	// statestore.AttemptID; the cluster runner uses its own run id and
 	// the map attempts).
 	RunID string
+	// Manifest is the join's snapshot the batch joins against (from its
+	// offset-log entry; zero without a join).
+	Manifest join.Ref
 }
 
 // BatchResult gathers a batch's task results and metrics.
@@ -37,6 +41,7 @@ type BatchResult struct {
 	Malformed          int64
 	DroppedByWatermark int64
 	TooFarAhead        int64
+	JoinUnmatched      int64
 	MinEventTime       int64
 	MaxEventTime       int64
 	HasEventTime       bool
@@ -73,7 +78,7 @@ func (l *Local) RunBatch(ctx context.Context, plan BatchPlan) (*BatchResult, err
 	g.SetLimit(par)
 	for i, sp := range plan.Splits {
 		g.Go(func() error {
-			r, err := RunMap(gctx, l.Env, MapTask{Batch: plan.Batch, Index: i, Split: sp, Late: plan.Watermark.Late, Partitions: plan.Partitions, BatchTimestampMs: plan.BatchTimestampMs})
+			r, err := RunMap(gctx, l.Env, MapTask{Batch: plan.Batch, Index: i, Split: sp, Late: plan.Watermark.Late, Partitions: plan.Partitions, BatchTimestampMs: plan.BatchTimestampMs, Manifest: plan.Manifest})
 			maps[i] = r
 			return err
 		})
@@ -125,6 +130,7 @@ func (r *BatchResult) add(m *MapResult) {
 	r.Malformed += m.Malformed
 	r.DroppedByWatermark += m.DroppedByWatermark
 	r.TooFarAhead += m.TooFarAhead
+	r.JoinUnmatched += m.JoinUnmatched
 	if m.HasEventTime {
 		if !r.HasEventTime || m.MaxEventTime > r.MaxEventTime {
 			r.MaxEventTime = m.MaxEventTime

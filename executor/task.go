@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/agg"
 	"github.com/sluicehq/sluice/eventtime"
+	"github.com/sluicehq/sluice/join"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
@@ -34,6 +35,16 @@ type Env struct {
 	Logger     *slog.Logger
 	// Hook, if set, is called at named points of a task (fault injection).
 	Hook func(point string, batch int64)
+	// Dimension serves the join's snapshots by reference (nil for a query
+	// without a join).
+	Dimension Dimension
+}
+
+// Dimension loads a stream-static join's snapshot by the reference a
+// batch's offset-log entry records (join.Cache loads it from the
+// checkpoint, never from the user's path).
+type Dimension interface {
+	Table(ctx context.Context, ref join.Ref) (*join.Table, error)
 }
 
 func (e *Env) hook(point string, batch int64) {
@@ -65,6 +76,9 @@ type MapTask struct {
 	// BatchTimestampMs is the batch's processing time (from its offset-log
 	// entry): watermark.maxEventTimeAhead is measured from it.
 	BatchTimestampMs int64
+	// Manifest is the join's snapshot the batch joins against (zero
+	// without a join).
+	Manifest join.Ref
 }
 
 // MapResult is a map task's output: partials (or rows) by state partition,
@@ -82,6 +96,9 @@ type MapResult struct {
 	// TooFarAhead counts the malformed rows set aside because their event
 	// time was more than watermark.maxEventTimeAhead ahead of the batch.
 	TooFarAhead int64
+	// JoinUnmatched counts the rows whose join key found no dimension row
+	// (kept with null columns by a left join, dropped by an inner one).
+	JoinUnmatched int64
 	// Event-time range of the rows read (valid when HasEventTime).
 	MinEventTime, MaxEventTime int64
 	HasEventTime               bool
@@ -113,6 +130,17 @@ func RunMap(ctx context.Context, env *Env, t MapTask) (*MapResult, error) {
 	var maxAhead int64
 	if w := env.Spec.Watermark; w != nil {
 		maxAhead = w.MaxEventTimeAhead.Micros()
+	}
+	var dim *join.Table
+	var joined []row.Row
+	if env.Spec.Join != nil {
+		if env.Dimension == nil {
+			return nil, fmt.Errorf("map task %d of batch %d: the query joins join.path but this process has no snapshot loader", t.Index, t.Batch)
+		}
+		var err error
+		if dim, err = env.Dimension.Table(ctx, t.Manifest); err != nil {
+			return nil, fmt.Errorf("map task %d of batch %d: %w", t.Index, t.Batch, err)
+		}
 	}
 	err := env.Source.Read(ctx, t.Split, func(rec *source.Record) error {
 		res.InputRows++
@@ -148,6 +176,21 @@ func RunMap(ctx context.Context, env *Env, t MapTask) (*MapResult, error) {
 					res.MinEventTime = v.I
 				}
 			}
+		}
+		if dim != nil {
+			var matched bool
+			joined, matched = dim.Apply(r, joined[:0])
+			if !matched {
+				res.JoinUnmatched++
+			}
+			for _, jr := range joined {
+				if table != nil {
+					res.DroppedByWatermark += int64(table.Add(jr, t.Late))
+				} else {
+					res.Rows[passPart] = append(res.Rows[passPart], jr)
+				}
+			}
+			return nil
 		}
 		if table != nil {
 			res.DroppedByWatermark += int64(table.Add(r, t.Late))

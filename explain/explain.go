@@ -81,6 +81,9 @@ func (p *planner) nodes() []node {
 			},
 		})
 	}
+	if j := s.Join; j != nil {
+		ns = append(ns, p.join(j))
+	}
 	if s.Aggregate == nil {
 		ns = append(ns, node{
 			title:  "Project [" + colNames(s.OutputSchema()) + "]",
@@ -90,6 +93,34 @@ func (p *planner) nodes() []node {
 		ns = append(ns, p.aggregate()...)
 	}
 	return append(ns, p.sink())
+}
+
+// join is the stream-static join node.
+func (p *planner) join(j *query.Join) node {
+	added := colNames(p.s.JoinColumns())
+	if added == "" {
+		added = "nothing"
+	}
+	id := "the first 16 hex digits of the snapshot's content hash"
+	if j.ManifestIDColumn != "" {
+		id = "its column " + j.ManifestIDColumn
+	}
+	when := "taken when the query (re)starts, at its first batch"
+	if j.RefreshInterval > 0 {
+		when += fmt.Sprintf(", and again at the first batch boundary %s after the last", d(j.RefreshInterval))
+	}
+	unmatched := "an event whose key matches nothing keeps null dimension columns"
+	if j.JoinType() == query.JoinInner {
+		unmatched = "an event whose key matches nothing is dropped"
+	}
+	return node{
+		title: fmt.Sprintf("Join %s [%s], static %s %s", j.JoinType(), strings.Join(j.Keys, ", "), j.JoinFormat(), j.Path),
+		detail: []string{
+			"adds " + added + "; " + unmatched + " (counted in progress join.numRowsUnmatched); no state, any output mode",
+			"snapshot: " + when + "; stored in the checkpoint as manifests/<hash>.json; its manifest id is " + id,
+			"offsets/N records the snapshot batch N joins against: a re-run of N joins the same one, whatever the files hold now; executors load it from the checkpoint",
+		},
+	}
 }
 
 func (p *planner) source() node {

@@ -30,6 +30,7 @@ type Metrics struct {
 	skippedOffsets *prometheus.CounterVec
 	tooFarAhead    *prometheus.CounterVec
 	watermarkJumps *prometheus.CounterVec
+	joinUnmatched  *prometheus.CounterVec
 }
 
 // New creates the collectors and registers them on reg.
@@ -50,13 +51,14 @@ func New(reg prometheus.Registerer) *Metrics {
 		skippedOffsets: counter("sluice_source_skipped_offsets_total", "Offsets skipped because the source lost them (failOnDataLoss: false)."),
 		tooFarAhead:    counter("sluice_rows_too_far_ahead_total", "Records set aside as malformed because their event time was more than watermark.maxEventTimeAhead ahead of the batch."),
 		watermarkJumps: counter("sluice_watermark_jumps_total", "Batches that moved the watermark by more than watermark.maxJump."),
+		joinUnmatched:  counter("sluice_join_unmatched_rows_total", "Rows whose join key matched no row of the join's dimension snapshot (kept with nulls by a left join, dropped by an inner one)."),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "sluice_batch_duration_seconds", Help: "Duration of committed batches, trigger start to commit (Spark's triggerExecution).",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
 		}, q),
 	}
 	reg.MustRegister(m.batches, m.inputRows, m.outputRows, m.malformed, m.dropped, m.retries, m.duration,
-		m.phase, m.shuffleBytes, m.skippedOffsets, m.tooFarAhead, m.watermarkJumps)
+		m.phase, m.shuffleBytes, m.skippedOffsets, m.tooFarAhead, m.watermarkJumps, m.joinUnmatched)
 	return m
 }
 
@@ -77,6 +79,9 @@ func (m *Metrics) Observe(p *scheduler.Progress) {
 	m.shuffleBytes.WithLabelValues(q, id).Add(float64(p.ShuffleBytes))
 	m.retries.WithLabelValues(q, id).Add(float64(max(p.Attempts-1, 0)))
 	m.tooFarAhead.WithLabelValues(q, id).Add(float64(p.NumRowsTooFarAhead))
+	if j := p.Join; j != nil {
+		m.joinUnmatched.WithLabelValues(q, id).Add(float64(j.NumRowsUnmatched))
+	}
 	if jumps := m.watermarkJumps.WithLabelValues(q, id); p.WatermarkJumpMs > 0 {
 		jumps.Inc()
 	}

@@ -281,3 +281,22 @@ type failing struct{ objstore.Store }
 func (failing) Get(context.Context, string) ([]byte, error) {
 	return nil, errors.New("connection reset")
 }
+
+// A query with a join counts the rows its key matched nothing for; a
+// query without one has no such series.
+func TestObserveCountsJoinUnmatchedRows(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	m.Observe(progress(7, 0, 100, 1_772_443_260_000, 9))
+	if n := testutil.CollectAndCount(m.joinUnmatched); n != 0 {
+		t.Fatalf("a query without a join has %d unmatched-row series", n)
+	}
+	for _, n := range []int64{3, 4} {
+		p := progress(7, 0, 100, 1_772_443_260_000, 9)
+		p.Join = &scheduler.JoinProgress{ManifestID: "m1", NumRowsUnmatched: n}
+		m.Observe(p)
+	}
+	if got := testutil.ToFloat64(m.joinUnmatched.WithLabelValues("tile", "qid-1")); got != 7 {
+		t.Fatalf("sluice_join_unmatched_rows_total = %v, want 7", got)
+	}
+}

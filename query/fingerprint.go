@@ -73,6 +73,11 @@ func (s *Spec) canonical() Spec {
 		}
 		d.Source.Kafka = &k
 	}
+	if d.Join != nil {
+		j := *d.Join
+		j.Type, j.Format = j.JoinType(), j.JoinFormat()
+		d.Join = &j
+	}
 	return d
 }
 

@@ -14,14 +14,16 @@ const (
 	WindowEnd   = "window_end"
 )
 
-// InputSchema returns the declared source columns with their kinds.
+// InputSchema returns the columns of an event row as the aggregation (or
+// the sink, without one) sees it: the declared source columns with their
+// kinds, then the columns a join adds (JoinColumns).
 func (s *Spec) InputSchema() []Column {
 	cols := make([]Column, 0, len(s.Source.Schema))
 	for _, f := range s.Source.Schema {
 		k, _ := row.ParseKind(f.Type)
 		cols = append(cols, Column{Name: f.Name, Kind: k})
 	}
-	return cols
+	return append(cols, s.JoinColumns()...)
 }
 
 // OutputSchema returns the columns of the query's output rows: for an

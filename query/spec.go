@@ -42,6 +42,9 @@ type Spec struct {
 	// commits and the query is flagged (onExceed: flag) or stopped after
 	// that commit (onExceed: stop).
 	StateBudget *StateBudget `json:"stateBudget,omitempty"`
+	// Join, if set, joins each event row to a static dimension before the
+	// aggregation (see join.go).
+	Join *Join `json:"join,omitempty"`
 }
 
 // StateBudget is a bound on a stateful query's state, checked after each

@@ -92,6 +92,7 @@ func (s *Spec) Validate() error {
 	v.name()
 	v.source()
 	v.watermark()
+	v.join()
 	v.aggregate()
 	v.outputMode()
 	v.sink()

@@ -50,6 +50,18 @@ type Progress struct {
 	// StateBudget is the query's stateBudget checked against the state
 	// after this batch (absent when the query sets none).
 	StateBudget *StateBudgetProgress `json:"stateBudget,omitempty"`
+	// Join reports the stream-static join (absent without one).
+	Join *JoinProgress `json:"join,omitempty"`
+}
+
+// JoinProgress reports a batch's stream-static join: the snapshot it
+// joined against (from its offset-log entry) and the rows whose key found
+// no dimension row (kept with nulls by a left join, dropped by an inner
+// one).
+type JoinProgress struct {
+	ManifestID       string `json:"manifestId"`
+	ManifestHash     string `json:"manifestHash"`
+	NumRowsUnmatched int64  `json:"numRowsUnmatched"`
 }
 
 // StateBudgetProgress reports the state budget after a batch.
@@ -127,6 +139,9 @@ func (p *Progress) Line() string {
 	fmt.Fprintf(&b, " in %d ms (%.0f rows/s)", p.DurationMs["triggerExecution"], p.ProcessedRowsPerSecond)
 	for _, s := range p.StateOperators {
 		fmt.Fprintf(&b, ", state %d rows, %d late dropped", s.NumRowsTotal, s.NumRowsDroppedByWatermark)
+	}
+	if j := p.Join; j != nil {
+		fmt.Fprintf(&b, ", joined with manifest %s (%d unmatched)", j.ManifestID, j.NumRowsUnmatched)
 	}
 	fmt.Fprintf(&b, ", %d out", p.Sink.NumOutputRows)
 	if p.Sink.Skipped {

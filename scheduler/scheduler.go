@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/executor"
+	"github.com/sluicehq/sluice/join"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
@@ -88,6 +89,17 @@ type Config struct {
 	// Hook, if set, is called at named points (fault injection):
 	// before-offsets, after-offsets, before-sink-commit, after-sink-commit, after-commit.
 	Hook func(point string, batch int64)
+	// Manifests takes the join's dimension snapshots (required when the
+	// spec has a join): one when a run plans its first batch, another
+	// each join.refreshInterval; each batch's offsets/N records the one
+	// it joins against.
+	Manifests Manifests
+}
+
+// Manifests takes a snapshot of a stream-static join's dimension now and
+// stores it in the checkpoint (join.Taker).
+type Manifests interface {
+	Take(ctx context.Context, now time.Time) (join.Ref, error)
 }
 
 // Idle says where an idle query stands.
@@ -112,6 +124,10 @@ type Query struct {
 	// it did. Used only by the batch loop.
 	jumps  int64
 	jumpMs int64
+	// manifest is the join snapshot new batches of this run record, taken
+	// at manifestAt (zero until the first batch is planned).
+	manifest   join.Ref
+	manifestAt time.Time
 }
 
 // Open reads (or, for an empty checkpoint, creates) the checkpoint's
@@ -334,6 +350,7 @@ type loop struct {
 func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 	cfg := q.cfg
 	q.runner = runner
+	q.manifest = join.Ref{} // each run takes the dimension as it is when it starts
 	last, commit, err := q.log.Latest(ctx)
 	if err != nil {
 		return err
@@ -561,7 +578,12 @@ func (q *Query) plan(ctx context.Context, lp *loop, target source.Offset) (*chec
 	if !hasData && !noData {
 		return nil, nil
 	}
+	manifest, err := q.snapshot(ctx, now)
+	if err != nil {
+		return nil, fmt.Errorf("plan batch %d: %w", lp.next, err)
+	}
 	return &checkpoint.OffsetEntry{
+		Manifest:         manifest,
 		BatchID:          lp.next,
 		BatchWatermarkMs: lp.nextWM,
 		LateWatermarkMs:  lp.usedWM,
@@ -570,6 +592,51 @@ func (q *Query) plan(ctx context.Context, lp *loop, target source.Offset) (*chec
 		Sources:          []checkpoint.SourceRange{{Start: start, End: end}},
 		Conf:             q.conf,
 	}, nil
+}
+
+// snapshot returns the join snapshot a new batch planned at now joins
+// against: the run's current one, or a new one when the run has none yet
+// (a restart picks up the dimension as it is now) or join.refreshInterval
+// has passed since it was taken. Nil for a query without a join.
+func (q *Query) snapshot(ctx context.Context, now time.Time) (*checkpoint.ManifestRef, error) {
+	j := q.cfg.Spec.Join
+	if j == nil {
+		return nil, nil
+	}
+	if q.cfg.Manifests == nil {
+		return nil, fmt.Errorf("join: no manifest snapshotter configured")
+	}
+	due := q.manifest.IsZero() || (j.RefreshInterval > 0 && now.Sub(q.manifestAt) >= j.RefreshInterval.D())
+	if due {
+		ref, err := q.cfg.Manifests.Take(ctx, now)
+		if err != nil {
+			return nil, fmt.Errorf("take join manifest snapshot: %w", err)
+		}
+		if ref != q.manifest {
+			q.cfg.Logger.Info("join snapshot for new batches", "query", q.cfg.Spec.Name, "manifest_id", ref.ID, "previous", q.manifest.ID)
+		}
+		q.manifest, q.manifestAt = ref, now
+	}
+	return &checkpoint.ManifestRef{ID: q.manifest.ID, Hash: q.manifest.Hash}, nil
+}
+
+// batchManifest is the join snapshot a logged batch joins against: the
+// one its entry records. An entry written before the query had a join
+// records none; it joins against the run's current snapshot (logged).
+func (q *Query) batchManifest(ctx context.Context, e *checkpoint.OffsetEntry) (join.Ref, error) {
+	if q.cfg.Spec.Join == nil {
+		return join.Ref{}, nil
+	}
+	if m := e.Manifest; m != nil {
+		return join.Ref{ID: m.ID, Hash: m.Hash}, nil
+	}
+	m, err := q.snapshot(ctx, q.cfg.Now())
+	if err != nil {
+		return join.Ref{}, fmt.Errorf("batch %d: %w", e.BatchID, err)
+	}
+	q.cfg.Logger.Warn("logged batch records no join snapshot (written before the query had a join); joining against the current one", "query", q.cfg.Spec.Name, "batch", e.BatchID, "manifest_id", m.ID)
+	e.Manifest = m // in memory only, for the batch's progress; the log is never rewritten
+	return join.Ref{ID: m.ID, Hash: m.Hash}, nil
 }
 
 // runBatch runs a logged batch to its commit, retrying it whole. started
@@ -706,7 +773,11 @@ func (q *Query) attempt(ctx context.Context, e *checkpoint.OffsetEntry, wm event
 	if parts <= 0 {
 		parts = cfg.Spec.ShufflePartitions
 	}
-	res, err := q.runner.RunBatch(ctx, executor.BatchPlan{Batch: e.BatchID, Splits: splits, Watermark: wm, Partitions: parts, SkipSink: skipSink, BatchTimestampMs: e.BatchTimestampMs, RunID: q.runID})
+	manifest, err := q.batchManifest(ctx, e)
+	if err != nil {
+		return nil, false, err
+	}
+	res, err := q.runner.RunBatch(ctx, executor.BatchPlan{Batch: e.BatchID, Splits: splits, Watermark: wm, Partitions: parts, SkipSink: skipSink, BatchTimestampMs: e.BatchTimestampMs, RunID: q.runID, Manifest: manifest})
 	if err != nil {
 		return nil, false, err
 	}
@@ -776,6 +847,12 @@ func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *exec
 		EventTime: map[string]string{"watermark": fmtMs(e.BatchWatermarkMs)},
 	}
 	p.NumRowsTooFarAhead, p.WatermarkJumpMs, p.NumWatermarkJumps = res.TooFarAhead, q.jumpMs, q.jumps
+	if cfg.Spec.Join != nil {
+		p.Join = &JoinProgress{NumRowsUnmatched: res.JoinUnmatched}
+		if m := e.Manifest; m != nil {
+			p.Join.ManifestID, p.Join.ManifestHash = m.ID, m.Hash
+		}
+	}
 	if secs := total.Seconds(); secs > 0 {
 		p.ProcessedRowsPerSecond = float64(res.InputRows) / secs
 	}

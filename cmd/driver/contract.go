@@ -108,6 +108,17 @@ func buildContract(s query.Spec, recovery, outage time.Duration) contract {
 	}
 	retention := recovery + delay + outage
 	c.NeededRetention = human(retention)
+	if j := s.Join; j != nil {
+		note := fmt.Sprintf("the %s dimension at %s (joined on %s) must be readable by the driver when the query starts", j.JoinFormat(), j.Path, strings.Join(j.Keys, ", "))
+		if j.RefreshInterval > 0 {
+			note += fmt.Sprintf(" and every %s", human(j.RefreshInterval.D()))
+		}
+		note += "; replace it whole, never rewrite it in place"
+		if j.ManifestIDColumn != "" {
+			note += fmt.Sprintf(", with one %s in all its rows (a snapshot with two is refused)", j.ManifestIDColumn)
+		}
+		c.Notes = append(c.Notes, note)
+	}
 	switch {
 	case s.Source.Kafka != nil:
 		k := s.Source.Kafka

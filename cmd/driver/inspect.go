@@ -60,6 +60,9 @@ type inspectReport struct {
 	// Approvals are the production guards' consents the checkpoint was
 	// created under (absent for old checkpoints and lab queries).
 	Approvals []checkpoint.Approval `json:"approvals,omitempty"`
+	// Manifest is the join snapshot the last planned batch joins against
+	// (absent for a query without a join).
+	Manifest *checkpoint.ManifestRef `json:"manifest,omitempty"`
 }
 
 func inspectCheckpoint(ctx context.Context, path string, opts objstore.Options) (*inspectReport, error) {
@@ -94,6 +97,7 @@ func inspectCheckpoint(ctx context.Context, path string, opts objstore.Options) 
 	if last != nil {
 		rep.LastBatchID = last.BatchID
 		rep.Conf = last.Conf
+		rep.Manifest = last.Manifest
 		if len(last.Sources) > 0 {
 			rep.Offsets = last.Sources[0].End
 		}
@@ -136,6 +140,9 @@ func (r *inspectReport) write(w io.Writer, asJSON bool) error {
 	fmt.Fprintf(w, "next watermark     %s\n", r.NextBatchWatermark)
 	fmt.Fprintf(w, "state              %d rows in %d partitions (%s)\n", r.StateRows, r.ShufflePartitions, r.StateStore)
 	fmt.Fprintf(w, "offsets            %s\n", r.Offsets)
+	if m := r.Manifest; m != nil {
+		fmt.Fprintf(w, "join manifest      %s (snapshot manifests/%s.json)\n", m.ID, m.Hash)
+	}
 	for _, a := range r.Approvals {
 		fmt.Fprintf(w, "approval           %s: ticket %s, by %s, at %s\n", a.Kind, a.Ticket, a.By, a.At)
 	}

@@ -248,8 +248,13 @@ type RunMapTaskRequest struct {
 	// batch_timestamp_ms is the batch's processing time from its offset-log
 	// entry; rows more than watermark.maxEventTimeAhead after it are set aside.
 	BatchTimestampMs int64 `protobuf:"varint,10,opt,name=batch_timestamp_ms,json=batchTimestampMs,proto3" json:"batch_timestamp_ms,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// manifest_id and manifest_hash name the join's dimension snapshot the
+	// batch joins against (from its offset-log entry; empty without a
+	// join): the executor loads it from the checkpoint by hash.
+	ManifestId    string `protobuf:"bytes,11,opt,name=manifest_id,json=manifestId,proto3" json:"manifest_id,omitempty"`
+	ManifestHash  string `protobuf:"bytes,12,opt,name=manifest_hash,json=manifestHash,proto3" json:"manifest_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunMapTaskRequest) Reset() {
@@ -352,6 +357,20 @@ func (x *RunMapTaskRequest) GetBatchTimestampMs() int64 {
 	return 0
 }
 
+func (x *RunMapTaskRequest) GetManifestId() string {
+	if x != nil {
+		return x.ManifestId
+	}
+	return ""
+}
+
+func (x *RunMapTaskRequest) GetManifestHash() string {
+	if x != nil {
+		return x.ManifestHash
+	}
+	return ""
+}
+
 type MapMetrics struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	InputRows          int64                  `protobuf:"varint,1,opt,name=input_rows,json=inputRows,proto3" json:"input_rows,omitempty"`
@@ -365,7 +384,9 @@ type MapMetrics struct {
 	ShuffleRecords int64 `protobuf:"varint,8,opt,name=shuffle_records,json=shuffleRecords,proto3" json:"shuffle_records,omitempty"`
 	// too_far_ahead counts the malformed rows set aside because their event
 	// time was more than watermark.maxEventTimeAhead ahead.
-	TooFarAhead   int64 `protobuf:"varint,9,opt,name=too_far_ahead,json=tooFarAhead,proto3" json:"too_far_ahead,omitempty"`
+	TooFarAhead int64 `protobuf:"varint,9,opt,name=too_far_ahead,json=tooFarAhead,proto3" json:"too_far_ahead,omitempty"`
+	// join_unmatched counts the rows whose join key found no dimension row.
+	JoinUnmatched int64 `protobuf:"varint,10,opt,name=join_unmatched,json=joinUnmatched,proto3" json:"join_unmatched,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -459,6 +480,13 @@ func (x *MapMetrics) GetShuffleRecords() int64 {
 func (x *MapMetrics) GetTooFarAhead() int64 {
 	if x != nil {
 		return x.TooFarAhead
+	}
+	return 0
+}
+
+func (x *MapMetrics) GetJoinUnmatched() int64 {
+	if x != nil {
+		return x.JoinUnmatched
 	}
 	return 0
 }
@@ -845,7 +873,7 @@ const file_executor_proto_rawDesc = "" +
 	"\x0ePartitionOwner\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\tR\n" +
 	"executorId\x12\x18\n" +
-	"\aaddress\x18\x02 \x01(\tR\aaddress\"\xe7\x02\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"\xad\x03\n" +
 	"\x11RunMapTaskRequest\x12\x19\n" +
 	"\bquery_id\x18\x01 \x01(\tR\aqueryId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x14\n" +
@@ -859,7 +887,10 @@ const file_executor_proto_rawDesc = "" +
 	"partitions\x121\n" +
 	"\x06owners\x18\t \x03(\v2\x19.sluice.v1.PartitionOwnerR\x06owners\x12,\n" +
 	"\x12batch_timestamp_ms\x18\n" +
-	" \x01(\x03R\x10batchTimestampMs\"\xe9\x02\n" +
+	" \x01(\x03R\x10batchTimestampMs\x12\x1f\n" +
+	"\vmanifest_id\x18\v \x01(\tR\n" +
+	"manifestId\x12#\n" +
+	"\rmanifest_hash\x18\f \x01(\tR\fmanifestHash\"\x90\x03\n" +
 	"\n" +
 	"MapMetrics\x12\x1d\n" +
 	"\n" +
@@ -871,7 +902,9 @@ const file_executor_proto_rawDesc = "" +
 	"\x11max_event_time_us\x18\x06 \x01(\x03R\x0emaxEventTimeUs\x12#\n" +
 	"\rshuffle_bytes\x18\a \x01(\x03R\fshuffleBytes\x12'\n" +
 	"\x0fshuffle_records\x18\b \x01(\x03R\x0eshuffleRecords\x12\"\n" +
-	"\rtoo_far_ahead\x18\t \x01(\x03R\vtooFarAhead\"E\n" +
+	"\rtoo_far_ahead\x18\t \x01(\x03R\vtooFarAhead\x12%\n" +
+	"\x0ejoin_unmatched\x18\n" +
+	" \x01(\x03R\rjoinUnmatched\"E\n" +
 	"\x12RunMapTaskResponse\x12/\n" +
 	"\ametrics\x18\x01 \x01(\v2\x15.sluice.v1.MapMetricsR\ametrics\"\x96\x02\n" +
 	"\x14RunReduceTaskRequest\x12\x19\n" +
