@@ -112,6 +112,12 @@ up() {
   done
   images
   local D=$K8SX_DIR; cd "$D"
+  # A cluster half torn down (an interrupted down, a crashed run) holds the
+  # ports, the etcd data and the kubelet's mounts: clean it before starting.
+  if [ -n "$(ours)" ] || mount | awk '{print $3}' | grep -qE "^$D/"; then
+    log "leftovers of an earlier cluster: taking it down first"
+    down
+  fi
   mkdir -p run containerd/root containerd/state cni/net.d cni/ipam kubelet pod-logs manifests logs pids
   sed "s#@DIR@#$D#g" "$HERE/config/config.toml" > containerd/config.toml
   sed "s#@DIR@#$D#g" "$HERE/config/10-bridge.conflist" > cni/net.d/10-bridge.conflist
@@ -169,24 +175,68 @@ up() {
   log "cluster up after $(( $(date +%s) - t0 ))s; export KUBECONFIG=$D/kc-admin.yaml"
 }
 
-# down stops only the processes up recorded in pids/, then removes what the
-# cluster left in iptables, mounts and network namespaces.
+# ours prints the pids of every process this cluster started, whether or not
+# a pid file still names it: the binaries run from $BIN, containerd and its
+# shims (matched by this cluster's config and socket paths, so a containerd
+# the machine runs for anything else is never touched), and every process in
+# the kubepods cgroups (the containers: coredns, pause, the Sluice pods).
+# The cgroup tree is the only reliable handle on container processes once
+# containerd is gone: their shims are reparented to init.
+ours() {
+  local D=$K8SX_DIR p cmd
+  # /proc/PID/cmdline, not /proc/PID/exe: exe is unreadable for processes
+  # outside our own tree on this VM (no CAP_SYS_PTRACE), cmdline always reads.
+  for p in /proc/[0-9]*; do
+    p=${p#/proc/}
+    if [ "$p" = $$ ] || [ "$p" = "${BASHPID:-$$}" ]; then continue; fi
+    cmd=$(tr '\0' ' ' 2>/dev/null < /proc/$p/cmdline) || continue
+    case $cmd in
+      ctr\ *) ;;   # our own ctr calls in down
+      "$BIN"/*|*"$D/containerd/config.toml"*|*"$D/run/containerd.sock"*) echo $p ;;
+    esac
+  done
+  local procs
+  for procs in /sys/fs/cgroup/*/kubepods; do
+    [ -d "$procs" ] && find "$procs" -name cgroup.procs -exec cat {} + 2>/dev/null
+  done
+  return 0
+}
+
+# down stops everything up started and leaves the machine as up expects it:
+# pods deleted through the API first (the kubelet then runs CNI DEL and
+# unmounts volumes properly), then the daemons by pid file, then whatever is
+# left by ours() (a previous down that was interrupted, stale pid files),
+# then mounts, network namespaces, iptables chains and cgroups. It fails,
+# naming them, when processes or mounts survive. Idempotent.
 down() {
-  local D=$K8SX_DIR; cd "$D" 2>/dev/null || return 0
+  local D=$K8SX_DIR t0=$SECONDS; cd "$D" 2>/dev/null || return 0
   local K="kubectl --kubeconfig $D/kc-admin.yaml --request-timeout=10s"
-  stop() { local p; p=$(cat pids/$1.pid 2>/dev/null) || return 0; kill $p 2>/dev/null; for i in $(seq 1 20); do kill -0 $p 2>/dev/null || break; sleep 0.5; done; kill -9 $p 2>/dev/null; rm -f pids/$1.pid; }
-  if [ -f pids/apiserver.pid ]; then
+  stop() { local p; p=$(cat pids/$1.pid 2>/dev/null) || return 0; rm -f pids/$1.pid
+    # a recycled pid is not ours: check its command line before signalling
+    case $(tr '\0' ' ' 2>/dev/null < /proc/$p/cmdline) in "$BIN"/*|containerd\ --config\ "$D"/*) ;; *) return 0 ;; esac
+    kill $p 2>/dev/null; for i in $(seq 1 20); do kill -0 $p 2>/dev/null || break; sleep 0.5; done; kill -9 $p 2>/dev/null || true; }
+  if [ -f kc-admin.yaml ] && $K get --raw /readyz >/dev/null 2>&1; then
     $K delete deploy,ds,sts,job --all -A --wait=false >/dev/null 2>&1 || true
     $K delete pod --all -A --grace-period=1 --timeout=60s >/dev/null 2>&1 || true
   fi
   stop kubelet; stop proxy; stop sched; stop kcm; stop apiserver; stop etcd
-  if [ -f pids/containerd.pid ]; then
+  if [ -S run/containerd.sock ] && ctr -a "$D/run/containerd.sock" version >/dev/null 2>&1; then
     local t c
     for t in $(C task ls -q 2>/dev/null); do C task kill -s SIGKILL $t || true; done; sleep 1
     for t in $(C task ls -q 2>/dev/null); do C task delete -f $t >/dev/null || true; done
     for c in $(C container ls -q 2>/dev/null); do C container delete $c >/dev/null || true; done
   fi
   stop containerd
+  # Whatever survived: TERM, a grace, then KILL. Container processes whose
+  # shim died are frozen by nobody, so KILL reaches them.
+  local left i
+  left=$(ours | sort -u | tr '\n' ' ')
+  if [ -n "$left" ]; then
+    log "stopping leftover processes: $left"
+    kill $left 2>/dev/null || true
+    for i in $(seq 1 20); do left=$(ours | sort -u | tr '\n' ' '); [ -z "$left" ] && break; sleep 0.5; done
+    [ -n "$left" ] && { kill -9 $left 2>/dev/null || true; sleep 1; }
+  fi
   "$BIN/kube-proxy" --cleanup >/dev/null 2>&1 || true
   set +e
   iptables -t nat -S | grep -oE '^-N CNI-[^ ]+' | cut -d' ' -f2 | while read c; do iptables -t nat -F $c; done
@@ -198,13 +248,26 @@ down() {
     for c in $($ipt -t $tb -S 2>/dev/null | grep -oE '^-N (KUBE|CNI)-[^ ]+' | cut -d' ' -f2); do $ipt -t $tb -F $c; done
     for c in $($ipt -t $tb -S 2>/dev/null | grep -oE '^-N (KUBE|CNI)-[^ ]+' | cut -d' ' -f2); do $ipt -t $tb -X $c; done
   done; done
-  mount | awk '{print $3}' | grep -E "^$D/|^/run/netns/cni-" | sort -r | while read m; do umount $m; done
+  # Mounts, deepest first. The kubelet bind-mounts its root dir onto itself
+  # (to make it a shared mount) and containerd mounts overlays, shm and the
+  # pods' network namespaces under its state dir; a mount still busy is
+  # detached lazily (it goes when its last user does, and the user is dead).
+  local m
+  for i in 1 2 3; do
+    mount | awk '{print $3}' | grep -E "^$D/|^/run/netns/cni-" | sort -r | while read m; do umount "$m" 2>/dev/null || umount -l "$m"; done
+  done
   rm -f /run/netns/cni-*
   for ss in /sys/fs/cgroup/*/kubepods; do find $ss -depth -type d -exec rmdir {} + 2>/dev/null; done
   rm -rf /var/lib/cni/results   # containerd 1.6's CNI cache (not configurable)
   [ "${KEEP_STATE:-0}" = 1 ] || rm -rf etcd-data containerd/root containerd/state kubelet pod-logs cni/ipam
   set -e
-  log "down; remaining mounts under $D: $(mount | grep -c "$D" || true)"
+  left=$(ours | sort -u | tr '\n' ' ')
+  local mounts; mounts=$(mount | awk '{print $3}' | grep -cE "^$D/" || true)
+  if [ -n "$left" ] || [ "$mounts" != 0 ]; then
+    log "down did not finish: processes left: ${left:-none}; mounts left under $D: $mounts"
+    return 1
+  fi
+  log "down after $((SECONDS - t0))s: no process and no mount of the cluster left"
 }
 
 case "${1:-}" in
