@@ -7,6 +7,8 @@
 #   scripts/k8s.sh deps     apt packages: containerd runc CNI plugins iptables conntrack
 #   scripts/k8s.sh build    Kubernetes v1.37.2, etcd v3.6.16, CoreDNS v1.15.0, Helm v3.22.0
 #                           (about 20 minutes of both cores, once; run it niced)
+#   scripts/k8s.sh build-cluster   the same without Helm (scripts/test.sh installs
+#                           Helm itself and runs this in the background meanwhile)
 #   scripts/k8s.sh up       start the cluster (about 15 s); kubeconfig: $K8SX_DIR/kc-admin.yaml
 #   scripts/k8s.sh down     stop it and remove its state (about 20 s)
 #   scripts/k8s.sh image T  build the Sluice image (deploy/mkimage) and import it as T
@@ -48,15 +50,21 @@ deps() {
   for c in containerd runc ctr iptables conntrack kubectl openssl; do command -v $c >/dev/null || missing+=($c); done
   [ -x /usr/lib/cni/bridge ] || missing+=(cni)
   [ ${#missing[@]} -eq 0 ] && return 0
+  # a fresh machine has no package lists yet
+  apt-get update -qq >/dev/null
   log "apt-get install: containerd runc containernetworking-plugins iptables conntrack kubectl openssl (missing: ${missing[*]})"
-  apt-get install -y containerd runc containernetworking-plugins iptables conntrack kubectl openssl >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y containerd runc containernetworking-plugins iptables conntrack kubectl openssl >/dev/null
 }
 
 # build compiles into $BIN; each module is copied to $K8SX_DIR/src so go.sum
 # and tidy never write into the repository.
 build() {
-  mkdir -p "$BIN" "$K8SX_DIR/src"
   install_helm
+  build_cluster
+}
+
+build_cluster() {
+  mkdir -p "$BIN" "$K8SX_DIR/src"
   local src=$K8SX_DIR/src
   if [ ! -x "$BIN/kube-apiserver" ] || [ "$(cat "$BIN/.k8s-version" 2>/dev/null)" != $K8S_VERSION ]; then
     log "building Kubernetes $K8S_VERSION (about 12 minutes on 2 cores, cold)"
@@ -273,9 +281,10 @@ down() {
 case "${1:-}" in
   deps) deps ;;
   build) build ;;
+  build-cluster) build_cluster ;;
   up) up ;;
   down) down ;;
   image) shift; image "$@" ;;
   env) echo "export KUBECONFIG=$K8SX_DIR/kc-admin.yaml SLUICE_HELM=$HELM K8SX_DIR=$K8SX_DIR" ;;
-  *) sed -n '2,20p' "$0" >&2; exit 2 ;;
+  *) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0" >&2; exit 2 ;;
 esac
