@@ -13,6 +13,8 @@ cd "$(dirname "$0")/.."
 script="$PWD/scripts/k8s.sh"
 eval "$("$script" env)"
 started=0
+cleanup() { if [ "$started" = 1 ] && [ "${KEEP_CLUSTER:-0}" != 1 ]; then "$script" down; fi; }
+trap cleanup EXIT
 if [ "${1:-}" = --no-cluster ]; then
   shift
   cache="${SLUICE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice}"
@@ -26,13 +28,12 @@ if ! kubectl --request-timeout=5s get --raw /readyz >/dev/null 2>&1 ||
   "$script" down
   "$script" deps
   "$script" build
+  # down also after an up that failed half way
+  started=1
   t0=$SECONDS
   "$script" up
   echo "k8s-e2e: cluster up in $((SECONDS - t0))s" >&2
-  started=1
 fi
-cleanup() { if [ "$started" = 1 ] && [ "${KEEP_CLUSTER:-0}" != 1 ]; then "$script" down; fi; }
-trap cleanup EXIT
 cache="${SLUICE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice}"
 export SLUICE_VERSITYGW="${SLUICE_VERSITYGW:-$cache/bin/versitygw-v1.8.0}"
 [ -x "$SLUICE_VERSITYGW" ] || { echo "k8s-e2e: no S3 test server at $SLUICE_VERSITYGW: run scripts/test.sh once" >&2; exit 1; }

@@ -173,6 +173,17 @@ up() {
     --allocate-node-cidrs=true --cluster-cidr=10.244.0.0/16 --service-cluster-ip-range=10.96.0.0/16 --leader-elect=false
   start sched "$BIN/kube-scheduler" --kubeconfig=kc-sched.yaml --authentication-kubeconfig=kc-sched.yaml --authorization-kubeconfig=kc-sched.yaml \
     --bind-address=127.0.0.1 --secure-port=30259 --leader-elect=false
+  # Pods reach only this machine. A packet from a pod that leaves the pod
+  # network after DNAT (FORWARD, destination outside 10.244.0.0/16) is
+  # refused: the node address (10.244.0.1, where the tests run S3 and Kafka)
+  # is INPUT, not FORWARD, and Services are DNATed to pod IPs before this.
+  # Without it a pod that dials a ClusterIP in the moment before kube-proxy
+  # has programmed the new Service sends the SYN out of the VM's default
+  # route, masqueraded; this VM's network accepts any TCP connection there,
+  # and the ESTABLISHED conntrack entry then pins the dead flow (seen: an
+  # executor that never registered, its gRPC connection open to nothing).
+  # Refused, the dial fails fast and gRPC redials through the Service rule.
+  iptables -I FORWARD 1 -s 10.244.0.0/16 ! -d 10.244.0.0/16 -m comment --comment k8sx-egress -j REJECT
   start kubelet "$BIN/kubelet" --config=kubelet-config.yaml --kubeconfig=kc-kubelet.yaml --root-dir="$D/kubelet" --cert-dir="$D/kubelet/pki" --hostname-override=vm
   start proxy "$BIN/kube-proxy" --config=kube-proxy-config.yaml
   waitfor "$K get node vm -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -q True" 180
@@ -251,6 +262,7 @@ down() {
   iptables -t nat -S POSTROUTING | grep -- '-j CNI-' | sed 's/^-A/-D/' | while read r; do iptables -t nat $r; done
   iptables -t nat -S | grep -oE '^-N CNI-[^ ]+' | cut -d' ' -f2 | while read c; do iptables -t nat -X $c; done
   ip link del k8sx0 2>/dev/null
+  iptables -S FORWARD | grep -- '--comment k8sx-egress' | sed 's/^-A/-D/' | while read r; do eval iptables $r; done
   for ipt in iptables ip6tables; do for tb in filter nat mangle; do
     $ipt -t $tb -S 2>/dev/null | grep -E '^-A [A-Z]+ .*-j (KUBE|CNI)-' | grep -vE '^-A (KUBE|CNI)-' | sed 's/^-A/-D/' | while read r; do eval $ipt -t $tb $r; done
     for c in $($ipt -t $tb -S 2>/dev/null | grep -oE '^-N (KUBE|CNI)-[^ ]+' | cut -d' ' -f2); do $ipt -t $tb -F $c; done
