@@ -307,6 +307,10 @@ func TestPeerNameVerifiesExecutorsDialedByIP(t *testing.T) {
 	if err := call(std); err == nil || !strings.Contains(err.Error(), "IP SANs") {
 		t.Fatalf("dialing %s verifying the IP: %v, want a refusal naming the missing IP SAN", c.nodes[0].Addr(), err)
 	}
+	// tlsconf's verification (the CA may rotate) checks the dialed IP too.
+	if err := call(src.ClientConfig()); err == nil || !strings.Contains(err.Error(), "IP SANs") {
+		t.Fatalf("dialing %s with the CA's verification: %v, want a refusal naming the missing IP SAN", c.nodes[0].Addr(), err)
+	}
 	// The peer name is what is verified: the right one passes, another
 	// name the CA did not sign for this certificate is refused.
 	if err := call(src.ClientConfig(), grpc.WithAuthority(peer)); err != nil {
