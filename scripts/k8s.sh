@@ -56,13 +56,13 @@ install_helm() {
 
 deps() {
   local missing=()
-  for c in containerd runc ctr iptables conntrack kubectl openssl; do command -v $c >/dev/null || missing+=($c); done
+  for c in containerd runc ctr iptables conntrack kubectl openssl ss; do command -v $c >/dev/null || missing+=($c); done
   [ -x /usr/lib/cni/bridge ] || missing+=(cni)
   [ ${#missing[@]} -eq 0 ] && return 0
   # a fresh machine has no package lists yet
   apt-get update -qq >/dev/null
-  log "apt-get install: containerd runc containernetworking-plugins iptables conntrack kubectl openssl (missing: ${missing[*]})"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y containerd runc containernetworking-plugins iptables conntrack kubectl openssl >/dev/null
+  log "apt-get install: containerd runc containernetworking-plugins iptables conntrack kubectl openssl iproute2 (missing: ${missing[*]})"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y containerd runc containernetworking-plugins iptables conntrack kubectl openssl iproute2 >/dev/null
 }
 
 # build compiles into $BIN; each module is copied to $K8SX_DIR/src so go.sum
@@ -160,15 +160,27 @@ up() {
   fi
   local n
   for n in admin kcm sched kubelet proxy; do
-    printf 'apiVersion: v1\nkind: Config\nclusters:\n- cluster: {server: "https://127.0.0.1:36443", certificate-authority: %s/pki/ca.crt}\n  name: k8sx\nusers:\n- name: %s\n  user: {token: %s}\ncontexts:\n- context: {cluster: k8sx, user: %s}\n  name: k8sx\ncurrent-context: k8sx\n' "$D" $n "$(cat pki/tok-$n)" $n > kc-$n.yaml
+    printf 'apiVersion: v1\nkind: Config\nclusters:\n- cluster: {server: "https://127.0.0.1:16443", certificate-authority: %s/pki/ca.crt}\n  name: k8sx\nusers:\n- name: %s\n  user: {token: %s}\ncontexts:\n- context: {cluster: k8sx, user: %s}\n  name: k8sx\ncurrent-context: k8sx\n' "$D" $n "$(cat pki/tok-$n)" $n > kc-$n.yaml
     chmod 600 kc-$n.yaml
+  done
+  # Fixed ports, all below the kernel's ephemeral range (32768-60999 here):
+  # a port inside it is sooner or later the local port of some other
+  # process's outbound connection on this busy machine, and etcd then dies
+  # with "bind: address already in use" (seen with 33800). Checked free first.
+  local port
+  # (TIME-WAIT sockets of an earlier cluster do not block a listener.)
+  for port in 12379 12380 16443 10257 10259 10250 10248 30249 30256; do
+    if ss -Htan exclude time-wait "( sport = :$port )" 2>/dev/null | grep -q .; then
+      log "port $port is in use (the cluster needs it): $(ss -Htanp exclude time-wait "( sport = :$port )" | head -3 | tr '\n' ' ')"
+      exit 1
+    fi
   done
   start containerd containerd --config "$D/containerd/config.toml"
   waitfor "ctr -a $D/run/containerd.sock version" 30
   local t; for t in images/*.tar; do C images import "$t" >/dev/null; done
-  start etcd "$BIN/etcd" --data-dir "$D/etcd-data" --listen-client-urls http://127.0.0.1:33790 --advertise-client-urls http://127.0.0.1:33790 \
-    --listen-peer-urls http://127.0.0.1:33800 --initial-advertise-peer-urls http://127.0.0.1:33800 --initial-cluster default=http://127.0.0.1:33800
-  start apiserver "$BIN/kube-apiserver" --etcd-servers=http://127.0.0.1:33790 --secure-port=36443 --bind-address=0.0.0.0 \
+  start etcd "$BIN/etcd" --data-dir "$D/etcd-data" --listen-client-urls http://127.0.0.1:12379 --advertise-client-urls http://127.0.0.1:12379 \
+    --listen-peer-urls http://127.0.0.1:12380 --initial-advertise-peer-urls http://127.0.0.1:12380 --initial-cluster default=http://127.0.0.1:12380
+  start apiserver "$BIN/kube-apiserver" --etcd-servers=http://127.0.0.1:12379 --secure-port=16443 --bind-address=0.0.0.0 \
     --tls-cert-file=pki/apiserver.crt --tls-private-key-file=pki/apiserver.key --client-ca-file=pki/ca.crt \
     --service-account-issuer=https://kubernetes.default.svc --service-account-key-file=pki/sa.pub --service-account-signing-key-file=pki/sa.key \
     --token-auth-file=pki/tokens.csv --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
@@ -177,11 +189,11 @@ up() {
   local K="kubectl --kubeconfig $D/kc-admin.yaml"
   waitfor "$K get --raw /readyz" 180
   start kcm "$BIN/kube-controller-manager" --kubeconfig=kc-kcm.yaml --authentication-kubeconfig=kc-kcm.yaml --authorization-kubeconfig=kc-kcm.yaml \
-    --bind-address=127.0.0.1 --secure-port=30257 --use-service-account-credentials=true \
+    --bind-address=127.0.0.1 --secure-port=10257 --use-service-account-credentials=true \
     --service-account-private-key-file=pki/sa.key --root-ca-file=pki/ca.crt --cluster-signing-cert-file=pki/ca.crt --cluster-signing-key-file=pki/ca.key \
     --allocate-node-cidrs=true --cluster-cidr=10.244.0.0/16 --service-cluster-ip-range=10.96.0.0/16 --leader-elect=false
   start sched "$BIN/kube-scheduler" --kubeconfig=kc-sched.yaml --authentication-kubeconfig=kc-sched.yaml --authorization-kubeconfig=kc-sched.yaml \
-    --bind-address=127.0.0.1 --secure-port=30259 --leader-elect=false
+    --bind-address=127.0.0.1 --secure-port=10259 --leader-elect=false
   # Pods reach only this machine. A packet from a pod that leaves the pod
   # network after DNAT (FORWARD, destination outside 10.244.0.0/16) is
   # refused: the node address (10.244.0.1, where the tests run S3 and Kafka)
