@@ -138,13 +138,52 @@ func (c loggedCreds) Clone() credentials.TransportCredentials {
 	return loggedCreds{c.TransportCredentials.Clone(), c.log}
 }
 
+// ipCheckedCreds checks that the server's certificate names the IP address
+// dialed, when the address is an IP. crypto/tls leaves the connection
+// state's server name empty for an IP, so tlsconf's verification against
+// the current CA (mutual TLS) checks the chain but cannot check the
+// address: without this, any certificate the CA signed would pass for any
+// IP. A dial by name (the driver's Service, --tls-peer-name) is checked by
+// that verification itself.
+type ipCheckedCreds struct {
+	credentials.TransportCredentials
+}
+
+func (c ipCheckedCreds) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	conn, info, err := c.TransportCredentials.ClientHandshake(ctx, authority, raw)
+	if err != nil {
+		return conn, info, err
+	}
+	host, _, serr := net.SplitHostPort(authority)
+	if serr != nil {
+		host = authority
+	}
+	if net.ParseIP(host) == nil {
+		return conn, info, nil
+	}
+	ti, ok := info.(credentials.TLSInfo)
+	if !ok || len(ti.State.PeerCertificates) == 0 {
+		conn.Close()
+		return nil, nil, fmt.Errorf("tls: %s presented no certificate", authority)
+	}
+	if err := ti.State.PeerCertificates[0].VerifyHostname(host); err != nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("tls: verify the server's certificate for the address dialed: %w", err)
+	}
+	return conn, info, nil
+}
+
+func (c ipCheckedCreds) Clone() credentials.TransportCredentials {
+	return ipCheckedCreds{c.TransportCredentials.Clone()}
+}
+
 // DialOptions returns the options of a client that presents token ("" for
 // none) and speaks TLS with tlsCfg (nil: plaintext; see tlsconf.Source's
 // ClientConfig).
 func DialOptions(token string, tlsCfg *tls.Config) []grpc.DialOption {
 	creds := insecure.NewCredentials()
 	if tlsCfg != nil {
-		creds = credentials.NewTLS(tlsCfg)
+		creds = ipCheckedCreds{credentials.NewTLS(tlsCfg)}
 	}
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),

@@ -79,7 +79,7 @@ func NewDriver(opts DriverOptions) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", opts.Listen, err)
 	}
-	d := &Driver{opts: opts, lis: lis, pool: NewPool(opts.Token, clientTLS)}
+	d := &Driver{opts: opts, lis: lis, pool: NewPool(opts.Token, clientTLS, peerDialOptions(opts.TLS)...)}
 	d.Members = NewMembership(opts.HeartbeatTimeout, opts.Logger, func(m Member) { d.pool.Drop(m.Address) })
 	d.srv = grpc.NewServer(ServerOptions(opts.Token, serverTLS, opts.Logger)...)
 	sluicepb.RegisterDriverServiceServer(d.srv, &driverService{d: d})

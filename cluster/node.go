@@ -81,7 +81,8 @@ type Node struct {
 	log    *slog.Logger
 	lis    net.Listener
 	srv    *grpc.Server
-	pool   *Pool
+	pool   *Pool // to the driver
+	peers  *Pool // to other executors (the shuffle), verifying the peer name
 	buffer *shuffle.Buffer
 	slots  chan struct{}
 
@@ -174,6 +175,7 @@ func NewNode(opts NodeOptions) (*Node, error) {
 	}
 	n := &Node{
 		opts: opts, log: opts.Logger, lis: lis, pool: NewPool(opts.Token, clientTLS),
+		peers:   NewPool(opts.Token, clientTLS, peerDialOptions(opts.TLS)...),
 		buffer:  shuffle.NewBuffer(shuffle.BufferOptions{MemoryLimit: opts.ShuffleMemory, SpillDir: spill, Logger: opts.Logger}),
 		slots:   make(chan struct{}, opts.Slots),
 		queries: map[string]*queryEnv{},
@@ -271,6 +273,7 @@ func (n *Node) close() {
 	}
 	n.buffer.Close()
 	n.pool.Close()
+	n.peers.Close()
 }
 
 // register registers with the driver, retrying while it is unreachable.
@@ -475,7 +478,7 @@ func (n *Node) acquire(ctx context.Context) error {
 func (n *Node) releaseSlot() { <-n.slots }
 
 func (n *Node) shuffleClient(addr string) (sluicepb.ShuffleServiceClient, error) {
-	c, err := n.pool.Conn(addr)
+	c, err := n.peers.Conn(addr)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+
+	"github.com/sluicehq/sluice/internal/tlsconf"
 )
 
 // Pool keeps one client connection per peer address.
@@ -17,9 +19,21 @@ type Pool struct {
 }
 
 // NewPool returns a pool whose connections present token and speak TLS
-// with tlsCfg (nil: plaintext).
-func NewPool(token string, tlsCfg *tls.Config) *Pool {
-	return &Pool{opts: DialOptions(token, tlsCfg), conns: map[string]*grpc.ClientConn{}}
+// with tlsCfg (nil: plaintext), with extra dial options after those.
+func NewPool(token string, tlsCfg *tls.Config, extra ...grpc.DialOption) *Pool {
+	return &Pool{opts: append(DialOptions(token, tlsCfg), extra...), conns: map[string]*grpc.ClientConn{}}
+}
+
+// peerDialOptions are the extra options of connections to executors: with
+// a peer name (tlsconf.Config.PeerName) the TLS handshake verifies that
+// name, not the dialed host, in the executor's certificate (gRPC takes the
+// server name from the authority). Executors advertised by pod IP need it:
+// their certificate cannot name every pod IP.
+func peerDialOptions(src *tlsconf.Source) []grpc.DialOption {
+	if name := src.PeerName(); name != "" {
+		return []grpc.DialOption{grpc.WithAuthority(name)}
+	}
+	return nil
 }
 
 // Conn returns the connection to addr, creating it (lazily connected).

@@ -249,3 +249,84 @@ func TestSecretsAreNotSentInClear(t *testing.T) {
 		t.Fatalf("got %v, want a refusal naming the option and --tls-dir, without the value", err)
 	}
 }
+
+// Executors advertised at an address their certificate does not name (pod
+// IPs under Kubernetes): with the peer name the certificate carries
+// (--tls-peer-name), the driver's task calls and the executors' shuffle
+// fetches verify that name and the tile equals the oracle; a client that
+// verifies the dialed IP instead is refused.
+func TestPeerNameVerifiesExecutorsDialedByIP(t *testing.T) {
+	const peer = "sluice-executor.sluice.svc"
+	ca := tlstest.NewCA(t, "sluice-test-ca")
+	dir := filepath.Join(t.TempDir(), "tls")
+	// localhost: the executors dial the driver by name; no IP address at all.
+	tlstest.WriteDir(t, dir, ca.IssueFor(t, "sluice", "localhost", peer), ca)
+	src := tlsSource(t, tlsconf.Config{Dir: dir, PeerName: peer})
+	c := newSecureTestCluster(t, 0, "", src, testLogger(t))
+	_, port, _ := strings.Cut(c.driver.Addr(), ":")
+	for range 2 {
+		c.addNode(func(o *NodeOptions) { o.Driver = "localhost:" + port })
+	}
+	c.waitLive(2)
+
+	in, want := tileInput(t, 6000)
+	out := t.TempDir()
+	spec := tiletest.Spec(in, filepath.Join(out, "out"), filepath.Join(out, "cp"))
+	spec.Source.File.MaxFilesPerTrigger = 4
+	spec.ShufflePartitions = 4
+	r := c.runOn(spec, nil)
+	if d := tiletest.Diff(want, sinkWindows(t, spec.Sink.Parquet.Path)); d != "" {
+		t.Fatalf("output differs from the oracle:\n%s", d)
+	}
+	if st := r.Stats(); st.ShuffleBytes == 0 {
+		t.Fatalf("no shuffle between the executors: %+v", st)
+	}
+
+	call := func(cfg *tls.Config, opts ...grpc.DialOption) error {
+		conn, err := grpc.NewClient(c.nodes[0].Addr(), append(DialOptions("", cfg), opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err = sluicepb.NewExecutorServiceClient(conn).ReleaseBatch(ctx, &sluicepb.ReleaseBatchRequest{})
+		return err
+	}
+	// The certificate does not cover the executor's IP: Go's standard
+	// verification of the dialed address refuses it.
+	cert, err := src.Certificate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots, err := src.Pool()
+	if err != nil {
+		t.Fatal(err)
+	}
+	std := &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12}
+	if err := call(std); err == nil || !strings.Contains(err.Error(), "IP SANs") {
+		t.Fatalf("dialing %s verifying the IP: %v, want a refusal naming the missing IP SAN", c.nodes[0].Addr(), err)
+	}
+	// tlsconf's verification (the CA may rotate) checks the dialed IP too.
+	if err := call(src.ClientConfig()); err == nil || !strings.Contains(err.Error(), "IP SANs") {
+		t.Fatalf("dialing %s with the CA's verification: %v, want a refusal naming the missing IP SAN", c.nodes[0].Addr(), err)
+	}
+	// The peer name is what is verified: the right one passes, another
+	// name the CA did not sign for this certificate is refused.
+	if err := call(src.ClientConfig(), grpc.WithAuthority(peer)); err != nil {
+		t.Fatalf("dialing %s verifying %s: %v", c.nodes[0].Addr(), peer, err)
+	}
+	if err := call(src.ClientConfig(), grpc.WithAuthority("other.sluice.svc")); err == nil || !strings.Contains(err.Error(), "not other.sluice.svc") {
+		t.Fatalf("dialing %s verifying other.sluice.svc: %v, want a refusal", c.nodes[0].Addr(), err)
+	}
+}
+
+func TestPeerNameNeedsTLSAndIsAName(t *testing.T) {
+	if _, err := tlsconf.Open(tlsconf.Config{PeerName: "x.svc"}); err == nil || !strings.Contains(err.Error(), "--tls-peer-name") {
+		t.Fatalf("a peer name without TLS: %v", err)
+	}
+	p := newPKI(t)
+	if _, err := tlsconf.Open(tlsconf.Config{Dir: p.dir, PeerName: "x.svc:7078"}); err == nil || !strings.Contains(err.Error(), "no port") {
+		t.Fatalf("a peer name with a port: %v", err)
+	}
+}

@@ -181,7 +181,9 @@ func chartArgsRun(t *testing.T, withTLS bool) {
 			a = strings.ReplaceAll(a, "/var/run/sluice/tls", tlsDir)
 			a = strings.ReplaceAll(a, "/var/lib/sluice/scratch", scratch)
 			a = strings.ReplaceAll(a, "$(POD_IP)", "127.0.0.1")
-			a = strings.ReplaceAll(a, "procs-sluice-driver.procs.svc", "127.0.0.1")
+			// by name: the certificate names no IP address (executors are
+			// verified by --tls-peer-name, the driver by its name)
+			a = strings.ReplaceAll(a, "procs-sluice-driver.procs.svc", "localhost")
 			a = strings.ReplaceAll(a, "0.0.0.0", "127.0.0.1")
 			for flag, port := range ports {
 				if v, ok := strings.CutPrefix(a, flag+"="); ok {
@@ -314,7 +316,7 @@ func writeTLSDir(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "sluice"}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		DNSNames: []string{"procs-sluice-driver.procs.svc", "localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		DNSNames: []string{"procs-sluice-driver.procs.svc", "procs-sluice-executor.procs.svc", "localhost"},
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {

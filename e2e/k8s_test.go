@@ -215,11 +215,13 @@ func TestK8sHelmInstallRunsTheTileExactlyOnceThroughPodDeletionsAndUpgrades(t *t
 		t.Fatal(err)
 	}
 	// Two image tags of the same build: the upgrade changes the pods' image.
+	imgStart := time.Now()
 	for _, tag := range []string{"sluice:e2e-a", "sluice:e2e-b"} {
 		if out, err := k.run(t, 15*time.Minute, k.script, "image", tag); err != nil {
 			t.Fatalf("build and import %s: %v\n%s", tag, err, out)
 		}
 	}
+	t.Logf("images built and imported in %s", time.Since(imgStart).Round(time.Second))
 
 	endpoint, access, secret := startNodeS3(t, k.nodeIP)
 	const topic = "learning.progress"

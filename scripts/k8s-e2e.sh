@@ -13,6 +13,8 @@ cd "$(dirname "$0")/.."
 script="$PWD/scripts/k8s.sh"
 eval "$("$script" env)"
 started=0
+cleanup() { if [ "$started" = 1 ] && [ "${KEEP_CLUSTER:-0}" != 1 ]; then "$script" down; fi; }
+trap cleanup EXIT
 if [ "${1:-}" = --no-cluster ]; then
   shift
   cache="${SLUICE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice}"
@@ -23,18 +25,21 @@ fi
 # teardown that did not finish is taken down and brought up again.
 if ! kubectl --request-timeout=5s get --raw /readyz >/dev/null 2>&1 ||
    ! kubectl --request-timeout=5s wait --for=condition=Ready node --all --timeout=10s >/dev/null 2>&1; then
-  "$script" down >/dev/null 2>&1 || true
+  "$script" down
   "$script" deps
   "$script" build
-  "$script" up
+  # down also after an up that failed half way
   started=1
+  t0=$SECONDS
+  "$script" up
+  echo "k8s-e2e: cluster up in $((SECONDS - t0))s" >&2
 fi
-cleanup() { if [ "$started" = 1 ] && [ "${KEEP_CLUSTER:-0}" != 1 ]; then "$script" down; fi; }
-trap cleanup EXIT
 cache="${SLUICE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice}"
 export SLUICE_VERSITYGW="${SLUICE_VERSITYGW:-$cache/bin/versitygw-v1.8.0}"
 [ -x "$SLUICE_VERSITYGW" ] || { echo "k8s-e2e: no S3 test server at $SLUICE_VERSITYGW: run scripts/test.sh once" >&2; exit 1; }
 # Pods reach the host through the CNI bridge's gateway address.
 export SLUICE_K8S_NODE_IP="${SLUICE_K8S_NODE_IP:-10.244.0.1}"
 export SLUICE_K8S_SCRIPT="$script"
+t0=$SECONDS
 go test -tags k8s -count=1 -timeout 60m -v -run "TestK8s|TestChartArgs" "$@" ./e2e
+echo "k8s-e2e: tests passed in $((SECONDS - t0))s" >&2

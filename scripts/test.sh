@@ -8,6 +8,46 @@ cd "$(dirname "$0")/.."
 
 cache="${SLUICE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice}"
 mkdir -p "$cache/bin"
+
+# The chart on a real single-node Kubernetes cluster (scripts/k8s-e2e.sh)
+# runs after the main suite. Its binaries (Kubernetes, etcd, CoreDNS: about
+# 25 minutes of a niced build, once; cached under $cache/k8s) build in the
+# background from here on, while the other tools install and the suite
+# runs. Under CI=true the cluster test always runs: a cluster that cannot be
+# built or brought up fails the run with the reason. Outside CI,
+# SLUICE_SKIP_K8S=1 skips it (said loudly at the start and the end).
+k8s_mode=run
+if [ "${SLUICE_SKIP_K8S:-0}" = 1 ]; then
+  if [ "${CI:-}" = true ]; then
+    echo "test.sh: SLUICE_SKIP_K8S=1 is refused under CI=true: CI runs the real-cluster test" >&2
+    exit 1
+  fi
+  k8s_mode=skip
+fi
+k8s_skip_banner() {
+  echo "########################################################################" >&2
+  echo "# SLUICE_SKIP_K8S=1: the real-cluster test (helm install on Kubernetes,  #" >&2
+  echo "# scripts/k8s-e2e.sh) is SKIPPED. CI runs it; run it before you push.    #" >&2
+  echo "########################################################################" >&2
+}
+k8s_build_pid=""
+k8s_build_log="$cache/k8s-build.log"
+if [ "$k8s_mode" = run ]; then
+  # The cluster needs root: containerd, iptables, mounts, network namespaces.
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "test.sh: the real-cluster test needs root (containerd, iptables, mounts); run as root, or set SLUICE_SKIP_K8S=1 outside CI" >&2
+    exit 1
+  fi
+  # apt first, in the foreground: the installs below use apt too.
+  ./scripts/k8s.sh deps
+  # Its own process group (setsid), so an early exit stops the whole build.
+  setsid nice -n 19 ./scripts/k8s.sh build-cluster >"$k8s_build_log" 2>&1 &
+  k8s_build_pid=$!
+  trap '[ -n "$k8s_build_pid" ] && kill -- -"$k8s_build_pid" 2>/dev/null; true' EXIT
+  echo "test.sh: building the cluster's binaries in the background (pid $k8s_build_pid, log $k8s_build_log)" >&2
+else
+  k8s_skip_banner
+fi
 VERSITYGW_VERSION=v1.8.0
 gw="$cache/bin/versitygw-$VERSITYGW_VERSION"
 # progress reads `go install -v` output and prints a line every so often,
@@ -85,3 +125,20 @@ go test -count=1 -timeout 20m "$@" ./...
 # deploy/ is its own module (the chart tests and the image tool): k8s.io/api
 # and go-containerregistry stay out of the binaries' build.
 (cd deploy && go vet ./... && go test -count=1 -timeout 10m "$@" ./...)
+
+if [ "$k8s_mode" = skip ]; then
+  k8s_skip_banner
+  exit 0
+fi
+start=$SECONDS
+if ! wait "$k8s_build_pid"; then
+  k8s_build_pid=""
+  echo "test.sh: building the cluster's binaries failed; the last lines of $k8s_build_log:" >&2
+  tail -n 40 "$k8s_build_log" >&2
+  exit 1
+fi
+k8s_build_pid=""
+echo "test.sh: the cluster's binaries are ready (waited $((SECONDS - start))s after the suite)" >&2
+# Brings the cluster up, runs e2e/k8s_test.go (build tag k8s) and takes the
+# cluster down; it fails with the reason when the cluster cannot come up.
+./scripts/k8s-e2e.sh

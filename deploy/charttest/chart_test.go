@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -471,8 +472,17 @@ func TestTLSFromCertManager(t *testing.T) {
 	if !strings.Contains(dns, release+"-sluice-driver."+namespace+".svc") {
 		t.Errorf("certificate dnsNames %s lack the driver Service name", dns)
 	}
+	// Executors are dialed at their pod IP and verified against one name
+	// the certificate carries: the executors' Service name, no wildcard.
+	peer := release + "-sluice-executor." + namespace + ".svc"
+	if !slices.Contains(spec["dnsNames"].([]any), any(peer)) || strings.Contains(dns, "*") {
+		t.Errorf("certificate dnsNames %s: want the peer name %s and no wildcard", dns, peer)
+	}
 	d, e := deployments(objs)
 	for _, dep := range []*appsv1.Deployment{d, e} {
+		if !slices.Contains(dep.Spec.Template.Spec.Containers[0].Args, "--tls-peer-name="+peer) {
+			t.Errorf("%s: args %q lack --tls-peer-name=%s", dep.Name, dep.Spec.Template.Spec.Containers[0].Args, peer)
+		}
 		var mounted bool
 		for _, v := range dep.Spec.Template.Spec.Volumes {
 			if v.Name == "tls" && v.Secret != nil && v.Secret.SecretName == secret {
@@ -484,6 +494,14 @@ func TestTLSFromCertManager(t *testing.T) {
 		}
 		if hasArgPrefix(dep.Spec.Template.Spec.Containers[0].Args, "--insecure") {
 			t.Errorf("%s: --insecure with TLS on", dep.Name)
+		}
+	}
+	// An existing Secret whose certificate carries another name.
+	objs = render(t, renderOpts{set: []string{"--set", "tls.enabled=true", "--set", "tls.existingSecret=mine", "--set", "tls.peerName=sluice-peers.example.internal"}})
+	d, e = deployments(objs)
+	for _, dep := range []*appsv1.Deployment{d, e} {
+		if !slices.Contains(dep.Spec.Template.Spec.Containers[0].Args, "--tls-peer-name=sluice-peers.example.internal") {
+			t.Errorf("%s: args %q lack the tls.peerName", dep.Name, dep.Spec.Template.Spec.Containers[0].Args)
 		}
 	}
 }
@@ -515,6 +533,7 @@ func TestRefusals(t *testing.T) {
 		{"guard given as a boolean, not a ticket", []string{"--set", "driver.allowFirstStart=true"}, []string{"/driver/allowFirstStart", "want string"}},
 		{"ticket with a space", []string{"--set", "driver.allowReplay=CHG 1"}, []string{"/driver/allowReplay"}},
 		{"TLS with no source", []string{"--set", "tls.enabled=true"}, []string{"tls.enabled", "existingSecret"}},
+		{"TLS peer name with a port", []string{"--set", "tls.enabled=true", "--set", "tls.existingSecret=s", "--set", "tls.peerName=exec.svc:7078"}, []string{"/tls/peerName", "exec.svc:7078"}},
 		{"cert-manager without its CRD", []string{"-f", filepath.Join("testdata", "tls-certmanager.yaml")}, []string{"cert-manager", "Certificate"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,12 +38,19 @@ type Config struct {
 	// Insecure accepts listening beyond loopback with neither TLS nor a
 	// token (the process warns at every start).
 	Insecure bool
+	// PeerName is the DNS name verified in an executor's certificate when
+	// the driver or another executor dials it at its advertised address
+	// ("" verifies that address's host). Executors advertised by pod IP
+	// (the Helm chart) share one name their certificates carry, e.g. the
+	// executors' Service name.
+	PeerName string
 }
 
 // Register adds the TLS flags and --insecure to fs (commands that listen
 // for peers).
 func (c *Config) Register(fs *pflag.FlagSet) {
 	c.RegisterCerts(fs)
+	fs.StringVar(&c.PeerName, "tls-peer-name", "", "DNS name every executor's certificate carries, verified when dialing an executor at its advertised address instead of that address's host (for executors advertised by pod IP)")
 	fs.BoolVar(&c.Insecure, "insecure", false, "allow listening beyond loopback with neither a cluster token nor mutual TLS (an open cluster; logs a warning)")
 }
 
@@ -82,6 +90,7 @@ func (c Config) files() (cert, key, ca string, err error) {
 // when they change.
 type Source struct {
 	certFile, keyFile, caFile string
+	peerName                  string
 
 	mu      sync.Mutex
 	certKey fileStamp
@@ -124,13 +133,19 @@ func Open(c Config) (*Source, error) {
 // ErrNotConfigured when c sets no certificate flag.
 func Load(c Config) (*Source, error) {
 	if !c.Enabled() {
+		if c.PeerName != "" {
+			return nil, errors.New("--tls-peer-name: it names the certificate executors present, so it needs TLS: add --tls-dir (or --tls-cert and --tls-key)")
+		}
 		return nil, ErrNotConfigured
+	}
+	if strings.ContainsAny(c.PeerName, ":/ ") {
+		return nil, fmt.Errorf("--tls-peer-name %q: a DNS name only (no port, scheme or path)", c.PeerName)
 	}
 	cert, key, ca, err := c.files()
 	if err != nil {
 		return nil, err
 	}
-	s := &Source{certFile: cert, keyFile: key, caFile: ca, now: time.Now}
+	s := &Source{certFile: cert, keyFile: key, caFile: ca, peerName: c.PeerName, now: time.Now}
 	if cert != "" {
 		if _, err := s.Certificate(); err != nil {
 			return nil, err
@@ -142,6 +157,15 @@ func Load(c Config) (*Source, error) {
 		}
 	}
 	return s, nil
+}
+
+// PeerName returns Config.PeerName: the name verified in executors'
+// certificates ("" for the dialed host). A nil Source gives "".
+func (s *Source) PeerName() string {
+	if s == nil {
+		return ""
+	}
+	return s.peerName
 }
 
 // Mutual reports whether a CA is configured (mutual TLS).

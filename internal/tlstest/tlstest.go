@@ -63,6 +63,19 @@ type Leaf struct {
 // to a day ahead).
 func (ca *CA) Issue(t testing.TB, name string, notBefore, notAfter time.Time) Leaf {
 	t.Helper()
+	return ca.issue(t, name, notBefore, notAfter, []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback})
+}
+
+// IssueFor issues a certificate valid for dnsNames only (no IP address),
+// usable as server and client, valid from an hour ago to a day ahead: a
+// peer dialed by IP address must be verified against one of the names.
+func (ca *CA) IssueFor(t testing.TB, name string, dnsNames ...string) Leaf {
+	t.Helper()
+	return ca.issue(t, name, time.Time{}, time.Time{}, dnsNames, nil)
+}
+
+func (ca *CA) issue(t testing.TB, name string, notBefore, notAfter time.Time, dnsNames []string, ips []net.IP) Leaf {
+	t.Helper()
 	if notBefore.IsZero() {
 		notBefore = time.Now().Add(-time.Hour)
 	}
@@ -80,8 +93,8 @@ func (ca *CA) Issue(t testing.TB, name string, notBefore, notAfter time.Time) Le
 		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback},
+		DNSNames:     dnsNames,
+		IPAddresses:  ips,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
 	if err != nil {

@@ -25,6 +25,15 @@
 {{- printf "%s-executor" (include "sluice.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{- /*
+The DNS name every executor's certificate carries and the driver and
+executors verify when they dial an executor at its pod IP (--tls-peer-name):
+the executors' Service name unless tls.peerName says otherwise.
+*/ -}}
+{{- define "sluice.tlsPeerName" -}}
+{{- default (printf "%s.%s.svc" (include "sluice.executor.fullname" .) .Release.Namespace) .Values.tls.peerName -}}
+{{- end -}}
+
 {{- define "sluice.driver.address" -}}
 {{- printf "%s.%s.svc:%v" (include "sluice.driver.fullname" .) .Release.Namespace .Values.driver.ports.grpc -}}
 {{- end -}}
@@ -112,6 +121,7 @@ app.kubernetes.io/component: {{ index . 1 }}
 - --token-file=/var/run/sluice/token/token
 {{- if .Values.tls.enabled }}
 - --tls-dir=/var/run/sluice/tls
+- --tls-peer-name={{ include "sluice.tlsPeerName" . }}
 {{- end }}
 {{- end -}}
 
