@@ -179,10 +179,12 @@ func NewEnv(ctx context.Context, spec *query.Spec, queryID string, opts Options)
 		if err != nil {
 			return nil, fmt.Errorf("open sink.parquet.path: %w", err)
 		}
-		ps := parquet.New(st, spec.OutputSchema(), parquet.Options{PartitionBy: spec.Sink.Parquet.PartitionBy, Path: spec.Sink.Parquet.Path, Environment: spec.Environment, Logger: opts.Logger})
+		ps := parquet.New(st, spec.OutputSchema(), parquet.Options{PartitionBy: spec.Sink.Parquet.PartitionBy, Path: spec.Sink.Parquet.Path, Environment: spec.Environment, Logger: opts.Logger,
+			CompactInterval: spec.Sink.Parquet.CompactInterval, MinBatchesToRetain: spec.MinBatchesToRetain})
 		if err := ps.Err(); err != nil {
 			return nil, err
 		}
+		env.closer = append(env.closer, func() error { ps.Wait(); return nil })
 		env.ParquetSink, env.FileSink = ps, ps
 	}
 	return env, nil

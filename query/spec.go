@@ -317,6 +317,10 @@ type Sink struct {
 type ParquetSink struct {
 	Path        string `json:"path"`
 	PartitionBy string `json:"partitionBy,omitempty"`
+	// CompactInterval is how many batches make one compacted sink log
+	// entry (Spark's spark.sql.streaming.fileSink.log.compactInterval);
+	// zero means 10.
+	CompactInterval int `json:"compactInterval,omitempty"`
 }
 
 // JSONBatchesSink is the idempotent per-batch directory writer.

@@ -718,6 +718,9 @@ func (v *validator) sink() {
 		default:
 			v.add("sink.parquet.partitionBy", pq.PartitionBy, "is not supported: use window_date or leave it empty")
 		}
+		if pq.CompactInterval < 0 {
+			v.add("sink.parquet.compactInterval", strconv.Itoa(pq.CompactInterval), "must be >= 1 (0 or absent means the default, 10)")
+		}
 	}
 	if jb := k.JSONBatches; jb != nil && jb.Path == "" {
 		v.add("sink.jsonBatches.path", "", "required: the directory (or URI) batch_id=N/ directories go to")

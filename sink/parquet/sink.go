@@ -42,6 +42,13 @@ type Options struct {
 	Path string
 	// Logger receives the foreign-log warning. Nil discards.
 	Logger *slog.Logger
+	// CompactInterval is how many batches make one compacted log entry
+	// (sink.parquet.compactInterval); zero means DefaultCompactInterval.
+	CompactInterval int
+	// MinBatchesToRetain is how many batches' log entries are kept
+	// (the query's minBatchesToRetain); zero means
+	// DefaultMinBatchesToRetain.
+	MinBatchesToRetain int
 }
 
 // Sink is the exactly-once Parquet file sink. It implements sink.FileSink.
@@ -60,6 +67,8 @@ type Sink struct {
 	queryID  string               // set by Prepare
 	env      query.Environment    // set by Prepare
 	resolved map[string]logLayout // query id -> where its log entries go
+	cleaning bool                 // a background log cleanup is running
+	cleanWG  sync.WaitGroup
 }
 
 var _ sink.FileSink = (*Sink)(nil)
