@@ -165,6 +165,7 @@ func (s *Sink) lookup(ctx context.Context, l logLayout, n int64) (LogEntry, stri
 // foldedLog is one log's content up to a batch: the files of each batch,
 // the files replacements added, and the replacements folded in.
 type foldedLog struct {
+	prefix  string // the log's
 	queryID string
 	batches map[int64][]string
 	reps    map[string][]string
@@ -179,7 +180,7 @@ type foldedLog struct {
 // listed but gone (cleanup between the listing and the read) is an error
 // matching objstore.ErrNotExist: list again.
 func readLog(ctx context.Context, store objstore.Store, l logLayout, x *logIndex, upTo int64) (*foldedLog, error) {
-	f := &foldedLog{batches: map[int64][]string{}, reps: map[string][]string{}, applied: map[string]bool{}}
+	f := &foldedLog{prefix: l.prefix, batches: map[int64][]string{}, reps: map[string][]string{}, applied: map[string]bool{}}
 	c := x.compactAtOrBefore(upTo)
 	if c >= 0 {
 		e, err := readEntry(ctx, store, l.compactKey(c))
