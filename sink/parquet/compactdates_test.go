@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -284,5 +285,74 @@ func checkCompacted(t *testing.T, st objstore.Store, want []row.Row) {
 	}
 	if !slices.Equal(logged, files) {
 		t.Fatalf("the log lists %v, the directory holds %v", logged, files)
+	}
+}
+
+// TestInterruptedCompactionIsFinishedByTheNextRun: the compactor dies
+// after writing its record, or after the new files became visible; readers
+// that follow the log still see each window once, and the next run
+// finishes the swap.
+func TestInterruptedCompactionIsFinishedByTheNextRun(t *testing.T) {
+	for name, newSt := range backends(t) {
+		for _, crashAt := range []string{"recorded", "visible"} {
+			t.Run(name+"/"+crashAt, func(t *testing.T) {
+				ctx := context.Background()
+				st := newSt(t)
+				s := New(st, tileSchema, Options{PartitionBy: "window_date", CompactInterval: 5})
+				if err := s.Prepare(ctx, queryA, query.Lab); err != nil {
+					t.Fatal(err)
+				}
+				want := runBatches(t, s, 0, 20)
+				oracle := map[string]string{}
+				for _, r := range want {
+					oracle[windowKey(r)] = rowKey(r)
+				}
+				wm := time.Date(2024, 3, 3, 0, 5, 0, 0, time.UTC).UnixMilli()
+				crash := fmt.Errorf("crash at %s", crashAt)
+				func() {
+					defer func() {
+						if r := recover(); r != crash {
+							t.Fatalf("recovered %v, want the crash", r)
+						}
+					}()
+					CompactDates(ctx, st, CompactOptions{QueryID: queryA, WatermarkMs: wm, step: func(s string) {
+						if s == crashAt {
+							panic(crash)
+						}
+					}})
+				}()
+				_, rows, err := ReadCommitted(ctx, st)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if dups, err := checkSnapshot(rows, oracle, want); err != nil || dups > 0 || len(rows) != len(want) {
+					t.Fatalf("log reader after the crash: %v, %d windows twice, %d rows of %d", err, dups, len(rows), len(want))
+				}
+				res, err := CompactDates(ctx, st, CompactOptions{QueryID: queryA, WatermarkMs: wm})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("second run: %+v", res)
+				lk, err := listLog(ctx, st)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, id := range lk.primary.replacements {
+					r, err := readReplacement(ctx, st, logLayout{prefix: LogDir}, id)
+					if err != nil || r.State != StateDone {
+						t.Fatalf("replacement %s: %v, state %v", id, err, r)
+					}
+				}
+				if got := filesPerDate(t, st); got["2024-03-01"] != 1 || got["2024-03-02"] != 1 {
+					t.Fatalf("files per date after the second run: %v", got)
+				}
+				checkCompacted(t, st, want)
+				if fs, ok := st.(*objstore.FS); ok {
+					if left, _ := filepath.Glob(filepath.Join(fs.Root(), "_sink_compact", "*")); len(left) != 0 {
+						t.Fatalf("staging left behind: %v", left)
+					}
+				}
+			})
+		}
 	}
 }
