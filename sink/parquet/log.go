@@ -265,9 +265,14 @@ func (s *Sink) Prepare(ctx context.Context, queryID string, env query.Environmen
 		return fmt.Errorf("prepare parquet sink %s: %w", s.path(), err)
 	}
 	layout.adopted = false // warned above; production refused above
+	lk, err := listLog(ctx, s.store)
+	if err != nil {
+		return fmt.Errorf("prepare parquet sink %s: %w", s.path(), err)
+	}
 	s.mu.Lock()
 	s.queryID, s.env = queryID, env
 	s.resolved[queryID] = layout
+	s.newest = lk.index(layout.prefix).last()
 	s.mu.Unlock()
 	// Finish the commit of every logged batch a crash interrupted, and
 	// abort the staged files of attempts that never reached the log.
@@ -314,6 +319,30 @@ func (s *Sink) Committed(ctx context.Context, batchID int64) (bool, error) {
 	l, _, err := s.layoutFor(ctx, queryID)
 	if err != nil {
 		return false, fmt.Errorf("check sink log batch %d: %w", batchID, err)
+	}
+	s.mu.Lock()
+	newest := s.newest
+	s.mu.Unlock()
+	if batchID > newest {
+		// Newer than every entry there was at Prepare or since: the
+		// usual case, a batch about to run. Only the form this interval
+		// writes can be there (a batch of a fenced driver).
+		key := l.key(batchID)
+		if s.isCompactBatch(batchID) {
+			key = l.compactKey(batchID)
+		}
+		e, err := readEntry(ctx, s.store, key)
+		if errors.Is(err, objstore.ErrNotExist) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("check sink log batch %d: %w", batchID, err)
+		}
+		if e.QueryID != queryID {
+			s.forget(queryID)
+			return false, &ForeignSinkLogError{Path: s.path(), QueryID: queryID, Other: e.QueryID, Batch: batchID}
+		}
+		return true, nil
 	}
 	e, _, err := s.lookup(ctx, l, batchID)
 	if errors.Is(err, objstore.ErrNotExist) {
@@ -434,6 +463,7 @@ func (s *Sink) Commit(ctx context.Context, b sink.Batch, files []string) error {
 	case err == nil:
 		s.mu.Lock()
 		s.resolved[b.QueryID] = logLayout{prefix: l.prefix}
+		s.newest = max(s.newest, b.ID)
 		s.mu.Unlock()
 	case !errors.Is(err, objstore.ErrExists):
 		return fmt.Errorf("commit sink log batch %d: %w", b.ID, err)

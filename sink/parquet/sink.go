@@ -67,6 +67,7 @@ type Sink struct {
 	queryID  string               // set by Prepare
 	env      query.Environment    // set by Prepare
 	resolved map[string]logLayout // query id -> where its log entries go
+	newest   int64                // the newest batch id the prepared query's log held at Prepare or committed since
 	cleaning bool                 // a background log cleanup is running
 	cleanWG  sync.WaitGroup
 }
@@ -82,6 +83,7 @@ func New(store objstore.Store, schema []query.Column, opts Options) *Sink {
 		opts:     opts,
 		logger:   opts.Logger,
 		dateCol:  -1,
+		newest:   -1,
 		env:      opts.Environment,
 		resolved: make(map[string]logLayout),
 	}
