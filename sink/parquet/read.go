@@ -183,7 +183,16 @@ func ReadCommitted(ctx context.Context, store objstore.Store) ([]query.Column, [
 				}
 			}
 		}
-		cols, rows, err := readFilesSkipping(ctx, store, files, staged)
+		cols, rows, skipped, err := readFilesSkipping(ctx, store, files, staged)
+		if err == nil && len(skipped) > 0 {
+			// A staged file not there: not completed yet, or deleted by
+			// a replacement (driver compact) the log did not show when
+			// read. Only the latter makes a reader read the log again.
+			var listed bool
+			if listed, err = stillListed(ctx, store, skipped); err == nil && !listed {
+				err = fmt.Errorf("read sink file %s: replaced meanwhile: %w", skipped[0], objstore.ErrNotExist)
+			}
+		}
 		if err != nil && errors.Is(err, objstore.ErrNotExist) && attempt < readAttempts {
 			time.Sleep(time.Duration(attempt) * 20 * time.Millisecond)
 			continue
@@ -236,34 +245,58 @@ func hiddenPath(key string) bool {
 }
 
 func readFiles(ctx context.Context, store objstore.Store, files []string) ([]query.Column, []row.Row, error) {
-	return readFilesSkipping(ctx, store, files, nil)
+	cols, rows, _, err := readFilesSkipping(ctx, store, files, nil)
+	return cols, rows, err
+}
+
+// stillListed reports whether the sink log, read again now, still lists
+// every one of keys.
+func stillListed(ctx context.Context, store objstore.Store, keys []string) (bool, error) {
+	snap, err := snapshot(ctx, store)
+	if err != nil {
+		return false, err
+	}
+	listed := map[string]bool{}
+	for _, f := range snap.logs {
+		for _, k := range f.files() {
+			listed[k] = true
+		}
+	}
+	for _, k := range keys {
+		if !listed[k] {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // readFilesSkipping is readFiles where a missing file named in mayBeAbsent
-// is skipped.
-func readFilesSkipping(ctx context.Context, store objstore.Store, files []string, mayBeAbsent map[string]bool) ([]query.Column, []row.Row, error) {
+// is skipped; it returns the keys skipped.
+func readFilesSkipping(ctx context.Context, store objstore.Store, files []string, mayBeAbsent map[string]bool) ([]query.Column, []row.Row, []string, error) {
 	var cols []query.Column
 	var rows []row.Row
+	var skipped []string
 	for _, f := range files {
 		data, err := store.Get(ctx, f)
 		if errors.Is(err, objstore.ErrNotExist) && mayBeAbsent[f] {
+			skipped = append(skipped, f)
 			continue
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("read sink file: %w", err)
+			return nil, nil, nil, fmt.Errorf("read sink file: %w", err)
 		}
 		c, rs, err := ReadFile(data)
 		if err != nil {
-			return nil, nil, fmt.Errorf("read sink file %s: %w", f, err)
+			return nil, nil, nil, fmt.Errorf("read sink file %s: %w", f, err)
 		}
 		if cols == nil {
 			cols = c
 		} else if !slices.Equal(cols, c) {
-			return nil, nil, fmt.Errorf("read sink file %s: columns %v differ from the first file's %v", f, c, cols)
+			return nil, nil, nil, fmt.Errorf("read sink file %s: columns %v differ from the first file's %v", f, c, cols)
 		}
 		rows = append(rows, rs...)
 	}
-	return cols, rows, nil
+	return cols, rows, skipped, nil
 }
 
 // ReadFile decodes one flat Parquet file into rows, with kinds from the
