@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/cliflags"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/row"
@@ -81,31 +81,15 @@ func compactSink(ctx context.Context, sinkPath, cpPath string, o parquet.Compact
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint %s: %w", cpPath, err)
 	}
-	log := checkpoint.New(cp)
-	meta, err := log.ReadMetadata(ctx)
-	if errors.Is(err, objstore.ErrNotExist) {
+	if !isCheckpoint(ctx, cp) {
 		return nil, notFound{fmt.Errorf("checkpoint %s: no metadata file: not a checkpoint, or no query has started on it", cpPath)}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint %s: %w", cpPath, err)
-	}
-	last, commit, err := log.Latest(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint %s: %w", cpPath, err)
-	}
-	res, err := checkpoint.Decide(last, commit)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint %s: %w", cpPath, err)
-	}
-	if commit == nil {
+	queryID, wm, err := engine.ClosedWatermark(ctx, cp)
+	if errors.Is(err, engine.ErrNothingCommitted) {
 		return nil, fmt.Errorf("checkpoint %s: no batch committed yet: no date is closed", cpPath)
 	}
-	// The watermark the next (or in-flight) batch drops late rows
-	// against: every window ending by it was emitted by a committed
-	// batch, and no later row can reach it.
-	wm := last.BatchWatermarkMs
-	if res.Rerun != nil {
-		wm = last.LateWatermarkMs
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", cpPath, err)
 	}
 	sink, err := openExisting(ctx, sinkPath, opts)
 	if err != nil {
@@ -114,12 +98,12 @@ func compactSink(ctx context.Context, sinkPath, cpPath string, o parquet.Compact
 	if !isSink(ctx, sink) {
 		return nil, notFound{fmt.Errorf("sink %s: no %s directory: not a Parquet sink, or no batch has committed to it yet", sinkPath, parquet.LogDir)}
 	}
-	o.QueryID, o.WatermarkMs = meta.QueryID, wm
+	o.QueryID, o.WatermarkMs = queryID, wm
 	dates, err := parquet.CompactDates(ctx, sink, o)
 	if err != nil {
 		return nil, fmt.Errorf("sink %s: %w", sinkPath, err)
 	}
-	return &compactReport{QueryID: meta.QueryID, WatermarkMs: wm, Watermark: row.FormatTimestamp(wm * 1000), DryRun: o.DryRun, Dates: dates}, nil
+	return &compactReport{QueryID: queryID, WatermarkMs: wm, Watermark: row.FormatTimestamp(wm * 1000), DryRun: o.DryRun, Dates: dates}, nil
 }
 
 func writeCompact(w io.Writer, r *compactReport, asJSON bool) error {

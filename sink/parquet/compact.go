@@ -309,35 +309,72 @@ func (s *Sink) buildCompact(ctx context.Context, l logLayout, n int64) (*Compact
 }
 
 // cleanupAsync starts a cleanup of the log after batch n's compacted entry
-// unless one is running (the next compacted entry starts another).
+// (and the compaction of closed dates, when on). If one is running, it
+// runs once more when done, for the newest batch asked.
 func (s *Sink) cleanupAsync(l logLayout, queryID string, n int64) {
 	s.mu.Lock()
 	if s.cleaning {
+		s.cleanAgain = max(s.cleanAgain, n)
 		s.mu.Unlock()
 		return
 	}
-	s.cleaning = true
+	s.cleaning, s.cleanAgain = true, -1
 	s.cleanWG.Add(1)
 	s.mu.Unlock()
 	go func() {
-		defer func() {
+		defer s.cleanWG.Done()
+		for {
+			ctx, cancel := context.WithTimeout(s.bgCtx, cleanupTimeout)
+			if err := s.cleanup(ctx, l, n); err != nil {
+				s.logger.Warn("sink log cleanup failed (it is retried after the next compacted entry)", "query", queryID, "batch", n, "path", s.path(), "err", err)
+			}
+			if s.opts.ClosedWatermark != nil {
+				s.compactClosed(ctx, queryID, n)
+			}
+			cancel()
 			s.mu.Lock()
-			s.cleaning = false
+			if s.cleanAgain < 0 || s.bgCtx.Err() != nil {
+				s.cleaning = false
+				s.mu.Unlock()
+				return
+			}
+			n, s.cleanAgain = s.cleanAgain, -1
 			s.mu.Unlock()
-			s.cleanWG.Done()
-		}()
-		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-		defer cancel()
-		if err := s.cleanup(ctx, l, n); err != nil {
-			s.logger.Warn("sink log cleanup failed (it is retried after the next compacted entry)", "query", queryID, "batch", n, "path", s.path(), "err", err)
 		}
 	}()
 }
 
-// Wait blocks until the background cleanup of the sink log, if one is
-// running, has finished. Close-like: call it before dropping a Sink whose
-// cleanup must not be cut short (tests, a driver shutting down).
+// compactClosed runs CompactDates with the checkpoint's committed
+// watermark: the compactClosedDates policy.
+func (s *Sink) compactClosed(ctx context.Context, queryID string, n int64) {
+	wm, err := s.opts.ClosedWatermark(ctx)
+	if err != nil {
+		s.logger.Warn("compaction of closed dates: read the committed watermark", "query", queryID, "batch", n, "path", s.path(), "err", err)
+		return
+	}
+	res, err := CompactDates(ctx, s.store, CompactOptions{QueryID: queryID, WatermarkMs: wm})
+	if err != nil {
+		s.logger.Warn("compaction of closed dates failed (retried after the next compacted entry)", "query", queryID, "batch", n, "path", s.path(), "err", err)
+	}
+	for _, d := range res {
+		if d.Skipped == "" {
+			s.logger.Info("compacted a closed date", "query", queryID, "path", s.path(), "date", d.Date, "filesBefore", d.FilesBefore, "filesAfter", d.FilesAfter, "rows", d.Rows)
+		}
+	}
+}
+
+// Wait blocks until the background work (log cleanup, the compaction of
+// closed dates), if any is running, has finished.
 func (s *Sink) Wait() { s.cleanWG.Wait() }
+
+// Close cuts the background work short and waits for it: a cleanup left
+// half done is resumed after the next compacted entry, a replacement left
+// pending is finished by the next compaction.
+func (s *Sink) Close() error {
+	s.bgCancel()
+	s.cleanWG.Wait()
+	return nil
+}
 
 // cleanup deletes the entries of the log at l that no longer matter after
 // batch n committed: every entry older than the newest compacted entry at

@@ -356,3 +356,40 @@ func TestInterruptedCompactionIsFinishedByTheNextRun(t *testing.T) {
 		}
 	}
 }
+
+// TestCompactClosedDatesPolicyRunsAfterCompactedEntries: with
+// Options.ClosedWatermark set, the driver's sink compacts every date the
+// watermark has closed in the background, as the query goes on.
+func TestCompactClosedDatesPolicyRunsAfterCompactedEntries(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	var s *Sink
+	s = New(st, tileSchema, Options{PartitionBy: "window_date", CompactInterval: 5, MinBatchesToRetain: 5,
+		ClosedWatermark: func(context.Context) (int64, error) {
+			// The watermark of the tile in batchRows: the current day's
+			// first window has closed; every earlier day is over.
+			s.mu.Lock()
+			n := s.newest
+			s.mu.Unlock()
+			day := time.Date(2024, 3, 1, 0, 5, 0, 0, time.UTC).Add(time.Duration(n/10) * 24 * time.Hour)
+			return day.UnixMilli(), nil
+		}})
+	if err := s.Prepare(ctx, queryA, query.Lab); err != nil {
+		t.Fatal(err)
+	}
+	want := runBatches(t, s, 0, 45)
+	s.Wait()
+	got := filesPerDate(t, st)
+	for _, d := range []string{"2024-03-01", "2024-03-02", "2024-03-03"} {
+		if got[d] != 1 {
+			t.Fatalf("closed date %s holds %d files (%v)", d, got[d], got)
+		}
+	}
+	if got["2024-03-05"] < 2 {
+		t.Fatalf("the open date 2024-03-05 was compacted: %v", got)
+	}
+	checkCompacted(t, st, want)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -49,6 +49,11 @@ type Options struct {
 	// (the query's minBatchesToRetain); zero means
 	// DefaultMinBatchesToRetain.
 	MinBatchesToRetain int
+	// ClosedWatermark, if set, turns on the compaction of closed dates
+	// (sink.parquet.compactClosedDates): after each compacted log entry
+	// the background job runs CompactDates with the watermark it returns
+	// (the checkpoint's committed one).
+	ClosedWatermark func(ctx context.Context) (int64, error)
 }
 
 // Sink is the exactly-once Parquet file sink. It implements sink.FileSink.
@@ -69,7 +74,12 @@ type Sink struct {
 	resolved map[string]logLayout // query id -> where its log entries go
 	newest   int64                // the newest batch id the prepared query's log held at Prepare or committed since
 	cleaning bool                 // a background log cleanup is running
-	cleanWG  sync.WaitGroup
+	// cleanAgain is the newest batch whose cleanup was asked while one
+	// ran (-1: none): the running one goes on with it.
+	cleanAgain int64
+	cleanWG    sync.WaitGroup
+	bgCtx      context.Context // background work's; Close cancels it
+	bgCancel   context.CancelFunc
 }
 
 var _ sink.FileSink = (*Sink)(nil)
@@ -90,6 +100,7 @@ func New(store objstore.Store, schema []query.Column, opts Options) *Sink {
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
+	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	if s.env == "" {
 		s.env = query.Lab
 	}
