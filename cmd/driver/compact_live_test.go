@@ -77,6 +77,13 @@ func listDirWindows(ctx context.Context, st objstore.Store) ([]tiletest.Window, 
 // windows the previous snapshot of that reader held; the final output
 // equals the oracle.
 func TestCompactWhileTheQueryRunsAndReadersPoll(t *testing.T) {
+	t.Run("driver compact", func(t *testing.T) { compactLive(t, false) })
+	t.Run("compactClosedDates", func(t *testing.T) { compactLive(t, true) })
+}
+
+// compactLive is the test; policy uses sink.parquet.compactClosedDates
+// instead of driver compact.
+func compactLive(t *testing.T, policy bool) {
 	dir := t.TempDir()
 	in, out, cp := filepath.Join(dir, "in"), filepath.Join(dir, "out"), filepath.Join(dir, "cp")
 	events := tiletest.Events(15, 1200, 6*time.Minute, 2*time.Minute, 3) // 2026-03-02 .. 03-07
@@ -92,6 +99,7 @@ func TestCompactWhileTheQueryRunsAndReadersPoll(t *testing.T) {
 	spec.Trigger = query.Trigger{ProcessingTime: query.Duration(20 * time.Millisecond)}
 	spec.Sink.Parquet.CompactInterval = 5
 	spec.MinBatchesToRetain = 5
+	spec.Sink.Parquet.CompactClosedDates = policy
 
 	var mu sync.Mutex
 	var last *scheduler.Progress
@@ -182,14 +190,23 @@ func TestCompactWhileTheQueryRunsAndReadersPoll(t *testing.T) {
 			}
 			fed++
 		}
-		rep, err := compactSink(context.Background(), out, cp, parquet.CompactOptions{}, objstore.Options{})
-		if err != nil && !strings.Contains(err.Error(), "no batch committed yet") && !strings.Contains(err.Error(), "no _sink_log") {
-			t.Fatal(err)
-		}
-		if rep != nil {
-			for _, d := range rep.Dates {
-				if d.Skipped == "" {
-					compacted[d.Date] = true
+		if policy {
+			for d, n := range filesPerDateDir(out) {
+				c, _ := filepath.Glob(filepath.Join(out, "window_date="+d, "compact-*.parquet"))
+				if n == 1 && len(c) == 1 {
+					compacted[d] = true
+				}
+			}
+		} else {
+			rep, err := compactSink(context.Background(), out, cp, parquet.CompactOptions{}, objstore.Options{})
+			if err != nil && !strings.Contains(err.Error(), "no batch committed yet") && !strings.Contains(err.Error(), "no _sink_log") {
+				t.Fatal(err)
+			}
+			if rep != nil {
+				for _, d := range rep.Dates {
+					if d.Skipped == "" {
+						compacted[d.Date] = true
+					}
 				}
 			}
 		}
@@ -238,3 +255,15 @@ func TestCompactWhileTheQueryRunsAndReadersPoll(t *testing.T) {
 }
 
 func renameInto(from, to string) error { return os.Rename(from, to) }
+
+// filesPerDateDir counts the .parquet files of each window_date= directory
+// under out, by date.
+func filesPerDateDir(out string) map[string]int {
+	n := map[string]int{}
+	dirs, _ := filepath.Glob(filepath.Join(out, "window_date=*"))
+	for _, d := range dirs {
+		files, _ := filepath.Glob(filepath.Join(d, "*.parquet"))
+		n[strings.TrimPrefix(filepath.Base(d), "window_date=")] = len(files)
+	}
+	return n
+}
