@@ -397,8 +397,15 @@ func finishReplacement(ctx context.Context, store objstore.Store, l logLayout, r
 	return writeReplacement(ctx, store, l, rep, false)
 }
 
-// deleteAll deletes keys, a few at a time; absent keys are fine.
+// deleteAll deletes keys: in one DeleteObjects request (per 1,000 keys)
+// on S3, else a few at a time; absent keys are fine.
 func deleteAll(ctx context.Context, store objstore.Store, keys []string) error {
+	if bd, ok := store.(objstore.BatchDeleter); ok {
+		if err := bd.DeleteMany(ctx, keys); err != nil {
+			return fmt.Errorf("delete replaced files: %w", err)
+		}
+		return nil
+	}
 	sem := make(chan struct{}, 16)
 	var wg sync.WaitGroup
 	errs := make([]error, len(keys))
