@@ -313,6 +313,10 @@ func (s *Sink) buildCompact(ctx context.Context, l logLayout, n int64) (*Compact
 // runs once more when done, for the newest batch asked.
 func (s *Sink) cleanupAsync(l logLayout, queryID string, n int64) {
 	s.mu.Lock()
+	if s.bgCtx.Err() != nil { // closed
+		s.mu.Unlock()
+		return
+	}
 	if s.cleaning {
 		s.cleanAgain = max(s.cleanAgain, n)
 		s.mu.Unlock()
@@ -324,14 +328,19 @@ func (s *Sink) cleanupAsync(l logLayout, queryID string, n int64) {
 	go func() {
 		defer s.cleanWG.Done()
 		for {
-			ctx, cancel := context.WithTimeout(s.bgCtx, cleanupTimeout)
+			// Cleanup is a few deletes: Close waits for it. The
+			// compaction of closed dates may take long: Close cuts it
+			// short.
+			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 			if err := s.cleanup(ctx, l, n); err != nil {
 				s.logger.Warn("sink log cleanup failed (it is retried after the next compacted entry)", "query", queryID, "batch", n, "path", s.path(), "err", err)
 			}
-			if s.opts.ClosedWatermark != nil {
-				s.compactClosed(ctx, queryID, n)
-			}
 			cancel()
+			if s.opts.ClosedWatermark != nil && s.bgCtx.Err() == nil {
+				ctx, cancel := context.WithTimeout(s.bgCtx, cleanupTimeout)
+				s.compactClosed(ctx, queryID, n)
+				cancel()
+			}
 			s.mu.Lock()
 			if s.cleanAgain < 0 || s.bgCtx.Err() != nil {
 				s.cleaning = false
@@ -367,9 +376,9 @@ func (s *Sink) compactClosed(ctx context.Context, queryID string, n int64) {
 // closed dates), if any is running, has finished.
 func (s *Sink) Wait() { s.cleanWG.Wait() }
 
-// Close cuts the background work short and waits for it: a cleanup left
-// half done is resumed after the next compacted entry, a replacement left
-// pending is finished by the next compaction.
+// Close waits for a running log cleanup, cuts a running compaction of
+// closed dates short (a replacement left pending is finished by the next
+// compaction) and starts no more background work.
 func (s *Sink) Close() error {
 	s.bgCancel()
 	s.cleanWG.Wait()
