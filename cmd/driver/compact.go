@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,7 +20,7 @@ import (
 func newCompactCmd() *cobra.Command {
 	var o parquet.CompactOptions
 	var sinkPath, cpPath string
-	var asJSON bool
+	var asJSON, takeOver bool
 	var s3 objstore.S3Options
 	cmd := &cobra.Command{
 		Use:   "compact --sink PATH --checkpoint PATH [--before DATE]",
@@ -40,8 +41,9 @@ atomically (renameat2), so a reader that lists the directory does too. On
 S3 the new files stay invisible (multipart uploads) until the record is
 written, then appear, and the old files are deleted right after: a reader
 that lists the bucket in between can see a window twice. Run one compact at
-a time per sink; running it again after a crash finishes the interrupted
-swap.`,
+a time per sink: a run holds a lease (_sink_log/compact-lock) and another
+refuses while it is younger than an hour. After a crash, run it again with
+--take-over-lock: it finishes the interrupted swap first.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if sinkPath == "" {
@@ -49,6 +51,9 @@ swap.`,
 			}
 			if cpPath == "" {
 				return errors.New("--checkpoint is required: only the query's committed watermark says which dates can no longer change")
+			}
+			if takeOver {
+				o.LockTTL = time.Nanosecond
 			}
 			res, err := compactSink(cmd.Context(), sinkPath, cpPath, o, objstore.Options{S3: s3})
 			if err != nil {
@@ -64,6 +69,7 @@ swap.`,
 	f.IntVar(&o.MaxRowsPerFile, "max-rows-per-file", parquet.DefaultMaxRowsPerFile, "rows in one new file at most")
 	f.BoolVar(&o.DryRun, "dry-run", false, "print what would be compacted and change nothing")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
+	f.BoolVar(&takeOver, "take-over-lock", false, "take the sink's compaction lease even if another run holds it (that run is gone: it was killed)")
 	cliflags.S3(f, &s3)
 	return cmd
 }

@@ -362,6 +362,10 @@ func (s *Sink) compactClosed(ctx context.Context, queryID string, n int64) {
 		return
 	}
 	res, err := CompactDates(ctx, s.store, CompactOptions{QueryID: queryID, WatermarkMs: wm})
+	if errors.Is(err, ErrCompactionRunning) {
+		s.logger.Info("compaction of closed dates skipped this time", "query", queryID, "batch", n, "path", s.path(), "reason", err)
+		return
+	}
 	if err != nil {
 		s.logger.Warn("compaction of closed dates failed (retried after the next compacted entry)", "query", queryID, "batch", n, "path", s.path(), "err", err)
 	}

@@ -43,6 +43,9 @@ type CompactOptions struct {
 	MaxRowsPerFile int
 	// DryRun reports what would be compacted and changes nothing.
 	DryRun bool
+	// LockTTL is how old another run's lease must be to be taken over;
+	// zero means DefaultLockTTL.
+	LockTTL time.Duration
 	// Now stamps replacement records; nil means time.Now.
 	Now func() time.Time
 
@@ -86,6 +89,16 @@ func CompactDates(ctx context.Context, store objstore.Store, opts CompactOptions
 	l, err := compactLayout(ctx, store, opts.QueryID)
 	if err != nil {
 		return nil, err
+	}
+	if !opts.DryRun {
+		if opts.LockTTL <= 0 {
+			opts.LockTTL = DefaultLockTTL
+		}
+		release, err := acquireLease(ctx, store, opts.Now(), opts.LockTTL)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 	}
 	lk, err := listLog(ctx, store)
 	if err != nil {

@@ -393,3 +393,36 @@ func TestCompactClosedDatesPolicyRunsAfterCompactedEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestOneCompactionAtATime: a run holding the lease makes another refuse,
+// naming the holder; a lease older than its TTL is taken over; a finished
+// run releases it.
+func TestOneCompactionAtATime(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	s := New(st, tileSchema, Options{PartitionBy: "window_date"})
+	if err := s.Prepare(ctx, queryA, query.Lab); err != nil {
+		t.Fatal(err)
+	}
+	want := runBatches(t, s, 0, 20)
+	wm := time.Date(2024, 3, 3, 0, 5, 0, 0, time.UTC).UnixMilli()
+	now := time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
+	release, err := acquireLease(ctx, st, now, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = CompactDates(ctx, st, CompactOptions{QueryID: queryA, WatermarkMs: wm, Now: func() time.Time { return now.Add(time.Minute) }})
+	if !errors.Is(err, ErrCompactionRunning) || !strings.Contains(err.Error(), LockKey) {
+		t.Fatalf("second run: %v, want ErrCompactionRunning naming %s", err, LockKey)
+	}
+	// The holder died: an hour later the lease is taken over.
+	res, err := CompactDates(ctx, st, CompactOptions{QueryID: queryA, WatermarkMs: wm, Now: func() time.Time { return now.Add(61 * time.Minute) }})
+	if err != nil || len(res) != 2 || res[0].Skipped != "" || res[1].Skipped != "" {
+		t.Fatalf("after the TTL: %+v, %v", res, err)
+	}
+	if _, err := st.Get(ctx, LockKey); !errors.Is(err, objstore.ErrNotExist) {
+		t.Fatalf("the lease is left behind: %v", err)
+	}
+	release() // the old holder's release leaves the new state alone
+	checkCompacted(t, st, want)
+}

@@ -112,7 +112,8 @@
 // date's directory is exchanged with a staged one (renameat2), so a
 // directory lister sees one set; elsewhere the new files are staged
 // uploads completed after the record is written and the old ones deleted
-// right after, so a lister can briefly see both.
+// right after, so a lister can briefly see both. One run at a time holds
+// the lease LockKey.
 //
 // A store without Multipart (a custom decorator) gets the old behaviour:
 // files written with Put by the tasks, visible before the commit.
