@@ -19,6 +19,10 @@ import (
 // directories atomically.
 const exchangeSupported = true
 
+// stagedSuffix marks a new file in the staging directory until the moment
+// before the exchange.
+const stagedSuffix = ".staged"
+
 // replaceByExchange is the local-filesystem path: the date's new directory
 // is built under StagingDir (the new files, and a hard link to every
 // other entry of the old directory: staged parts of a running batch,
@@ -34,8 +38,11 @@ func replaceByExchange(ctx context.Context, fs *objstore.FS, l logLayout, rep *R
 	if err := os.MkdirAll(staging, 0o755); err != nil {
 		return fmt.Errorf("make staging directory: %w", err)
 	}
+	// Written under a name no "*.parquet" glob matches (a recursive glob
+	// such as DuckDB's enters '_' directories), renamed just before the
+	// exchange.
 	for i, key := range rep.Add {
-		if err := writeSynced(filepath.Join(staging, path.Base(key)), data[i]); err != nil {
+		if err := writeSynced(filepath.Join(staging, path.Base(key)+stagedSuffix), data[i]); err != nil {
 			return err
 		}
 	}
@@ -66,7 +73,11 @@ func finishExchange(ctx context.Context, fs *objstore.FS, l logLayout, rep *Repl
 	}
 	if !exchanged {
 		for _, k := range rep.Add {
-			if _, err := os.Stat(filepath.Join(staging, path.Base(k))); err != nil {
+			p := filepath.Join(staging, path.Base(k))
+			if err := os.Rename(p+stagedSuffix, p); err != nil && !os.IsNotExist(err) {
+				return fmt.Errorf("replacement %s: %w", rep.ID, err)
+			}
+			if _, err := os.Stat(p); err != nil {
 				return fmt.Errorf("replacement %s: its new files are neither in %s nor in the staging directory: %w", rep.ID, dir, err)
 			}
 		}
