@@ -225,6 +225,7 @@ func TestStartUpReadsTheSameWhateverTheQueryLength(t *testing.T) {
 	}
 	g1, l1 := cost(45)
 	g2, l2 := cost(405)
+	t.Logf("restart (Prepare, then Committed of the next batch): %d gets and %d lists after 45 batches, %d and %d after 405", g1, l1, g2, l2)
 	if g1 != g2 || l1 != l2 {
 		t.Fatalf("restart after 45 batches: %d gets, %d lists; after 405: %d gets, %d lists; want the same", g1, l1, g2, l2)
 	}
