@@ -59,7 +59,9 @@
 //	 "uploads":[{"key":"...","uploadId":"...","parts":[{"n":1,"etag":"\"...\"","size":B}]}]}
 //
 // Format versions: 1 (files written visibly by the tasks, no uploads) is
-// still read; 2 is written since staged files. Files of version-1 batches
+// still read; 2 is written since staged files; 3 marks compacted entries
+// (N.compact) and replacement records, which a build reading only 1 and 2
+// refuses. Files of version-1 batches
 // that never committed may remain in the directory; they are not cleaned.
 //
 // The path's first query writes the primary log, _sink_log/<N>, as Spark
