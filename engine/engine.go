@@ -187,10 +187,19 @@ func NewEnv(ctx context.Context, spec *query.Spec, queryID string, opts Options)
 		if err != nil {
 			return nil, fmt.Errorf("open sink.parquet.path: %w", err)
 		}
-		ps := parquet.New(st, spec.OutputSchema(), parquet.Options{PartitionBy: spec.Sink.Parquet.PartitionBy, Path: spec.Sink.Parquet.Path, Environment: spec.Environment, Logger: opts.Logger})
+		po := parquet.Options{PartitionBy: spec.Sink.Parquet.PartitionBy, Path: spec.Sink.Parquet.Path, Environment: spec.Environment, Logger: opts.Logger,
+			CompactInterval: spec.Sink.Parquet.CompactInterval, MinBatchesToRetain: spec.MinBatchesToRetain}
+		if spec.Sink.Parquet.CompactClosedDates {
+			po.ClosedWatermark = func(ctx context.Context) (int64, error) {
+				_, wm, err := ClosedWatermark(ctx, cp)
+				return wm, err
+			}
+		}
+		ps := parquet.New(st, spec.OutputSchema(), po)
 		if err := ps.Err(); err != nil {
 			return nil, err
 		}
+		env.closer = append(env.closer, ps.Close)
 		env.ParquetSink, env.FileSink = ps, ps
 	}
 	return env, nil

@@ -316,10 +316,15 @@ func (p *planner) sink() node {
 		if pq.PartitionBy != "" {
 			title += ", partitionBy " + pq.PartitionBy
 		}
-		return node{title: title, detail: []string{
+		detail := []string{
 			"each reduce task writes its rows of batch N under names fixed by (batch, partition); a re-run rewrites the same names",
 			fmt.Sprintf("commit: the batch's file list goes to %s/_sink_log/N, then commits/N; a batch already in _sink_log is skipped (exactly once)", strings.TrimSuffix(pq.Path, "/")),
-		}}
+			fmt.Sprintf("log: every %d batches a compacted entry N.compact lists every file so far; entries older than minBatchesToRetain (%d) are deleted in the background", compactInterval(pq), s.MinBatchesToRetain),
+		}
+		if pq.CompactClosedDates {
+			detail = append(detail, "compactClosedDates: after each compacted entry, every window_date= partition behind the committed watermark is rewritten into few files, in the background")
+		}
+		return node{title: title, detail: detail}
 	case s.Sink.JSONBatches != nil:
 		return node{title: "JSONBatchesSink " + s.Sink.JSONBatches.Path, detail: []string{
 			"batch N's rows go to batch_id=N/, replaced whole when the batch re-runs (idempotent on the batch id)",
@@ -479,3 +484,11 @@ func ceilDiv(a, b int64) int64 {
 }
 
 func d(x query.Duration) string { return time.Duration(x).String() }
+
+// compactInterval is sink.parquet.compactInterval with its default.
+func compactInterval(pq *query.ParquetSink) int {
+	if pq.CompactInterval > 0 {
+		return pq.CompactInterval
+	}
+	return 10
+}

@@ -320,6 +320,14 @@ type Sink struct {
 type ParquetSink struct {
 	Path        string `json:"path"`
 	PartitionBy string `json:"partitionBy,omitempty"`
+	// CompactInterval is how many batches make one compacted sink log
+	// entry (Spark's spark.sql.streaming.fileSink.log.compactInterval);
+	// zero means 10.
+	CompactInterval int `json:"compactInterval,omitempty"`
+	// CompactClosedDates makes the driver rewrite each window_date=
+	// partition into few files once all its windows are emitted, in the
+	// background (what driver compact does by hand).
+	CompactClosedDates bool `json:"compactClosedDates,omitempty"`
 }
 
 // JSONBatchesSink is the idempotent per-batch directory writer.

@@ -719,6 +719,12 @@ func (v *validator) sink() {
 		default:
 			v.add("sink.parquet.partitionBy", pq.PartitionBy, "is not supported: use window_date or leave it empty")
 		}
+		if pq.CompactClosedDates && pq.PartitionBy != PartitionByWindowDate {
+			v.add("sink.parquet.compactClosedDates", "true", "needs partitionBy window_date: it compacts window_date= partitions")
+		}
+		if pq.CompactInterval < 0 {
+			v.add("sink.parquet.compactInterval", strconv.Itoa(pq.CompactInterval), "must be >= 1 (0 or absent means the default, 10)")
+		}
 	}
 	if jb := k.JSONBatches; jb != nil && jb.Path == "" {
 		v.add("sink.jsonBatches.path", "", "required: the directory (or URI) batch_id=N/ directories go to")

@@ -35,6 +35,7 @@ func newRoot() *cobra.Command {
 	cliflags.LogLevel(root.PersistentFlags(), new(string)) // refuses unknown levels
 	root.AddCommand(newRunCmd(), newServeCmd(), newDemoCmd(), newCheckpointCmd(), newSinkCmd())
 	root.AddCommand(newExplainCmd())
+	root.AddCommand(newCompactCmd())
 	root.AddCommand(newSubmitCmd(), newReplayCmd(), newStopCmd(), newListCmd(), newStatusCmd(), newProgressCmd(), newHistoryCmd(), newContractCmd())
 	return root
 }

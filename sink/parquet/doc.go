@@ -59,7 +59,9 @@
 //	 "uploads":[{"key":"...","uploadId":"...","parts":[{"n":1,"etag":"\"...\"","size":B}]}]}
 //
 // Format versions: 1 (files written visibly by the tasks, no uploads) is
-// still read; 2 is written since staged files. Files of version-1 batches
+// still read; 2 is written since staged files; 3 marks compacted entries
+// (N.compact) and replacement records, which a build reading only 1 and 2
+// refuses. Files of version-1 batches
 // that never committed may remain in the directory; they are not cleaned.
 //
 // The path's first query writes the primary log, _sink_log/<N>, as Spark
@@ -86,6 +88,34 @@
 // and a reader that follows the log (ReadCommitted) never sees a file twice.
 // A reader that lists the directory (ListDirectory, ReadAllFiles) sees the
 // same files: staged files of batches that never committed are invisible.
+//
+// # Compaction and cleanup
+//
+// Like Spark's FileStreamSinkLog, every Options.CompactInterval-th entry
+// (batch N with (N+1) % interval == 0) is written as <N>.compact, format
+// version 3: the batch's own files and uploads, plus "compacted", the files
+// of every earlier batch of the log (by batch), the files replacements
+// added, and the replacement records folded in. Readers list the log, read
+// the newest compacted entry and the entries after it (lookups of batch N
+// try N and N.compact). After a compacted entry commits, a background
+// cleanup deletes every entry older than the newest compacted entry at or
+// before the last MinBatchesToRetain batches (never an entry of a batch
+// with pending uploads), and the replacement records the newest compacted
+// entry folded in. A batch older than every entry left is committed.
+// A reader that finds a listed object gone lists again.
+//
+// # Replacements (driver compact)
+//
+// CompactDates rewrites the files of closed window_date= partitions. A
+// replacement record, _sink_log/[<queryID>/]replace-<date>-<n>, lists the
+// files removed and added, state pending then done; it never takes a batch
+// number. A reader applies a record once done or once every added file
+// exists (else the removed files still do). On the local filesystem the
+// date's directory is exchanged with a staged one (renameat2), so a
+// directory lister sees one set; elsewhere the new files are staged
+// uploads completed after the record is written and the old ones deleted
+// right after, so a lister can briefly see both. One run at a time holds
+// the lease LockKey.
 //
 // A store without Multipart (a custom decorator) gets the old behaviour:
 // files written with Put by the tasks, visible before the commit.

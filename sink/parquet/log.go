@@ -55,6 +55,13 @@ type LogEntry struct {
 	// Uploads are the staged files that make Files, sorted by key; a
 	// restarted driver completes them again (idempotently).
 	Uploads []Upload `json:"uploads,omitempty"`
+	// Compacted is set on a compacted entry (N.compact, version 3): it
+	// stands for every earlier entry of the log.
+	Compacted *Compacted `json:"compacted,omitempty"`
+	// Replacement is set on the entries LogEntries makes for files a
+	// replacement (driver compact) added; their BatchID is -1. Never
+	// written.
+	Replacement string `json:"-"`
 }
 
 // logLayout says where a query's entries live: the primary log
@@ -69,10 +76,32 @@ type logLayout struct {
 
 func (l logLayout) key(batchID int64) string { return l.prefix + strconv.FormatInt(batchID, 10) }
 
+// compactKey is the key of batch batchID's compacted entry.
+func (l logLayout) compactKey(batchID int64) string { return l.key(batchID) + compactSuffix }
+
+// keyOf is the key of batch batchID's entry as the index lists it.
+func (l logLayout) keyOf(x *logIndex, batchID int64) string {
+	if x != nil && x.compact[batchID] {
+		return l.compactKey(batchID)
+	}
+	return l.key(batchID)
+}
+
 // logKeys is a parsed listing of the sink log.
 type logKeys struct {
-	primary   []int64            // batch ids in _sink_log/<N>, ascending
-	secondary map[string][]int64 // query id -> batch ids, ascending
+	primary   *logIndex
+	secondary map[string]*logIndex // query id -> its log
+}
+
+// index returns the listing of the log at prefix (never nil).
+func (lk logKeys) index(prefix string) *logIndex {
+	if prefix == LogDir {
+		return lk.primary
+	}
+	if x := lk.secondary[strings.TrimSuffix(strings.TrimPrefix(prefix, LogDir), "/")]; x != nil {
+		return x
+	}
+	return newLogIndex()
 }
 
 func listLog(ctx context.Context, store objstore.Store) (logKeys, error) {
@@ -80,26 +109,31 @@ func listLog(ctx context.Context, store objstore.Store) (logKeys, error) {
 	if err != nil {
 		return logKeys{}, fmt.Errorf("list sink log: %w", err)
 	}
-	lk := logKeys{secondary: make(map[string][]int64)}
+	lk := logKeys{primary: newLogIndex(), secondary: make(map[string]*logIndex)}
 	for _, k := range keys {
 		rest := strings.TrimPrefix(k, LogDir)
-		qid, num, nested := strings.Cut(rest, "/")
+		qid, name, nested := strings.Cut(rest, "/")
+		x := lk.primary
 		if !nested {
-			num = qid
+			name = qid
+		} else {
+			if checkQueryID(qid) != nil || strings.Contains(name, "/") {
+				continue
+			}
+			if x = lk.secondary[qid]; x == nil {
+				x = newLogIndex()
+				lk.secondary[qid] = x
+			}
 		}
-		n, err := strconv.ParseInt(num, 10, 64)
-		if err != nil || n < 0 || strconv.FormatInt(n, 10) != num {
-			continue // not a log entry (an operator's note, a temp file)
-		}
-		if !nested {
-			lk.primary = append(lk.primary, n)
-		} else if checkQueryID(qid) == nil && !strings.Contains(num, "/") {
-			lk.secondary[qid] = append(lk.secondary[qid], n)
-		}
+		x.add(name) // not a log entry (an operator's note, a temp file): ignored
 	}
-	slices.Sort(lk.primary)
-	for q := range lk.secondary {
-		slices.Sort(lk.secondary[q])
+	lk.primary.sort()
+	for q, x := range lk.secondary {
+		if len(x.batches) == 0 && len(x.replacements) == 0 {
+			delete(lk.secondary, q)
+			continue
+		}
+		x.sort()
 	}
 	return lk, nil
 }
@@ -113,8 +147,8 @@ func readEntry(ctx context.Context, store objstore.Store, key string) (LogEntry,
 	if err := json.Unmarshal(data, &e); err != nil {
 		return LogEntry{}, fmt.Errorf("read sink log entry %s: %w", key, err)
 	}
-	if e.Version != 1 && e.Version != logVersion {
-		return LogEntry{}, fmt.Errorf("read sink log entry %s: format version %d, this build reads %d", key, e.Version, logVersion)
+	if e.Version < 1 || e.Version > compactVersion {
+		return LogEntry{}, fmt.Errorf("read sink log entry %s: format version %d, this build reads 1 to %d", key, e.Version, compactVersion)
 	}
 	return e, nil
 }
@@ -123,10 +157,11 @@ func readEntry(ctx context.Context, store objstore.Store, key string) (LogEntry,
 // them have one: the primary log is only ever written by the query that
 // found it empty), or "" if it is empty.
 func primaryOwner(ctx context.Context, store objstore.Store, lk logKeys) (string, error) {
-	if len(lk.primary) == 0 {
+	n := lk.primary.last()
+	if n < 0 {
 		return "", nil
 	}
-	e, err := readEntry(ctx, store, LogDir+strconv.FormatInt(lk.primary[len(lk.primary)-1], 10))
+	e, err := readEntry(ctx, store, logLayout{prefix: LogDir}.keyOf(lk.primary, n))
 	if err != nil {
 		return "", err
 	}
@@ -142,7 +177,7 @@ func resolve(ctx context.Context, store objstore.Store, queryID string) (logLayo
 		return logLayout{}, err
 	}
 	secondary := logLayout{prefix: LogDir + queryID + "/"}
-	if len(lk.secondary[queryID]) > 0 {
+	if lk.secondary[queryID] != nil {
 		return secondary, nil
 	}
 	owner, err := primaryOwner(ctx, store, lk)
@@ -170,7 +205,7 @@ func CheckOwner(ctx context.Context, store objstore.Store, queryID string) (stri
 	if err != nil {
 		return "", err
 	}
-	if len(lk.secondary[queryID]) > 0 {
+	if lk.secondary[queryID] != nil {
 		return "", nil
 	}
 	owner, err := primaryOwner(ctx, store, lk)
@@ -180,17 +215,14 @@ func CheckOwner(ctx context.Context, store objstore.Store, queryID string) (stri
 	if owner == queryID {
 		return "", nil
 	}
-	other, newest := owner, int64(-1)
-	if len(lk.primary) > 0 {
-		newest = lk.primary[len(lk.primary)-1]
-	}
+	other, newest := owner, lk.primary.last()
 	qids := make([]string, 0, len(lk.secondary))
 	for q := range lk.secondary {
 		qids = append(qids, q)
 	}
 	slices.Sort(qids)
 	for _, q := range qids {
-		if n := lk.secondary[q][len(lk.secondary[q])-1]; n > newest {
+		if n := lk.secondary[q].last(); n > newest {
 			other, newest = q, n
 		}
 	}
@@ -233,9 +265,14 @@ func (s *Sink) Prepare(ctx context.Context, queryID string, env query.Environmen
 		return fmt.Errorf("prepare parquet sink %s: %w", s.path(), err)
 	}
 	layout.adopted = false // warned above; production refused above
+	lk, err := listLog(ctx, s.store)
+	if err != nil {
+		return fmt.Errorf("prepare parquet sink %s: %w", s.path(), err)
+	}
 	s.mu.Lock()
 	s.queryID, s.env = queryID, env
 	s.resolved[queryID] = layout
+	s.newest = lk.index(layout.prefix).last()
 	s.mu.Unlock()
 	// Finish the commit of every logged batch a crash interrupted, and
 	// abort the staged files of attempts that never reached the log.
@@ -283,11 +320,48 @@ func (s *Sink) Committed(ctx context.Context, batchID int64) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("check sink log batch %d: %w", batchID, err)
 	}
-	e, err := readEntry(ctx, s.store, l.key(batchID))
-	if errors.Is(err, objstore.ErrNotExist) {
-		return false, nil
+	s.mu.Lock()
+	newest := s.newest
+	s.mu.Unlock()
+	if batchID > newest {
+		// Newer than every entry there was at Prepare or since: the
+		// usual case, a batch about to run. Only the form this interval
+		// writes can be there (a batch of a fenced driver).
+		key := l.key(batchID)
+		if s.isCompactBatch(batchID) {
+			key = l.compactKey(batchID)
+		}
+		e, err := readEntry(ctx, s.store, key)
+		if errors.Is(err, objstore.ErrNotExist) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("check sink log batch %d: %w", batchID, err)
+		}
+		if e.QueryID != queryID {
+			s.forget(queryID)
+			return false, &ForeignSinkLogError{Path: s.path(), QueryID: queryID, Other: e.QueryID, Batch: batchID}
+		}
+		return true, nil
 	}
-	if err != nil {
+	e, _, err := s.lookup(ctx, l, batchID)
+	if errors.Is(err, objstore.ErrNotExist) {
+		// Not there as N or N.compact: committed all the same if a
+		// compacted entry newer than N folded it in and cleanup deleted
+		// it (Spark: a batch id up to the log's latest is committed).
+		lk, lerr := listLog(ctx, s.store)
+		if lerr != nil {
+			return false, fmt.Errorf("check sink log batch %d: %w", batchID, lerr)
+		}
+		x := lk.index(l.prefix)
+		c := x.latestCompact()
+		if c < batchID || (len(x.batches) > 0 && x.batches[0] <= batchID) {
+			return false, nil
+		}
+		if e, err = readEntry(ctx, s.store, l.compactKey(c)); err != nil {
+			return false, fmt.Errorf("check sink log batch %d: %w", batchID, err)
+		}
+	} else if err != nil {
 		return false, fmt.Errorf("check sink log batch %d: %w", batchID, err)
 	}
 	if e.QueryID != queryID {
@@ -355,17 +429,41 @@ func (s *Sink) Commit(ctx context.Context, b sink.Batch, files []string) error {
 	}
 	slices.SortFunc(uploads, func(a, b Upload) int { return strings.Compare(a.Key, b.Key) })
 	entry := LogEntry{Version: logVersion, QueryID: b.QueryID, BatchID: b.ID, Files: keys, Uploads: uploads}
-	data, err := json.MarshalIndent(entry, "", "  ")
-	if err != nil {
-		return fmt.Errorf("commit sink log batch %d: %w", b.ID, err)
-	}
-	data = append(data, '\n')
+	compact := s.isCompactBatch(b.ID)
 	key := l.key(b.ID)
-	err = s.store.PutIfAbsent(ctx, key, data)
-	switch {
+	var err2 error
+	if compact || len(files) == 0 {
+		// A re-run's finish (no files) or a compacted entry: the batch
+		// may be logged already in the other form (a run with another
+		// compactInterval), and that entry wins.
+		_, gotKey, lerr := s.lookup(ctx, l, b.ID)
+		switch {
+		case lerr == nil:
+			key, err2 = gotKey, objstore.ErrExists
+		case !errors.Is(lerr, objstore.ErrNotExist):
+			return fmt.Errorf("commit sink log batch %d: %w", b.ID, lerr)
+		}
+	}
+	if err2 == nil {
+		if compact {
+			key = l.compactKey(b.ID)
+			if entry.Compacted, err = s.buildCompact(ctx, l, b.ID); err != nil {
+				return fmt.Errorf("commit sink log batch %d: compact the log: %w", b.ID, err)
+			}
+			entry.Version = compactVersion
+		}
+		data, err := json.MarshalIndent(entry, "", "  ")
+		if err != nil {
+			return fmt.Errorf("commit sink log batch %d: %w", b.ID, err)
+		}
+		data = append(data, '\n')
+		err2 = s.store.PutIfAbsent(ctx, key, data)
+	}
+	switch err := err2; {
 	case err == nil:
 		s.mu.Lock()
 		s.resolved[b.QueryID] = logLayout{prefix: l.prefix}
+		s.newest = max(s.newest, b.ID)
 		s.mu.Unlock()
 	case !errors.Is(err, objstore.ErrExists):
 		return fmt.Errorf("commit sink log batch %d: %w", b.ID, err)
@@ -390,6 +488,11 @@ func (s *Sink) Commit(ctx context.Context, b sink.Batch, files []string) error {
 	}
 	if err := s.sweep(ctx, logLayout{prefix: l.prefix}, b.QueryID, b.ID, b.ID); err != nil {
 		return fmt.Errorf("commit sink batch %d: %w", b.ID, err)
+	}
+	if entry.Compacted != nil {
+		// Off the batch path: delete what the new compacted entry makes
+		// unnecessary.
+		s.cleanupAsync(logLayout{prefix: l.prefix}, b.QueryID, b.ID)
 	}
 	return nil
 }

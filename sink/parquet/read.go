@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
-	"strconv"
 	"strings"
+	"time"
 
 	pq "github.com/parquet-go/parquet-go"
 
@@ -17,73 +18,187 @@ import (
 	"github.com/sluicehq/sluice/row"
 )
 
-// LogEntries returns every sink log entry under a store rooted at a sink
-// path, ordered by batch id; for one batch id, the primary log's entry
-// comes first, then secondary logs by query id.
-func LogEntries(ctx context.Context, store objstore.Store) ([]LogEntry, error) {
+// readAttempts bounds how often a reader lists the log again because an
+// object it listed was gone when read (log cleanup, a replacement deleting
+// the files it replaced).
+const readAttempts = 10
+
+// sinkSnapshot is every log under a sink path, folded, with the
+// replacements in effect applied: the primary log first, then secondary
+// logs by query id.
+type sinkSnapshot struct {
+	logs []*foldedLog
+}
+
+// snapshot reads the sink log as it is now. It lists _sink_log/ once
+// (bounded by cleanup: about minBatchesToRetain entries and a few
+// compacted ones) and reads the newest compacted entry of each log and
+// the entries after it; it lists again if cleanup deleted something it
+// listed.
+func snapshot(ctx context.Context, store objstore.Store) (*sinkSnapshot, error) {
+	for attempt := 1; ; attempt++ {
+		s, err := snapshotOnce(ctx, store)
+		if err == nil || !errors.Is(err, objstore.ErrNotExist) || attempt >= readAttempts {
+			return s, err
+		}
+	}
+}
+
+func snapshotOnce(ctx context.Context, store objstore.Store) (*sinkSnapshot, error) {
 	lk, err := listLog(ctx, store)
 	if err != nil {
 		return nil, err
 	}
-	type ref struct {
-		batch int64
-		qid   string // "" for the primary log
+	type logRef struct {
+		l logLayout
+		x *logIndex
 	}
-	var refs []ref
-	for _, n := range lk.primary {
-		refs = append(refs, ref{batch: n})
+	refs := []logRef{{logLayout{prefix: LogDir}, lk.primary}}
+	for _, q := range sortedKeys(lk.secondary) {
+		refs = append(refs, logRef{logLayout{prefix: LogDir + q + "/"}, lk.secondary[q]})
 	}
-	for q, ns := range lk.secondary {
-		for _, n := range ns {
-			refs = append(refs, ref{batch: n, qid: q})
+	snap := &sinkSnapshot{}
+	for _, r := range refs {
+		if len(r.x.batches) == 0 && len(r.x.replacements) == 0 {
+			continue
+		}
+		f, err := readLog(ctx, store, r.l, r.x, math.MaxInt64)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range r.x.replacements {
+			if f.applied[id] {
+				continue
+			}
+			rep, err := readReplacement(ctx, store, r.l, id)
+			if err != nil {
+				return nil, err
+			}
+			in := rep.State == StateDone
+			if !in {
+				if in, err = allExist(ctx, store, rep.Add); err != nil {
+					return nil, err
+				}
+			}
+			if in {
+				f.apply(rep)
+			}
+		}
+		snap.logs = append(snap.logs, f)
+	}
+	return snap, nil
+}
+
+// allExist reports whether every key is there.
+func allExist(ctx context.Context, store objstore.Store, keys []string) (bool, error) {
+	for _, k := range keys {
+		got, err := store.List(ctx, k)
+		if err != nil {
+			return false, fmt.Errorf("look for %s: %w", k, err)
+		}
+		if !slices.Contains(got, k) {
+			return false, nil
 		}
 	}
-	slices.SortFunc(refs, func(a, b ref) int {
-		if a.batch != b.batch {
-			if a.batch < b.batch {
+	return true, nil
+}
+
+// LogEntries returns the sink log as one entry per batch that the log
+// still describes, ordered by batch id; for one batch id, the primary
+// log's entry comes first, then secondary logs by query id. A compacted
+// entry is expanded into the batches it stands for (those with files;
+// their uploads are not kept), files a replacement removed are left out,
+// and the files replacements added come last, as entries with BatchID -1
+// and Replacement set. Batches whose entries cleanup deleted and that had
+// no files do not appear.
+func LogEntries(ctx context.Context, store objstore.Store) ([]LogEntry, error) {
+	snap, err := snapshot(ctx, store)
+	if err != nil {
+		return nil, err
+	}
+	type ref struct {
+		e   LogEntry
+		log int
+	}
+	var refs []ref
+	var reps []LogEntry
+	for i, f := range snap.logs {
+		raw := map[int64]LogEntry{}
+		for _, e := range f.entries {
+			raw[e.BatchID] = e
+		}
+		for _, n := range sortedKeys(f.batches) {
+			e, ok := raw[n]
+			if !ok {
+				e = LogEntry{Version: compactVersion, QueryID: f.queryID, BatchID: n}
+			}
+			e.Files = f.batches[n]
+			e.Compacted = nil
+			refs = append(refs, ref{e: e, log: i})
+		}
+		for _, id := range sortedKeys(f.reps) {
+			reps = append(reps, LogEntry{Version: compactVersion, QueryID: f.queryID, BatchID: -1, Files: f.reps[id], Replacement: id})
+		}
+	}
+	slices.SortStableFunc(refs, func(a, b ref) int {
+		if a.e.BatchID != b.e.BatchID {
+			if a.e.BatchID < b.e.BatchID {
 				return -1
 			}
 			return 1
 		}
-		return strings.Compare(a.qid, b.qid)
+		return a.log - b.log
 	})
-	entries := make([]LogEntry, 0, len(refs))
+	entries := make([]LogEntry, 0, len(refs)+len(reps))
 	for _, r := range refs {
-		key := LogDir + strconv.FormatInt(r.batch, 10)
-		if r.qid != "" {
-			key = LogDir + r.qid + "/" + strconv.FormatInt(r.batch, 10)
-		}
-		e, err := readEntry(ctx, store, key)
-		if err != nil {
-			return nil, err
-		}
-		entries = append(entries, e)
+		entries = append(entries, r.e)
 	}
-	return entries, nil
+	return append(entries, reps...), nil
 }
 
-// ReadCommitted reads the rows of every file the sink log lists, entry by
-// entry in LogEntries order, each file's rows in file order. A file that is
-// in the directory but not in the log is not read. It returns the columns
-// of the first file (nil if no file is logged); every file must have the
-// same columns. A staged file of a version-2 entry that is not there yet
-// (the driver is completing the batch's uploads, or died before it did and
-// the next start completes them) is skipped: it becomes visible with its
-// completion. A missing file of a version-1 entry is an error.
+// ReadCommitted reads the rows of every file the sink log lists (see
+// LogEntries), each file's rows in file order. A file that is in the
+// directory but not in the log is not read. It returns the columns of the
+// first file (nil if no file is logged); every file must have the same
+// columns. A staged file of a batch entry that is not there yet (the
+// driver is completing the batch's uploads, or died before it did and the
+// next start completes them) is skipped: it becomes visible with its
+// completion. A replacement (driver compact) is read once its new files
+// are all there, else the files it replaces are read. Any other logged
+// file that is gone when read (a replacement deleted it meanwhile) makes
+// it read the log again; after a few tries it is an error.
 func ReadCommitted(ctx context.Context, store objstore.Store) ([]query.Column, []row.Row, error) {
-	entries, err := LogEntries(ctx, store)
-	if err != nil {
-		return nil, nil, err
-	}
-	var files []string
-	staged := map[string]bool{}
-	for _, e := range entries {
-		files = append(files, e.Files...)
-		for _, u := range e.Uploads {
-			staged[u.Key] = true
+	for attempt := 1; ; attempt++ {
+		snap, err := snapshot(ctx, store)
+		if err != nil {
+			return nil, nil, err
 		}
+		var files []string
+		staged := map[string]bool{}
+		for _, f := range snap.logs {
+			files = append(files, f.files()...)
+			for _, e := range f.entries {
+				for _, u := range e.Uploads {
+					staged[u.Key] = true
+				}
+			}
+		}
+		cols, rows, skipped, err := readFilesSkipping(ctx, store, files, staged)
+		if err == nil && len(skipped) > 0 {
+			// A staged file not there: not completed yet, or deleted by
+			// a replacement (driver compact) the log did not show when
+			// read. Only the latter makes a reader read the log again.
+			var listed bool
+			if listed, err = stillListed(ctx, store, skipped); err == nil && !listed {
+				err = fmt.Errorf("read sink file %s: replaced meanwhile: %w", skipped[0], objstore.ErrNotExist)
+			}
+		}
+		if err != nil && errors.Is(err, objstore.ErrNotExist) && attempt < readAttempts {
+			time.Sleep(time.Duration(attempt) * 20 * time.Millisecond)
+			continue
+		}
+		return cols, rows, err
 	}
-	return readFilesSkipping(ctx, store, files, staged)
 }
 
 // ReadAllFiles reads every .parquet file in the directory, in key order,
@@ -109,8 +224,7 @@ func ListDirectory(ctx context.Context, store objstore.Store) ([]string, error) 
 		if strings.HasPrefix(k, LogDir) || !strings.HasSuffix(k, ".parquet") {
 			continue
 		}
-		base := k[strings.LastIndex(k, "/")+1:]
-		if strings.HasPrefix(base, ".") || strings.HasPrefix(base, "_") {
+		if hiddenPath(k) {
 			continue
 		}
 		files = append(files, k)
@@ -118,35 +232,71 @@ func ListDirectory(ctx context.Context, store objstore.Store) ([]string, error) 
 	return files, nil
 }
 
+// hiddenPath reports whether a component of key starts with '.' or '_':
+// a name Spark, Hive and Trino skip when they list a directory (the
+// staged files of a batch, driver compact's staging directory).
+func hiddenPath(key string) bool {
+	for _, c := range strings.Split(key, "/") {
+		if strings.HasPrefix(c, ".") || strings.HasPrefix(c, "_") {
+			return true
+		}
+	}
+	return false
+}
+
 func readFiles(ctx context.Context, store objstore.Store, files []string) ([]query.Column, []row.Row, error) {
-	return readFilesSkipping(ctx, store, files, nil)
+	cols, rows, _, err := readFilesSkipping(ctx, store, files, nil)
+	return cols, rows, err
+}
+
+// stillListed reports whether the sink log, read again now, still lists
+// every one of keys.
+func stillListed(ctx context.Context, store objstore.Store, keys []string) (bool, error) {
+	snap, err := snapshot(ctx, store)
+	if err != nil {
+		return false, err
+	}
+	listed := map[string]bool{}
+	for _, f := range snap.logs {
+		for _, k := range f.files() {
+			listed[k] = true
+		}
+	}
+	for _, k := range keys {
+		if !listed[k] {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // readFilesSkipping is readFiles where a missing file named in mayBeAbsent
-// is skipped.
-func readFilesSkipping(ctx context.Context, store objstore.Store, files []string, mayBeAbsent map[string]bool) ([]query.Column, []row.Row, error) {
+// is skipped; it returns the keys skipped.
+func readFilesSkipping(ctx context.Context, store objstore.Store, files []string, mayBeAbsent map[string]bool) ([]query.Column, []row.Row, []string, error) {
 	var cols []query.Column
 	var rows []row.Row
+	var skipped []string
 	for _, f := range files {
 		data, err := store.Get(ctx, f)
 		if errors.Is(err, objstore.ErrNotExist) && mayBeAbsent[f] {
+			skipped = append(skipped, f)
 			continue
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("read sink file: %w", err)
+			return nil, nil, nil, fmt.Errorf("read sink file: %w", err)
 		}
 		c, rs, err := ReadFile(data)
 		if err != nil {
-			return nil, nil, fmt.Errorf("read sink file %s: %w", f, err)
+			return nil, nil, nil, fmt.Errorf("read sink file %s: %w", f, err)
 		}
 		if cols == nil {
 			cols = c
 		} else if !slices.Equal(cols, c) {
-			return nil, nil, fmt.Errorf("read sink file %s: columns %v differ from the first file's %v", f, c, cols)
+			return nil, nil, nil, fmt.Errorf("read sink file %s: columns %v differ from the first file's %v", f, c, cols)
 		}
 		rows = append(rows, rs...)
 	}
-	return cols, rows, nil
+	return cols, rows, skipped, nil
 }
 
 // ReadFile decodes one flat Parquet file into rows, with kinds from the

@@ -42,6 +42,18 @@ type Options struct {
 	Path string
 	// Logger receives the foreign-log warning. Nil discards.
 	Logger *slog.Logger
+	// CompactInterval is how many batches make one compacted log entry
+	// (sink.parquet.compactInterval); zero means DefaultCompactInterval.
+	CompactInterval int
+	// MinBatchesToRetain is how many batches' log entries are kept
+	// (the query's minBatchesToRetain); zero means
+	// DefaultMinBatchesToRetain.
+	MinBatchesToRetain int
+	// ClosedWatermark, if set, turns on the compaction of closed dates
+	// (sink.parquet.compactClosedDates): after each compacted log entry
+	// the background job runs CompactDates with the watermark it returns
+	// (the checkpoint's committed one).
+	ClosedWatermark func(ctx context.Context) (int64, error)
 }
 
 // Sink is the exactly-once Parquet file sink. It implements sink.FileSink.
@@ -60,6 +72,14 @@ type Sink struct {
 	queryID  string               // set by Prepare
 	env      query.Environment    // set by Prepare
 	resolved map[string]logLayout // query id -> where its log entries go
+	newest   int64                // the newest batch id the prepared query's log held at Prepare or committed since
+	cleaning bool                 // a background log cleanup is running
+	// cleanAgain is the newest batch whose cleanup was asked while one
+	// ran (-1: none): the running one goes on with it.
+	cleanAgain int64
+	cleanWG    sync.WaitGroup
+	bgCtx      context.Context // background work's; Close cancels it
+	bgCancel   context.CancelFunc
 }
 
 var _ sink.FileSink = (*Sink)(nil)
@@ -73,12 +93,14 @@ func New(store objstore.Store, schema []query.Column, opts Options) *Sink {
 		opts:     opts,
 		logger:   opts.Logger,
 		dateCol:  -1,
+		newest:   -1,
 		env:      opts.Environment,
 		resolved: make(map[string]logLayout),
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
+	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	if s.env == "" {
 		s.env = query.Lab
 	}

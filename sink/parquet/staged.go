@@ -171,7 +171,7 @@ func (s *Sink) sweep(ctx context.Context, l logLayout, queryID string, upTo, com
 	mp, _ := s.store.(objstore.Multipart)
 	for _, n := range batches {
 		logged := map[string]bool{}
-		e, err := readEntry(ctx, s.store, l.key(n))
+		e, _, err := s.lookup(ctx, l, n)
 		switch {
 		case err == nil && e.QueryID == queryID:
 			if n != completed {

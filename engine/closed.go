@@ -1,0 +1,44 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/objstore"
+)
+
+// ErrNothingCommitted is returned (wrapped) by ClosedWatermark for a
+// checkpoint without a committed batch.
+var ErrNothingCommitted = errors.New("no batch committed yet")
+
+// ClosedWatermark returns the checkpoint's query id and the watermark the
+// next (or in-flight) batch drops late rows against: every window ending
+// by it was emitted by a committed batch, and no later row can reach it.
+// driver compact and the compactClosedDates policy close dates with it.
+func ClosedWatermark(ctx context.Context, cp objstore.Store) (queryID string, watermarkMs int64, err error) {
+	log := checkpoint.New(cp)
+	meta, err := log.ReadMetadata(ctx)
+	if err != nil {
+		return "", 0, fmt.Errorf("read checkpoint metadata: %w", err)
+	}
+	last, commit, err := log.Latest(ctx)
+	if err != nil {
+		return "", 0, err
+	}
+	res, err := checkpoint.Decide(last, commit)
+	if err != nil {
+		return "", 0, err
+	}
+	if commit == nil {
+		return meta.QueryID, 0, ErrNothingCommitted
+	}
+	wm := last.BatchWatermarkMs
+	if res.Rerun != nil {
+		// Batch N is planned, not committed: its late watermark is
+		// batch N-1's, the last committed.
+		wm = last.LateWatermarkMs
+	}
+	return meta.QueryID, wm, nil
+}

@@ -1,0 +1,24 @@
+//go:build !linux
+
+package parquet
+
+import (
+	"context"
+	"errors"
+
+	"github.com/sluicehq/sluice/objstore"
+)
+
+// exchangeSupported: no atomic directory exchange here; a local sink is
+// compacted with hidden staged files renamed at completion, like S3.
+const exchangeSupported = false
+
+var errNoExchange = errors.New("atomic directory exchange needs Linux (renameat2)")
+
+func replaceByExchange(context.Context, *objstore.FS, logLayout, *Replacement, [][]byte, func(string)) error {
+	return errNoExchange
+}
+
+func finishExchange(context.Context, *objstore.FS, logLayout, *Replacement, func(string)) error {
+	return errNoExchange
+}
