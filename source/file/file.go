@@ -89,6 +89,39 @@ type Source struct {
 	once    sync.Once
 	// cache is what the last listing found (planning goroutine only).
 	cache listCache
+	// parsed holds the last offsets parsed or made (a large taken set
+	// is parsed once, not at every call).
+	mu     sync.Mutex
+	parsed [2]parsedOffset
+}
+
+type parsedOffset struct {
+	raw source.Offset
+	off Offset
+}
+
+// parse is ParseOffset through s.parsed. The result's Seen must not be
+// changed.
+func (s *Source) parse(b source.Offset) (Offset, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.parsed {
+		if p.raw != nil && bytes.Equal(p.raw, b) {
+			return p.off, nil
+		}
+	}
+	o, err := ParseOffset(b)
+	if err != nil {
+		return Offset{}, err
+	}
+	s.remember(b, o)
+	return o, nil
+}
+
+// remember adds an offset to s.parsed (s.mu held).
+func (s *Source) remember(b source.Offset, o Offset) {
+	s.parsed[1] = s.parsed[0]
+	s.parsed[0] = parsedOffset{raw: clone(b), off: o}
 }
 
 // listCache is the driver's memory of the last listing: the data files not
@@ -275,7 +308,7 @@ func (s *Source) candidates(st Offset, files []fileInfo) []fileInfo {
 // Latest returns {"version":2,"files":[...]}: every file not taken at start
 // (start itself when there is none).
 func (s *Source) Latest(ctx context.Context, start source.Offset, now time.Time) (source.Offset, error) {
-	st, err := ParseOffset(start)
+	st, err := s.parse(start)
 	if err != nil {
 		return nil, err
 	}
@@ -299,7 +332,7 @@ func (s *Source) Latest(ctx context.Context, start source.Offset, now time.Time)
 // start when there is none. The end offset's Seen adds the batch's files
 // and drops files older than maxFileAge relative to the newest taken.
 func (s *Source) Next(ctx context.Context, start, limit source.Offset) (source.Offset, error) {
-	st, err := ParseOffset(start)
+	st, err := s.parse(start)
 	if err != nil {
 		return nil, err
 	}
@@ -360,7 +393,11 @@ func (s *Source) Next(ctx context.Context, start, limit source.Offset) (source.O
 			}
 		}
 	}
-	return end.Marshal(), nil
+	b := end.Marshal()
+	s.mu.Lock()
+	s.remember(b, end)
+	s.mu.Unlock()
+	return b, nil
 }
 
 // nextFiles returns the files Next chooses from: what the last listing
@@ -396,11 +433,11 @@ func (s *Source) Splits(ctx context.Context, start, end source.Offset) ([]source
 	if bytes.Equal(start, end) {
 		return nil, nil
 	}
-	st, err := ParseOffset(start)
+	st, err := s.parse(start)
 	if err != nil {
 		return nil, err
 	}
-	en, err := ParseOffset(end)
+	en, err := s.parse(end)
 	if err != nil {
 		return nil, err
 	}
