@@ -268,8 +268,8 @@ func bigFileLines(r *BigFileResult) []line {
 	}}
 	for _, c := range r.ListingRuns {
 		ls = append(ls, line{
-			fmt.Sprintf("file source, %d files taken (maxFileAge 1d): objects listed / ms per trigger, partial (fullListingInterval 1h) | full listing; offset bytes", c.Taken),
-			fmt.Sprintf("%.0f / %.2f | %.0f / %.2f; %d", c.PartialObjects, c.PartialMs, c.FullObjects, c.FullMs, c.OffsetBytes), "partial flat",
+			fmt.Sprintf("file source, %d files taken (maxFileAge 1d): objects listed / ms per trigger, partial listings (fullListingInterval 1h) vs a full listing; offset bytes", c.Taken),
+			fmt.Sprintf("%.0f / %.2f vs %.0f / %.2f; %d", c.PartialObjects, c.PartialMs, c.FullObjects, c.FullMs, c.OffsetBytes), "partial flat",
 		}, line{
 			"  same, maxFileAge 60d (every name kept): partial ms per trigger; offset bytes",
 			fmt.Sprintf("%.2f; %d", c.KeepAllMs, c.KeepAllOffsetBytes), "",
