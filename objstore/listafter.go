@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -98,6 +99,9 @@ func (s *FS) ListInfoAfter(ctx context.Context, prefix, startAfter string) ([]Ob
 			return nil
 		}
 		fi, err := d.Info()
+		if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			fi, err = os.Stat(p) // the target's size and time, as Get reads it
+		}
 		if absent(err) {
 			return nil // deleted since the directory was read
 		}
