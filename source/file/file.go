@@ -246,7 +246,8 @@ func listStart(st Offset) string {
 func (s *Source) available(ctx context.Context, st Offset, now time.Time) ([]fileInfo, error) {
 	interval := s.opts.FullListingInterval.D()
 	start := ""
-	if interval > 0 && s.cache.valid && now.Sub(s.cache.fullAt) < interval && st.Version >= 2 {
+	// A clock that went back counts as the interval having passed.
+	if since := now.Sub(s.cache.fullAt); interval > 0 && s.cache.valid && since >= 0 && since < interval && st.Version >= 2 {
 		start = listStart(st)
 	}
 	files, err := s.list(ctx, start)
