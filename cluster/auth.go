@@ -60,9 +60,10 @@ func LoadToken(file string) (string, error) {
 // shuffle.DefaultChunkBytes, a chunk larger than shuffle.DefaultPieceBytes
 // (one large record) in pieces the owner joins, and a reduce task's rows
 // for a driver-side sink cut at reduceRowChunkBytes, through a row too
-// (the driver joins them). What is left whole is control (specs, status,
-// progress, owner lists), far below it.
-const MaxMessageBytes = 1 << 20
+// (the driver joins them). What is left whole is control: specs, owner
+// lists, and the driver's answers to clients (ListQueries holds every
+// query's last progress), which is why it stays at gRPC's default.
+const MaxMessageBytes = 4 << 20
 
 // refusal is the error a peer without the token gets.
 const refusal = "refused: the call carries no Sluice cluster token or a wrong one; give every driver, executor and CLI the same --token-file or " + TokenEnv

@@ -56,7 +56,7 @@
 //     console, foreachBatch) stream in pieces of 256 KiB (cut through a
 //     row too), joined by the driver per partition; Parquet output is
 //     written by executors;
-//   - no gRPC message, either way, exceeds MaxMessageBytes (1 MiB): a
+//   - no gRPC message, either way, exceeds MaxMessageBytes (4 MiB): a
 //     shuffle record larger than a chunk goes in pieces the owner joins;
 //     gRPC buffers a whole message before the token is checked, so that
 //     is what an unauthenticated peer can make a server allocate per

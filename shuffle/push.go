@@ -47,8 +47,8 @@ type Pusher struct {
 	PieceBytes int
 }
 
-// DefaultPieceBytes is the most data one pushed message carries, below
-// the cluster's gRPC message limit (cluster.MaxMessageBytes, 1 MiB).
+// DefaultPieceBytes is the most data one pushed message carries, far
+// below the cluster's gRPC message limit (cluster.MaxMessageBytes).
 const DefaultPieceBytes = 512 << 10
 
 // Output is one map task's output by state partition: Partials (with

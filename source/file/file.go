@@ -102,7 +102,10 @@ type parsedOffset struct {
 
 // parse is ParseOffset through s.parsed. The result's Seen must not be
 // changed.
-func (s *Source) parse(b source.Offset) (Offset, error) {
+func (s *Source) parse(b source.Offset) (Offset, error) { return s.parseKeep(b, true) }
+
+// parseKeep is parse; keep says whether a new offset joins s.parsed.
+func (s *Source) parseKeep(b source.Offset, keep bool) (Offset, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, p := range s.parsed {
@@ -114,7 +117,9 @@ func (s *Source) parse(b source.Offset) (Offset, error) {
 	if err != nil {
 		return Offset{}, err
 	}
-	s.remember(b, o)
+	if keep {
+		s.remember(b, o)
+	}
 	return o, nil
 }
 
@@ -577,3 +582,48 @@ func readLines(ctx context.Context, r io.Reader, file string, fn func(*source.Re
 func (s *Source) Close() error { return nil }
 
 func clone(b source.Offset) source.Offset { return append(source.Offset(nil), b...) }
+
+// progressFiles is how many names of a batch a compact progress offset
+// shows.
+const progressFiles = 100
+
+// ProgressOffsetMaxBytes is the largest offset progress shows as it is;
+// a larger one is shown compact (ProgressOffset).
+const ProgressOffsetMaxBytes = 64 << 10
+
+// progressOffset is an offset as progress shows it.
+type progressOffset struct {
+	Version int `json:"version"`
+	// Files: the first progressFiles of the offset's files; NumFiles all.
+	Files    []string `json:"files"`
+	NumFiles int      `json:"numFiles"`
+	// NumSeen counts the taken names the offset keeps.
+	NumSeen  int   `json:"numSeen"`
+	NewestMs int64 `json:"newestMs,omitempty"`
+}
+
+// ProgressOffset is the offset as progress shows it: itself up to
+// ProgressOffsetMaxBytes, else a compact form of bounded size: the first
+// 100 files, the counts of files and taken names kept, and newestMs (the
+// names themselves are in offsets/N). An offset that does not parse is
+// shown as it is.
+func (s *Source) ProgressOffset(off source.Offset) source.Offset {
+	if len(off) <= ProgressOffsetMaxBytes {
+		return off
+	}
+	o, err := s.parseKeep(off, false)
+	if err != nil {
+		return off
+	}
+	p := progressOffset{Version: max(o.Version, 1), Files: o.Files[:min(len(o.Files), progressFiles)], NumFiles: len(o.Files), NumSeen: len(o.Seen), NewestMs: o.NewestMs}
+	if p.Files == nil {
+		p.Files = []string{}
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return off
+	}
+	return b
+}
+
+var _ source.ProgressOffsetter = (*Source)(nil)

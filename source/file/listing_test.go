@@ -347,3 +347,28 @@ func (r repeatReader) Read(b []byte) (int, error) {
 	}
 	return len(b), nil
 }
+
+// Progress shows an offset of bounded size, however many names it keeps.
+func TestProgressOffsetIsBounded(t *testing.T) {
+	o := Offset{Version: offsetVersion, Seen: map[string]int64{}, NewestMs: 7}
+	for i := range 5000 { // about 260 KiB
+		n := fmt.Sprintf("date=2026-12-01/part-%05d.jsonl", i)
+		o.Files = append(o.Files, n)
+		o.Seen[n] = int64(i)
+	}
+	full := o.Marshal()
+	src := New(objstore.NewMem(), query.FileSource{}, nil)
+	got := src.ProgressOffset(full)
+	var p progressOffset
+	if err := json.Unmarshal(got, &p); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) > 8<<10 || p.NumFiles != 5000 || p.NumSeen != 5000 || len(p.Files) != progressFiles || p.Files[0] != o.Files[0] || p.NewestMs != 7 {
+		t.Errorf("progress offset of %d bytes (the offset has %d): %+v", len(got), len(full), p)
+	}
+	// A small offset shows as it is.
+	small := Offset{Version: offsetVersion, Files: o.Files[:3], Seen: map[string]int64{o.Files[0]: 0}}.Marshal()
+	if got := src.ProgressOffset(small); !bytes.Equal(got, small) {
+		t.Errorf("a small offset shows as %s", got)
+	}
+}
