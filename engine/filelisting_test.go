@@ -2,7 +2,11 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/scheduler"
+	"github.com/sluicehq/sluice/source/file"
 )
 
 // A running query on an S3 directory with fullListingInterval: files in
@@ -100,5 +105,41 @@ func TestFileSourceOnS3WithPartialListingsReadsALateFileInAnOlderDirectory(t *te
 	defer mu.Unlock()
 	if rows != 4 {
 		t.Fatalf("read %d rows in all, want 4 (each once)", rows)
+	}
+}
+
+// Progress shows a large file-source offset compact, while offsets/N
+// keeps it whole.
+func TestProgressShowsALargeFileOffsetCompact(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	const n = 1500
+	for i := range n {
+		writeLines(t, filepath.Join(in, fmt.Sprintf("date=2026-03-02/part-%05d.jsonl", i)), ev(fmt.Sprintf("e%d", i), "c1", "2026-03-02T09:01:00Z"))
+	}
+	spec := tiletest.Spec(in, filepath.Join(dir, "out"), filepath.Join(dir, "cp"))
+	spec.Trigger = query.Trigger{AvailableNow: true}
+	progress := run(t, spec, engine.Options{})
+	if len(progress) == 0 || len(progress[0].Sources) == 0 {
+		t.Fatal("no progress")
+	}
+	end := progress[0].Sources[0].EndOffset
+	var shown struct {
+		Files    []string `json:"files"`
+		NumFiles int      `json:"numFiles"`
+		NumSeen  int      `json:"numSeen"`
+	}
+	if err := json.Unmarshal(end, &shown); err != nil {
+		t.Fatal(err)
+	}
+	if len(end) > 16<<10 || shown.NumFiles != n || shown.NumSeen != n || len(shown.Files) != 100 {
+		t.Fatalf("progress endOffset of %d bytes: %d files shown, numFiles %d, numSeen %d", len(end), len(shown.Files), shown.NumFiles, shown.NumSeen)
+	}
+	logged, err := os.ReadFile(filepath.Join(dir, "cp", "offsets", "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(logged) < file.ProgressOffsetMaxBytes || !strings.Contains(string(logged), fmt.Sprintf("part-%05d.jsonl", n-1)) {
+		t.Fatalf("offsets/0 holds %d bytes, want every name", len(logged))
 	}
 }
