@@ -32,6 +32,9 @@
 // as it arrives, with a ReadBufferBytes buffer; a line is bounded by
 // MaxLineBytes. cleanSource: archive copies by streaming too.
 //
+// Progress (ProgressOffset) shows an offset over ProgressOffsetMaxBytes
+// compact: the first files, the counts, newestMs; offsets/N has it whole.
+//
 // Names whose path has a segment starting with '.' or '_' are not data. A
 // store without modification times (no objstore.InfoLister) gives name
 // order.
