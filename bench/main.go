@@ -44,6 +44,7 @@ type config struct {
 	partBatch         string
 	state             StateConfig
 	stateGroups       string
+	bigFileBytes      int64
 }
 
 func main() {
@@ -99,6 +100,7 @@ func main() {
 	flag.StringVar(&c.state.MemLimit, "state-memlimit", "512MiB", "state: GOMEMLIMIT of each phase process")
 	flag.IntVar(&c.state.ValueBytes, "state-value-bytes", 24, "state: bytes per group's aggregate")
 	flag.BoolVar(&c.state.MemoryToo, "state-memory", true, "state: also load the checkpoint with the in-memory provider, for contrast")
+	flag.Int64Var(&c.bigFileBytes, "bigfile-bytes", 2<<30, "bigfile (-only bigfile, or -report): size of the JSON-lines file driver run reads with bounded memory")
 	flag.Parse()
 	var err error
 	if c.partitions.Counts, err = int32List(c.partCounts); err == nil {
@@ -190,6 +192,7 @@ type Results struct {
 	Recovery                 *RecoveryResult
 	Executors                []*ExecutorsResult
 	Latency                  []*LatencyResult
+	BigFile                  *BigFileResult
 }
 
 func run(ctx context.Context, c config, out io.Writer) error {
@@ -373,6 +376,21 @@ func run(ctx context.Context, c config, out io.Writer) error {
 			return fmt.Errorf("kafka measurement: %w", err)
 		}
 		res.Kafka = kr
+	}
+	if want["bigfile"] || (all && c.report != "") {
+		driver := c.kafka.Driver
+		if driver == "" {
+			var err error
+			if driver, err = buildDriver(ctx, dir); err != nil {
+				return err
+			}
+			c.kafka.Driver = driver
+		}
+		bf, err := runBigFile(ctx, c, driver, dir, out)
+		if err != nil {
+			return fmt.Errorf("big file: %w", err)
+		}
+		res.BigFile = bf
 	}
 	var engineTop, refTop string
 	if c.report != "" && do("file") {
@@ -586,6 +604,7 @@ func tableLines(res *Results, c config) []line {
 		add(fmt.Sprintf("recovery, new driver → first commit after a SIGKILL mid-batch, ms (%d kills)", r.Kills), rangeOf(r.StartToCommit, "%.0f"), "≤ 2000 max")
 		add("recovery, kill → first commit, ms", rangeOf(r.KillToCommit, "%.0f"), "")
 	}
+	ls = append(ls, bigFileLines(res.BigFile)...)
 	if g := res.Groups; g != nil {
 		for _, r := range g.Runs {
 			add(fmt.Sprintf("live heap after the run, %d courses: %d open groups, MiB", r.Courses, r.OpenGroups), fmt.Sprintf("%.1f", float64(r.HeapBytes)/(1<<20)), "")

@@ -55,8 +55,14 @@ func LoadToken(file string) (string, error) {
 // MaxMessageBytes bounds one gRPC message, received or sent, on every
 // server and client: gRPC reads a whole message before any interceptor
 // checks the token, so this is what an unauthenticated peer can make a
-// server allocate per stream. Large payloads (shuffle partials, a reduce
-// task's rows for a driver-side sink) travel in chunks well below it.
+// server allocate per stream. Large payloads travel in pieces well below
+// it, whatever a record's size: shuffle partials in chunks of about
+// shuffle.DefaultChunkBytes, a chunk larger than shuffle.DefaultPieceBytes
+// (one large record) in pieces the owner joins, and a reduce task's rows
+// for a driver-side sink cut at reduceRowChunkBytes, through a row too
+// (the driver joins them). What is left whole is control: specs, owner
+// lists, and the driver's answers to clients (ListQueries holds every
+// query's last progress), which is why it stays at gRPC's default.
 const MaxMessageBytes = 4 << 20
 
 // refusal is the error a peer without the token gets.

@@ -53,12 +53,14 @@
 //   - a reduce task decodes one partition's partials from every map task at
 //     once (agg.Layout.Reduce takes them together);
 //   - rows returned to the driver for a driver-side sink (jsonBatches,
-//     console, foreachBatch) stream in whole-row chunks of about 256 KiB,
-//     gathered by the driver per partition; Parquet output is written by
-//     executors;
-//   - no gRPC message, either way, exceeds MaxMessageBytes (4 MiB): gRPC
-//     buffers a whole message before the token is checked, so that is what
-//     an unauthenticated peer can make a server allocate per stream;
+//     console, foreachBatch) stream in pieces of 256 KiB (cut through a
+//     row too), joined by the driver per partition; Parquet output is
+//     written by executors;
+//   - no gRPC message, either way, exceeds MaxMessageBytes (4 MiB): a
+//     shuffle record larger than a chunk goes in pieces the owner joins;
+//     gRPC buffers a whole message before the token is checked, so that
+//     is what an unauthenticated peer can make a server allocate per
+//     stream;
 //   - the in-memory state provider keeps partitions that moved away cached
 //     until the executor restarts (statestore has no call to evict them).
 //

@@ -632,8 +632,8 @@ func pushError(ctx context.Context, err error, self string) error {
 	return status.Error(codes.Aborted, err.Error())
 }
 
-// reduceRowChunkBytes is the target size of one message of a reduce
-// task's rows, far below MaxMessageBytes.
+// reduceRowChunkBytes is the size of one message of a reduce task's rows
+// (the last one smaller), far below MaxMessageBytes.
 const reduceRowChunkBytes = 256 << 10
 
 func (s *executorService) RunReduceTask(req *sluicepb.RunReduceTaskRequest, stream grpc.ServerStreamingServer[sluicepb.RunReduceTaskResponse]) error {
@@ -641,15 +641,17 @@ func (s *executorService) RunReduceTask(req *sluicepb.RunReduceTaskRequest, stre
 	if err != nil {
 		return err
 	}
-	// Whole rows per chunk: the driver concatenates the chunks.
+	// The driver concatenates the chunks before decoding, so a chunk is
+	// cut at reduceRowChunkBytes wherever that falls, through a row too:
+	// no message exceeds it, whatever a row's size.
 	var chunk []byte
 	for _, r := range resp.rows {
 		chunk = shuffle.AppendRow(chunk, r)
-		if len(chunk) >= reduceRowChunkBytes {
-			if err := stream.Send(&sluicepb.RunReduceTaskResponse{Rows: chunk}); err != nil {
+		for len(chunk) >= reduceRowChunkBytes {
+			if err := stream.Send(&sluicepb.RunReduceTaskResponse{Rows: chunk[:reduceRowChunkBytes]}); err != nil {
 				return err
 			}
-			chunk = nil
+			chunk = append([]byte(nil), chunk[reduceRowChunkBytes:]...)
 		}
 	}
 	resp.last.Rows, resp.last.Last = chunk, true

@@ -173,6 +173,9 @@ func (p *planner) source() node {
 		} else {
 			n.detail = append(n.detail, "cap: none (maxFilesPerTrigger unset): a batch takes every new file")
 		}
+		if f.FullListingInterval > 0 {
+			n.detail = append(n.detail, fmt.Sprintf("listing: the whole directory every %v (fullListingInterval); triggers between list from the directory of the newest file taken, so a file landing in an older directory waits for the next full listing", f.FullListingInterval.D()))
+		}
 		n.detail = append(n.detail, "tasks: one per file")
 		return n
 	default:

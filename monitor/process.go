@@ -87,6 +87,7 @@ func (t *Tracker) StoreStats() map[string]map[string]objstore.OpStats {
 				a.Bytes += s.Bytes
 				a.Errors += s.Errors
 				a.Answers += s.Answers
+				a.Objects += s.Objects
 				sum[op] = a
 			}
 		}

@@ -23,6 +23,7 @@ const (
 
 // OpStats counts the calls of one operation. Bytes are the object bytes
 // read (get) or written (put, put_if_absent); 0 for list and delete.
+// Objects are the keys a list returned.
 // Requests include the calls that failed; Errors counts those, and
 // Answers the part of them that are expected answers rather than faults
 // (ErrNotExist, ErrExists).
@@ -31,6 +32,7 @@ type OpStats struct {
 	Bytes    int64
 	Errors   int64
 	Answers  int64
+	Objects  int64
 }
 
 // TraceEntry is one recorded call. Key is the key, or the prefix for list.
@@ -131,6 +133,16 @@ func errClass(err error) string {
 	}
 }
 
+// recordList records one list that returned objects keys.
+func (c *Counting) recordList(prefix string, objects int, err error) {
+	c.record(OpList, prefix, 0, err)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.stats[OpList]
+	s.Objects += int64(objects)
+	c.stats[OpList] = s
+}
+
 func (c *Counting) record(op, key string, n int, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -169,7 +181,7 @@ func (c *Counting) PutIfAbsent(ctx context.Context, key string, data []byte) err
 
 func (c *Counting) List(ctx context.Context, prefix string) ([]string, error) {
 	keys, err := c.inner.List(ctx, prefix)
-	c.record(OpList, prefix, 0, err)
+	c.recordList(prefix, len(keys), err)
 	return keys, err
 }
 
@@ -229,10 +241,10 @@ func (c *Counting) ListInfo(ctx context.Context, prefix string) ([]ObjectInfo, e
 	il, ok := c.inner.(InfoLister)
 	if !ok {
 		err := fmt.Errorf("list %s: the store cannot list modification times", prefix)
-		c.record(OpList, prefix, 0, err)
+		c.recordList(prefix, 0, err)
 		return nil, err
 	}
 	infos, err := il.ListInfo(ctx, prefix)
-	c.record(OpList, prefix, 0, err)
+	c.recordList(prefix, len(infos), err)
 	return infos, err
 }

@@ -27,7 +27,7 @@ func TestCountingCountsRequestsBytesAndErrorsByOperation(t *testing.T) {
 		objstore.OpPut:         {Requests: 3, Bytes: 10, Errors: 1},
 		objstore.OpPutIfAbsent: {Requests: 2, Bytes: 9, Errors: 1, Answers: 1},
 		objstore.OpGet:         {Requests: 2, Bytes: 5, Errors: 1, Answers: 1},
-		objstore.OpList:        {Requests: 1},
+		objstore.OpList:        {Requests: 1, Objects: 3},
 		objstore.OpDelete:      {Requests: 2, Errors: 1, Answers: 1},
 	}
 	got := c.Stats()

@@ -452,22 +452,8 @@ func (s *FS) AbortMultipart(ctx context.Context, key, uploadID string) error {
 	return nil
 }
 
-// ListInfo is List with each file's size and modification time.
+// ListInfo is List with each file's size and modification time, in one
+// walk (ListInfoAfter from the start).
 func (s *FS) ListInfo(ctx context.Context, prefix string) ([]ObjectInfo, error) {
-	keys, err := s.List(ctx, prefix)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]ObjectInfo, 0, len(keys))
-	for _, k := range keys {
-		fi, err := os.Stat(filepath.Join(s.root, filepath.FromSlash(k)))
-		if absent(err) {
-			continue // deleted since the listing
-		}
-		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", prefix, err)
-		}
-		out = append(out, ObjectInfo{Key: k, Size: fi.Size(), ModTime: fi.ModTime()})
-	}
-	return out, nil
+	return s.ListInfoAfter(ctx, prefix, "")
 }

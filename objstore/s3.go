@@ -612,11 +612,16 @@ func (s *S3) AbortMultipart(ctx context.Context, key, uploadID string) error {
 
 // ListInfo is List with each object's size and LastModified.
 func (s *S3) ListInfo(ctx context.Context, prefix string) ([]ObjectInfo, error) {
-	var out []ObjectInfo
-	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{
+	return s.listInfo(ctx, prefix, &s3.ListObjectsV2Input{
 		Bucket: aws.String(s.bucket),
 		Prefix: aws.String(s.prefix + prefix),
-	}, func(o *s3.ListObjectsV2PaginatorOptions) {
+	})
+}
+
+// listInfo pages through the listing in asks for.
+func (s *S3) listInfo(ctx context.Context, prefix string, in *s3.ListObjectsV2Input) ([]ObjectInfo, error) {
+	var out []ObjectInfo
+	p := s3.NewListObjectsV2Paginator(s.client, in, func(o *s3.ListObjectsV2PaginatorOptions) {
 		if s.pageSize > 0 {
 			o.Limit = s.pageSize
 		}

@@ -18,7 +18,9 @@ import (
 const DefaultPartSize = 8 << 20
 
 // GetStream returns the object's body as a stream. A connection lost
-// part-way shows as a Read error (the caller retries the whole read).
+// part-way is resumed where it broke (a ranged GET of the same version,
+// If-Match its ETag), up to the store's attempts; a failure beyond them,
+// or an object replaced meanwhile, shows as a Read error.
 func (s *S3) GetStream(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err := checkKey(key); err != nil {
 		return nil, s.fail("get", key, err)
@@ -30,8 +32,70 @@ func (s *S3) GetStream(ctx context.Context, key string) (io.ReadCloser, error) {
 		}
 		return nil, s.fail("get", key, err)
 	}
-	return out.Body, nil
+	return &resumingBody{s: s, ctx: ctx, key: key, etag: aws.ToString(out.ETag), size: aws.ToInt64(out.ContentLength), body: out.Body}, nil
 }
+
+// resumingBody is an S3 object body that resumes after a broken read.
+type resumingBody struct {
+	s        *S3
+	ctx      context.Context
+	key      string
+	etag     string
+	size     int64
+	body     io.ReadCloser
+	off      int64
+	attempts int // resumes so far
+}
+
+func (r *resumingBody) Read(b []byte) (int, error) {
+	for {
+		n, err := r.body.Read(b)
+		r.off += int64(n)
+		if err == nil || errors.Is(err, io.EOF) || n > 0 {
+			if err != nil && !errors.Is(err, io.EOF) {
+				err = nil // report the bytes now, the error at the next Read
+			}
+			return n, err
+		}
+		if rerr := r.resume(err); rerr != nil {
+			return 0, rerr
+		}
+	}
+}
+
+// resume reopens the object at r.off after cause broke the read.
+func (r *resumingBody) resume(cause error) error {
+	r.body.Close()
+	r.body = io.NopCloser(errReader{cause})
+	r.attempts++
+	if r.off >= r.size && r.size > 0 {
+		r.body = io.NopCloser(errReader{io.EOF}) // broke after the last byte
+		return nil
+	}
+	if r.attempts >= r.s.maxAttempt || r.ctx.Err() != nil || r.etag == "" {
+		return r.s.fail("get", r.key, fmt.Errorf("read body at byte %d: %w", r.off, cause))
+	}
+	d := r.s.backoff(r.attempts)
+	r.s.logger.Debug("s3 resume body read", "bucket", r.s.bucket, "key", r.s.prefix+r.key, "offset", r.off, "attempt", r.attempts, "delay", d, "err", cause)
+	if err := sleepCtx(r.ctx, d); err != nil {
+		return r.s.fail("get", r.key, err)
+	}
+	out, err := r.s.client.GetObject(r.ctx, &s3.GetObjectInput{
+		Bucket: aws.String(r.s.bucket), Key: aws.String(r.s.prefix + r.key),
+		Range: aws.String(fmt.Sprintf("bytes=%d-", r.off)), IfMatch: aws.String(r.etag),
+	})
+	if err != nil {
+		return r.s.fail("get", r.key, fmt.Errorf("resume read at byte %d (after %v): %w", r.off, cause, err))
+	}
+	r.body = out.Body
+	return nil
+}
+
+func (r *resumingBody) Close() error { return r.body.Close() }
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // PutStream uploads r one part buffer at a time. An object that fits in
 // one part is a plain PutObject; a larger one is a multipart upload, which

@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -470,4 +472,82 @@ func TestS3BackoffGrowsWithJitterAndIsCapped(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A streamed read whose body is cut short resumes where it broke (a
+// ranged GET of the same version) rather than from the start; if the
+// object was replaced meanwhile the read fails instead of mixing versions.
+func TestS3GetStreamResumesWhereABodyWasCutShort(t *testing.T) {
+	srv := s3test.Start(t)
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("abcdefgh"), 64<<10) // 512 KiB
+	direct := srv.Store(t, "resume", "")
+	for _, k := range []string{"obj", "replaced"} {
+		if err := direct.Put(ctx, k, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u, _ := url.Parse(srv.Endpoint)
+	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(u); pr.Out.Host = pr.In.Host }}
+	var mu sync.Mutex
+	var ranges []string
+	gets := map[string]int{}
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || r.URL.Query().Has("list-type") {
+			rp.ServeHTTP(w, r)
+			return
+		}
+		mu.Lock()
+		gets[r.URL.Path]++
+		n := gets[r.URL.Path]
+		ranges = append(ranges, r.URL.Path+" "+r.Header.Get("Range"))
+		mu.Unlock()
+		if n == 2 && strings.HasSuffix(r.URL.Path, "/replaced") {
+			if err := direct.Put(ctx, "replaced", []byte("a new version")); err != nil {
+				t.Error(err)
+			}
+		}
+		if n == 1 {
+			rec := httptest.NewRecorder()
+			rp.ServeHTTP(rec, r)
+			for k, vs := range rec.Header() {
+				w.Header()[k] = vs
+			}
+			w.WriteHeader(rec.Code)
+			w.Write(rec.Body.Bytes()[:100_000]) // then the connection closes
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	opts := srv.Options("resume")
+	opts.Endpoint = proxy.URL
+	opts.RetryBaseDelay = time.Millisecond
+	st, err := objstore.NewS3(ctx, "resume", "", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(key string) ([]byte, error) {
+		rc, err := st.GetStream(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		defer rc.Close()
+		return io.ReadAll(rc)
+	}
+	got, err := read("obj")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read %d bytes (%v), want %d", len(got), err, len(data))
+	}
+	mu.Lock()
+	want := []string{"/resume/obj ", "/resume/obj bytes=100000-"}
+	if !slices.Equal(ranges, want) {
+		t.Errorf("GETs = %q, want %q", ranges, want)
+	}
+	mu.Unlock()
+	got, err = read("replaced")
+	if err == nil {
+		t.Fatalf("a read across a replacement returned %d bytes and no error", len(got))
+	}
+	t.Logf("replaced meanwhile: %v", err)
 }

@@ -201,6 +201,11 @@ type FileSource struct {
 	// SourceArchiveDir receives archived files (cleanSource: archive),
 	// under their path relative to the source directory.
 	SourceArchiveDir string `json:"sourceArchiveDir,omitempty"`
+	// FullListingInterval, when set, lists the whole directory only this
+	// often; triggers between list only the keys from the directory of
+	// the newest file taken onwards. Zero (default) lists the whole
+	// directory at every trigger.
+	FullListingInterval Duration `json:"fullListingInterval,omitempty"`
 }
 
 // DefaultMaxFileAge is Spark's maxFileAge default.

@@ -190,6 +190,12 @@ func (v *validator) source() {
 		if f.MaxFileAge < 0 {
 			v.add("source.file.maxFileAge", f.MaxFileAge.D().String(), "must be positive (default 7d): files older than this, relative to the newest file, are ignored")
 		}
+		switch {
+		case f.FullListingInterval < 0:
+			v.add("source.file.fullListingInterval", f.FullListingInterval.D().String(), "must be positive (0, the default, lists the whole directory at every trigger)")
+		case f.FullListingInterval > 0 && !(f.LatestFirst && f.MaxFilesPerTrigger > 0) && f.FullListingInterval.D() >= f.FileAge():
+			v.add("source.file.fullListingInterval", f.FullListingInterval.D().String(), "must be less than maxFileAge (%s): a late file in an older directory is found only at the next full listing, and must still be within maxFileAge then", f.FileAge())
+		}
 		switch f.CleanSource {
 		case "", CleanSourceOff, CleanSourceDelete:
 			if f.SourceArchiveDir != "" {

@@ -892,6 +892,12 @@ func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *exec
 	sp := SourceProgress{Description: sourceDescription(&cfg.Spec), NumInputRows: res.InputRows, InputRowsPerSecond: inRate, ProcessedRowsPerSecond: p.ProcessedRowsPerSecond}
 	if len(e.Sources) > 0 {
 		sp.StartOffset, sp.EndOffset, sp.LatestOffset = e.Sources[0].Start, e.Sources[0].End, latest
+		if po, ok := cfg.Source.(source.ProgressOffsetter); ok {
+			sp.StartOffset, sp.EndOffset = po.ProgressOffset(sp.StartOffset), po.ProgressOffset(sp.EndOffset)
+			if len(latest) > 0 {
+				sp.LatestOffset = po.ProgressOffset(latest)
+			}
+		}
 		if lg, ok := cfg.Source.(source.Lag); ok {
 			if per, tot, err := lg.Lag(ctx, e.Sources[0].End); err == nil {
 				sp.Metrics = map[string]int64{"totalLag": tot}

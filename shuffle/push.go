@@ -40,7 +40,16 @@ type Pusher struct {
 	Dial func(address string) (sluicepb.ShuffleServiceClient, error)
 	// ChunkBytes is the target chunk size (default DefaultChunkBytes).
 	ChunkBytes int
+	// PieceBytes bounds one message's data (default DefaultPieceBytes): a
+	// chunk larger than that (one record larger than the chunk target)
+	// goes as pieces the receiver joins, so no message exceeds the gRPC
+	// limit whatever a record's size.
+	PieceBytes int
 }
+
+// DefaultPieceBytes is the most data one pushed message carries, far
+// below the cluster's gRPC message limit (cluster.MaxMessageBytes).
+const DefaultPieceBytes = 512 << 10
 
 // Output is one map task's output by state partition: Partials (with
 // Layout) for an aggregation, Rows for a pass-through query.
@@ -164,10 +173,26 @@ func (ps *Pusher) pushRemote(ctx context.Context, tag Tag, out *Output, o Owner,
 	if err != nil {
 		return st, err
 	}
-	msg := func(p int, data []byte, last bool) *sluicepb.PushPartialsRequest {
-		return &sluicepb.PushPartialsRequest{
-			QueryId: tag.Query, RunId: tag.Run, Batch: tag.Batch, MapIndex: int32(tag.Map), Attempt: tag.Attempt,
-			Partition: int32(p), Data: data, Last: last,
+	piece := ps.PieceBytes
+	if piece <= 0 {
+		piece = DefaultPieceBytes
+	}
+	send := func(p int, data []byte, last bool) error {
+		for {
+			m := &sluicepb.PushPartialsRequest{
+				QueryId: tag.Query, RunId: tag.Run, Batch: tag.Batch, MapIndex: int32(tag.Map), Attempt: tag.Attempt,
+				Partition: int32(p), Data: data, Last: last,
+			}
+			if len(data) > piece {
+				m.Data, m.Last, m.More = data[:piece], false, true
+			}
+			if err := stream.Send(m); err != nil {
+				return err
+			}
+			if !m.More {
+				return nil
+			}
+			data = data[piece:]
 		}
 	}
 	for _, p := range parts {
@@ -176,7 +201,7 @@ func (ps *Pusher) pushRemote(ctx context.Context, tag Tag, out *Output, o Owner,
 		c := NewChunker(ps.ChunkBytes, func(b []byte) error {
 			st.Bytes += int64(len(b))
 			if held != nil {
-				if err := stream.Send(msg(p, held, false)); err != nil {
+				if err := send(p, held, false); err != nil {
 					return err
 				}
 			}
@@ -189,7 +214,7 @@ func (ps *Pusher) pushRemote(ctx context.Context, tag Tag, out *Output, o Owner,
 			err = c.Flush()
 		}
 		if err == nil {
-			err = stream.Send(msg(p, held, true))
+			err = send(p, held, true)
 		}
 		if err != nil {
 			// The stream's own error (from RecvMsg) says more than io.EOF.

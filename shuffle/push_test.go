@@ -2,8 +2,10 @@ package shuffle
 
 import (
 	"context"
+	"errors"
 	"net"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/proto/sluicepb"
+	"github.com/sluicehq/sluice/row"
 )
 
 // serve runs a ShuffleService over buf on 127.0.0.1 and returns a client.
@@ -125,5 +128,54 @@ func TestStreamEndingBeforeTheLastChunkStoresNothing(t *testing.T) {
 	}
 	if mem, _ := buf.Usage(); mem != int64(len("complete")) {
 		t.Fatalf("%d bytes held, want only the finished partition's", mem)
+	}
+}
+
+// Rows larger than a message's limit are pushed over gRPC in pieces the
+// owner joins: the server here takes messages of at most 4 KiB, the rows
+// are 10 KiB, and each arrives whole.
+func TestRowsLargerThanAMessageArriveWholeInPieces(t *testing.T) {
+	remote := NewBuffer(BufferOptions{})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(4 << 10))
+	sluicepb.RegisterShuffleServiceServer(srv, &Server{Buffer: remote})
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	client := sluicepb.NewShuffleServiceClient(conn)
+	var rows []row.Row
+	for i := range 5 {
+		rows = append(rows, row.Row{row.StringValue(strings.Repeat(string(rune('a'+i)), 10<<10+i)), row.StringValue("small")})
+	}
+	out := &Output{Rows: [][]row.Row{rows, rows[:1]}}
+	owners := []Owner{{"e2", "x"}, {"e2", "x"}}
+	ps := &Pusher{Self: "e1", ChunkBytes: 100, PieceBytes: 3 << 10, Dial: func(string) (sluicepb.ShuffleServiceClient, error) { return client, nil }}
+	if _, err := ps.Push(context.Background(), tag(0, 1), out, owners); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range out.Rows {
+		got, err := remote.Wait(context.Background(), key1, p, []uint64{1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec, err := DecodeRowsByMap(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(dec[0], want) {
+			t.Fatalf("partition %d: %d rows arrived, want %d whole rows", p, len(dec[0]), len(want))
+		}
+	}
+	// Without pieces the same push exceeds the server's limit.
+	ps.PieceBytes = 1 << 20
+	if _, err := ps.Push(context.Background(), tag(0, 2), out, owners); status.Code(errors.Unwrap(err)) != codes.ResourceExhausted {
+		t.Fatalf("a 10 KiB message to a 4 KiB server: %v, want ResourceExhausted", err)
 	}
 }

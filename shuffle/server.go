@@ -31,6 +31,8 @@ func (s *Server) PushPartials(stream sluicepb.ShuffleService_PushPartialsServer)
 		}
 	}()
 	var received int64
+	// pieces of a chunk sent in several messages (more), by partition.
+	pieces := map[int32][]byte{}
 	for {
 		m, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -54,7 +56,20 @@ func (s *Server) PushPartials(stream sluicepb.ShuffleService_PushPartialsServer)
 			return status.Errorf(codes.InvalidArgument, "push partials: partition %d is negative", m.Partition)
 		}
 		received += int64(len(m.Data))
-		if err := w.Append(int(m.Partition), m.Data); err != nil {
+		data := m.Data
+		if m.More || pieces[m.Partition] != nil {
+			joined := append(pieces[m.Partition], m.Data...)
+			if m.More {
+				if m.Last {
+					return status.Errorf(codes.InvalidArgument, "push partials: partition %d: a piece marked more is marked last too", m.Partition)
+				}
+				pieces[m.Partition] = joined
+				continue
+			}
+			delete(pieces, m.Partition)
+			data = joined
+		}
+		if err := w.Append(int(m.Partition), data); err != nil {
 			code := codes.Internal
 			if errors.Is(err, ErrFull) {
 				code = codes.ResourceExhausted

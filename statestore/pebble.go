@@ -265,13 +265,13 @@ func (pb *Pebble) prepare(ctx context.Context, p int, part *pebPart, v Version) 
 			// Version v was made by a delta (written with the snapshot):
 			// the marker says so, as if the delta had been applied, so the
 			// check against the commit record holds on the next Open.
-			data, err := pb.store.Get(ctx, key)
+			sum, ok, err := streamSum(ctx, pb.store, key)
 			if err != nil {
 				return fmt.Errorf("load state partition %d: %w", p, err)
 			}
-			if len(data) >= 4 {
+			if ok {
 				m := part.m
-				m.lastDelta, m.lastSum, m.lastAttempt = base, fileSum(data), attemptOf(key)
+				m.lastDelta, m.lastSum, m.lastAttempt = base, sum, attemptOf(key)
 				if err := pb.setMarker(p, part, m); err != nil {
 					return err
 				}
@@ -328,14 +328,14 @@ func (pb *Pebble) fromCheckpoint(ctx context.Context, p int, m marker) (bool, er
 	if m.lastDelta == 0 {
 		return m.version == 0 && m.rows == 0, nil
 	}
-	data, err := pb.store.Get(ctx, deltaKey(pb.opts.Operator, p, m.lastDelta, m.lastAttempt))
+	sum, ok, err := streamSum(ctx, pb.store, deltaKey(pb.opts.Operator, p, m.lastDelta, m.lastAttempt))
 	if errors.Is(err, objstore.ErrNotExist) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("check local state against the checkpoint: %w", err)
 	}
-	return len(data) >= 4 && fileSum(data) == m.lastSum, nil
+	return ok && sum == m.lastSum, nil
 }
 
 // fileSum is a state file's checksum (its trailer).

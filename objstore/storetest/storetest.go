@@ -38,6 +38,7 @@ func Run(t *testing.T, newStore func(t *testing.T) objstore.Store) {
 		{"PutIfAbsentOnKeyWrittenByPutIsErrExists", testPutIfAbsentAfterPut},
 		{"ConcurrentPutIfAbsentHasExactlyOneWinner", testPutIfAbsentRace},
 		{"ListReturnsKeysWithPrefixInLexicalOrder", testList},
+		{"ListInfoAfterReturnsOnlyKeysAfterTheStart", testListAfter},
 		{"DeleteThenGetIsErrNotExist", testDelete},
 		{"DeleteMissingIsErrNotExist", testDeleteMissing},
 		{"DeletedNestedKeyFreesItsParentName", testDeleteNestedFreesParent},
@@ -205,6 +206,46 @@ func testList(t *testing.T, s objstore.Store) {
 		want := oracle(prefix)
 		if !slices.Equal(got, want) {
 			t.Errorf("List(%q) = %q, want %q", prefix, got, want)
+		}
+	}
+}
+
+func testListAfter(t *testing.T, s objstore.Store) {
+	// Directories before, around and after the start keys, with names
+	// whose walk order differs from key order.
+	keys := []string{
+		"l/ab", "l/a/z", "l/a.x/1", "l/a-1", "l/a/y/deep",
+		"l/b", "l/date=01/h=00/f", "l/date=01/h=01/f", "l/date=02/h=00/a",
+		"l/date=02/h=00/b", "l/date=03/f", "m/other", "lz",
+	}
+	for _, k := range keys {
+		mustPut(t, s, k, []byte(k))
+	}
+	ctx := context.Background()
+	for _, tc := range []struct{ prefix, after string }{
+		{"", ""}, {"", "l/a"}, {"l/", "l/a/"}, {"l/", "l/a/y/deep"}, {"l/", "l/date=02/h=00/"},
+		{"l/", "l/date=02/h=00/a"}, {"l/", "l/date=01/"}, {"l/", "l/date=01/h=01/f"},
+		{"l/date=0", "l/date=02"}, {"", "lz"}, {"", "zzz"}, {"m/", "a"}, {"l/a", "l/a."},
+	} {
+		infos, err := objstore.ListInfoAfter(ctx, s, tc.prefix, tc.after)
+		if err != nil {
+			t.Fatalf("ListInfoAfter(%q, %q): %v", tc.prefix, tc.after, err)
+		}
+		var got, want []string
+		for _, o := range infos {
+			got = append(got, o.Key)
+			if o.Size != int64(len(o.Key)) || o.ModTime.IsZero() {
+				t.Errorf("ListInfoAfter(%q, %q): %s has size %d, time %v", tc.prefix, tc.after, o.Key, o.Size, o.ModTime)
+			}
+		}
+		for _, k := range keys {
+			if strings.HasPrefix(k, tc.prefix) && k > tc.after {
+				want = append(want, k)
+			}
+		}
+		sort.Strings(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("ListInfoAfter(%q, %q) = %q, want %q", tc.prefix, tc.after, got, want)
 		}
 	}
 }

@@ -642,8 +642,9 @@ type RunReduceTaskResponse struct {
 	// files written by the executor's file sink.
 	Files []string `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
 	// rows, for sinks the driver writes, in the shuffle row encoding: a
-	// chunk of whole rows; the chunks of a stream concatenated are the
-	// partition's output.
+	// piece of the partition's output, cut anywhere (through a row too, so
+	// no message exceeds the limit); the pieces of a stream concatenated
+	// are the partition's output.
 	Rows          []byte `protobuf:"bytes,2,opt,name=rows,proto3" json:"rows,omitempty"`
 	NumOutputRows int64  `protobuf:"varint,3,opt,name=num_output_rows,json=numOutputRows,proto3" json:"num_output_rows,omitempty"`
 	StateRows     int64  `protobuf:"varint,4,opt,name=state_rows,json=stateRows,proto3" json:"state_rows,omitempty"`

@@ -35,7 +35,12 @@ type PushPartialsRequest struct {
 	// data is a chunk of encoded partials (aggregations) or rows (pass-through).
 	Data []byte `protobuf:"bytes,7,opt,name=data,proto3" json:"data,omitempty"`
 	// last marks the partition's final chunk from this attempt.
-	Last          bool `protobuf:"varint,8,opt,name=last,proto3" json:"last,omitempty"`
+	Last bool `protobuf:"varint,8,opt,name=last,proto3" json:"last,omitempty"`
+	// more: data is a piece of a chunk too large for one message, which
+	// continues in the next message of the same partition; the receiver
+	// joins the pieces before storing the chunk. last is set only on the
+	// final piece.
+	More          bool `protobuf:"varint,9,opt,name=more,proto3" json:"more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -122,6 +127,13 @@ func (x *PushPartialsRequest) GetData() []byte {
 func (x *PushPartialsRequest) GetLast() bool {
 	if x != nil {
 		return x.Last
+	}
+	return false
+}
+
+func (x *PushPartialsRequest) GetMore() bool {
+	if x != nil {
+		return x.More
 	}
 	return false
 }
@@ -228,7 +240,7 @@ var File_shuffle_proto protoreflect.FileDescriptor
 
 const file_shuffle_proto_rawDesc = "" +
 	"\n" +
-	"\rshuffle.proto\x12\tsluice.v1\"\xda\x01\n" +
+	"\rshuffle.proto\x12\tsluice.v1\"\xee\x01\n" +
 	"\x13PushPartialsRequest\x12\x19\n" +
 	"\bquery_id\x18\x01 \x01(\tR\aqueryId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x14\n" +
@@ -237,7 +249,8 @@ const file_shuffle_proto_rawDesc = "" +
 	"\aattempt\x18\x05 \x01(\x04R\aattempt\x12\x1c\n" +
 	"\tpartition\x18\x06 \x01(\x05R\tpartition\x12\x12\n" +
 	"\x04data\x18\a \x01(\fR\x04data\x12\x12\n" +
-	"\x04last\x18\b \x01(\bR\x04last\"=\n" +
+	"\x04last\x18\b \x01(\bR\x04last\x12\x12\n" +
+	"\x04more\x18\t \x01(\bR\x04more\"=\n" +
 	"\x14PushPartialsResponse\x12%\n" +
 	"\x0ebytes_received\x18\x01 \x01(\x03R\rbytesReceived\"K\n" +
 	"\x0eShuffleFailure\x12\x1f\n" +

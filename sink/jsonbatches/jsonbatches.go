@@ -261,22 +261,25 @@ func ReadAll(ctx context.Context, store objstore.Store) (map[int64][]map[string]
 	out := make(map[int64][]map[string]any)
 	for _, f := range files {
 		key := BatchDir(f.batch) + f.name
-		data, err := store.Get(ctx, key)
+		rc, err := objstore.GetReader(ctx, store, key)
 		if err != nil {
 			return nil, fmt.Errorf("read batches: %w", err)
 		}
 		if _, ok := out[f.batch]; !ok {
 			out[f.batch] = []map[string]any{}
 		}
-		dec := json.NewDecoder(bytes.NewReader(data))
+		// Decoded as the file streams in.
+		dec := json.NewDecoder(rc)
 		dec.UseNumber()
 		for dec.More() {
 			var m map[string]any
 			if err := dec.Decode(&m); err != nil {
+				rc.Close()
 				return nil, fmt.Errorf("read batches: %s: %w", key, err)
 			}
 			out[f.batch] = append(out[f.batch], m)
 		}
+		rc.Close()
 	}
 	return out, nil
 }

@@ -19,6 +19,22 @@
 // available and not taken. Version-1 offsets ({"lastFile","files"}, name
 // order) are read: names at or before lastFile count as taken.
 //
+// Listing: without fullListingInterval every trigger lists the whole
+// directory. With it, the driver lists the whole directory at its first
+// trigger and then once per interval; triggers between list only the keys
+// after the directory of the newest file taken (objstore.ListInfoAfter),
+// and remember the files listed and not yet taken, so their cost follows
+// the new files, not the files already taken. A file landing under an
+// older key is found at the next full listing (docs/query.md states the
+// rule). Next reuses the listing Latest made when it covers the limit.
+//
+// Reading: a file is streamed (objstore.GetReader) and split into lines
+// as it arrives, with a ReadBufferBytes buffer; a line is bounded by
+// MaxLineBytes. cleanSource: archive copies by streaming too.
+//
+// Progress (ProgressOffset) shows an offset over ProgressOffsetMaxBytes
+// compact: the first files, the counts, newestMs; offsets/N has it whole.
+//
 // Names whose path has a segment starting with '.' or '_' are not data. A
 // store without modification times (no objstore.InfoLister) gives name
 // order.

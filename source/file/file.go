@@ -1,11 +1,13 @@
 package file
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"sort"
@@ -85,6 +87,56 @@ type Source struct {
 	opts    query.FileSource
 	logger  *slog.Logger
 	once    sync.Once
+	// cache is what the last listing found (planning goroutine only).
+	cache listCache
+	// parsed holds the last offsets parsed or made (a large taken set
+	// is parsed once, not at every call).
+	mu     sync.Mutex
+	parsed [2]parsedOffset
+}
+
+type parsedOffset struct {
+	raw source.Offset
+	off Offset
+}
+
+// parse is ParseOffset through s.parsed. The result's Seen must not be
+// changed.
+func (s *Source) parse(b source.Offset) (Offset, error) { return s.parseKeep(b, true) }
+
+// parseKeep is parse; keep says whether a new offset joins s.parsed.
+func (s *Source) parseKeep(b source.Offset, keep bool) (Offset, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.parsed {
+		if p.raw != nil && bytes.Equal(p.raw, b) {
+			return p.off, nil
+		}
+	}
+	o, err := ParseOffset(b)
+	if err != nil {
+		return Offset{}, err
+	}
+	if keep {
+		s.remember(b, o)
+	}
+	return o, nil
+}
+
+// remember adds an offset to s.parsed (s.mu held).
+func (s *Source) remember(b source.Offset, o Offset) {
+	s.parsed[1] = s.parsed[0]
+	s.parsed[0] = parsedOffset{raw: clone(b), off: o}
+}
+
+// listCache is the driver's memory of the last listing: the data files not
+// taken then and young enough to be taken (name -> modification time in
+// ms), and when the whole directory was last listed. It is not in the
+// checkpoint: a new process lists the whole directory first.
+type listCache struct {
+	valid   bool
+	fullAt  time.Time
+	pending map[string]int64
 }
 
 var (
@@ -126,12 +178,14 @@ type fileInfo struct {
 	mtimeMs int64
 }
 
-// list returns the data files with their modification times. A store that
-// cannot list times gives every file time 0 (name order).
-func (s *Source) list(ctx context.Context) ([]fileInfo, error) {
+// list returns the data files named after startAfter ("": all) with
+// their modification times. A store that cannot list times gives every
+// file time 0 (name order).
+func (s *Source) list(ctx context.Context, startAfter string) ([]fileInfo, error) {
 	var out []fileInfo
-	if il, ok := s.store.(objstore.InfoLister); ok {
-		infos, err := il.ListInfo(ctx, "")
+	_, al := s.store.(objstore.AfterLister)
+	if _, il := s.store.(objstore.InfoLister); il || al {
+		infos, err := objstore.ListInfoAfter(ctx, s.store, "", startAfter)
 		if err != nil {
 			return nil, fmt.Errorf("list file source %s: %w", s.opts.Path, err)
 		}
@@ -150,9 +204,83 @@ func (s *Source) list(ctx context.Context) ([]fileInfo, error) {
 		return nil, fmt.Errorf("list file source %s: %w", s.opts.Path, err)
 	}
 	for _, k := range keys {
-		if isData(k) {
+		if isData(k) && k > startAfter {
 			out = append(out, fileInfo{name: k})
 		}
+	}
+	return out, nil
+}
+
+// threshold is the oldest modification time a file may have to be taken
+// after st: newestMs - maxFileAge once something was taken, unless
+// maxFileAge is ignored.
+func (s *Source) threshold(st Offset) int64 {
+	if len(st.Seen) > 0 && !s.ageIgnored() {
+		return st.NewestMs - s.opts.FileAge().Milliseconds()
+	}
+	return math.MinInt64
+}
+
+// listStart is where a partial listing starts after st: the directory
+// (with its trailing slash) of the newest file taken (ties: the greatest
+// name), or that file's own name when it is at the top level. "" when
+// nothing was taken.
+func listStart(st Offset) string {
+	var name string
+	var at int64
+	for n, t := range st.Seen {
+		if name == "" || t > at || t == at && n > name {
+			name, at = n, t
+		}
+	}
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		return name[:i+1]
+	}
+	return name
+}
+
+// available returns the data files not taken at st that are young enough
+// to be taken. Without fullListingInterval it lists the whole directory.
+// With it, the whole directory is listed at the first call and then once
+// the interval has passed since the last full listing; a call between
+// lists only the keys after listStart(st) and keeps what earlier listings
+// found before that key (files not yet taken: a backlog capped by
+// maxFilesPerTrigger). A file that lands under a key before listStart is
+// therefore found at the next full listing. Either way the result is
+// remembered for Next.
+func (s *Source) available(ctx context.Context, st Offset, now time.Time) ([]fileInfo, error) {
+	interval := s.opts.FullListingInterval.D()
+	start := ""
+	// A clock that went back counts as the interval having passed.
+	if since := now.Sub(s.cache.fullAt); interval > 0 && s.cache.valid && since >= 0 && since < interval && st.Version >= 2 {
+		start = listStart(st)
+	}
+	files, err := s.list(ctx, start)
+	if err != nil {
+		return nil, err
+	}
+	if start == "" {
+		s.cache = listCache{valid: true, fullAt: now, pending: make(map[string]int64, len(files))}
+	} else {
+		for n := range s.cache.pending {
+			if n > start {
+				delete(s.cache.pending, n) // listed again just now
+			}
+		}
+	}
+	threshold := s.threshold(st)
+	for _, f := range files {
+		if f.mtimeMs >= threshold && !st.taken(f.name) {
+			s.cache.pending[f.name] = f.mtimeMs
+		}
+	}
+	out := make([]fileInfo, 0, len(s.cache.pending))
+	for n, t := range s.cache.pending {
+		if st.taken(n) || t < threshold {
+			delete(s.cache.pending, n)
+			continue
+		}
+		out = append(out, fileInfo{name: n, mtimeMs: t})
 	}
 	return out, nil
 }
@@ -165,10 +293,7 @@ func (s *Source) ageIgnored() bool { return s.opts.LatestFirst && s.opts.MaxFile
 // the order they are taken: oldest modification time first (newest first
 // with latestFirst), then by name.
 func (s *Source) candidates(st Offset, files []fileInfo) []fileInfo {
-	threshold := int64(math.MinInt64)
-	if len(st.Seen) > 0 && !s.ageIgnored() {
-		threshold = st.NewestMs - s.opts.FileAge().Milliseconds()
-	}
+	threshold := s.threshold(st)
 	var out []fileInfo
 	for _, f := range files {
 		if st.taken(f.name) || f.mtimeMs < threshold {
@@ -189,11 +314,11 @@ func (s *Source) candidates(st Offset, files []fileInfo) []fileInfo {
 // Latest returns {"version":2,"files":[...]}: every file not taken at start
 // (start itself when there is none).
 func (s *Source) Latest(ctx context.Context, start source.Offset, now time.Time) (source.Offset, error) {
-	st, err := ParseOffset(start)
+	st, err := s.parse(start)
 	if err != nil {
 		return nil, err
 	}
-	files, err := s.list(ctx)
+	files, err := s.available(ctx, st, now)
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +338,7 @@ func (s *Source) Latest(ctx context.Context, start source.Offset, now time.Time)
 // start when there is none. The end offset's Seen adds the batch's files
 // and drops files older than maxFileAge relative to the newest taken.
 func (s *Source) Next(ctx context.Context, start, limit source.Offset) (source.Offset, error) {
-	st, err := ParseOffset(start)
+	st, err := s.parse(start)
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +356,7 @@ func (s *Source) Next(ctx context.Context, start, limit source.Offset) (source.O
 	if allowed == nil {
 		return clone(start), nil
 	}
-	files, err := s.list(ctx)
+	files, err := s.nextFiles(ctx, st, allowed)
 	if err != nil {
 		return nil, err
 	}
@@ -274,7 +399,38 @@ func (s *Source) Next(ctx context.Context, start, limit source.Offset) (source.O
 			}
 		}
 	}
-	return end.Marshal(), nil
+	b := end.Marshal()
+	s.mu.Lock()
+	s.remember(b, end)
+	s.mu.Unlock()
+	return b, nil
+}
+
+// nextFiles returns the files Next chooses from: what the last listing
+// found, when it holds every file allowed that st has not taken (Latest
+// listed just before, or an availableNow run's one listing), else a new
+// listing of the whole directory (also for a version-1 start, which needs
+// every name).
+func (s *Source) nextFiles(ctx context.Context, st Offset, allowed map[string]bool) ([]fileInfo, error) {
+	if s.cache.valid && st.Version >= 2 {
+		hit := true
+		for n := range allowed {
+			if _, ok := s.cache.pending[n]; !ok && !st.taken(n) {
+				hit = false
+				break
+			}
+		}
+		if hit {
+			out := make([]fileInfo, 0, len(allowed))
+			for n := range allowed {
+				if t, ok := s.cache.pending[n]; ok {
+					out = append(out, fileInfo{name: n, mtimeMs: t})
+				}
+			}
+			return out, nil
+		}
+	}
+	return s.list(ctx, "")
 }
 
 // Splits returns one split per file of end's batch, or none when end is
@@ -283,11 +439,11 @@ func (s *Source) Splits(ctx context.Context, start, end source.Offset) ([]source
 	if bytes.Equal(start, end) {
 		return nil, nil
 	}
-	st, err := ParseOffset(start)
+	st, err := s.parse(start)
 	if err != nil {
 		return nil, err
 	}
-	en, err := ParseOffset(end)
+	en, err := s.parse(end)
 	if err != nil {
 		return nil, err
 	}
@@ -323,14 +479,17 @@ func (s *Source) Commit(ctx context.Context, end source.Offset) error {
 			if s.archive == nil {
 				return fmt.Errorf("clean file source: cleanSource archive without a sourceArchiveDir store")
 			}
-			data, err := s.store.Get(ctx, f)
+			rc, err := objstore.GetReader(ctx, s.store, f)
 			if errors.Is(err, objstore.ErrNotExist) {
 				continue
 			}
 			if err != nil {
 				return fmt.Errorf("archive %s: %w", f, err)
 			}
-			if err := s.archive.Put(ctx, f, data); err != nil {
+			// Streamed: a file is never held whole.
+			err = objstore.PutReader(ctx, s.archive, f, rc)
+			rc.Close()
+			if err != nil {
 				return fmt.Errorf("archive %s to %s: %w", f, s.opts.SourceArchiveDir, err)
 			}
 		}
@@ -344,44 +503,127 @@ func (s *Source) Commit(ctx context.Context, end source.Offset) error {
 // Read calls fn for every non-empty line of the split's file, with Part the
 // file name and Offset the 1-based line number. Lines end with "\n" or
 // "\r\n"; the last line needs no newline; blank lines are skipped.
+//
+// The file is streamed (objstore.GetReader) and decoded as it arrives: Read
+// holds a ReadBufferBytes buffer, plus the current line when it is longer,
+// never the whole file. A line longer than MaxLineBytes is an error naming
+// the file and the line.
 func (s *Source) Read(ctx context.Context, split source.Split, fn func(*source.Record) error) error {
 	var d splitDesc
 	if err := json.Unmarshal(split.Desc, &d); err != nil || d.File == "" {
 		return fmt.Errorf("read file source split %s: bad description %s", split.ID, split.Desc)
 	}
-	data, err := s.store.Get(ctx, d.File)
+	rc, err := objstore.GetReader(ctx, s.store, d.File)
 	if err != nil {
 		return fmt.Errorf("read file source file %s in %s: %w", d.File, s.opts.Path, err)
 	}
-	rec := source.Record{Part: d.File}
+	defer rc.Close()
+	return readLines(ctx, rc, d.File, fn)
+}
+
+// ReadBufferBytes is the read buffer of one file being read.
+const ReadBufferBytes = 256 << 10
+
+// MaxLineBytes bounds one line of a source file: a longer line fails the
+// read rather than growing a buffer without bound.
+const MaxLineBytes = 64 << 20
+
+// readLines streams r's lines to fn (see Read).
+func readLines(ctx context.Context, r io.Reader, file string, fn func(*source.Record) error) error {
+	br := bufio.NewReaderSize(r, ReadBufferBytes)
+	rec := source.Record{Part: file}
+	var long []byte // a line longer than the buffer, gathered
 	var line int64
-	for len(data) > 0 {
-		line++
-		var l []byte
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			l, data = data[:i], data[i+1:]
-		} else {
-			l, data = data, nil
-		}
-		l = bytes.TrimRight(l, "\r")
-		if len(bytes.TrimSpace(l)) == 0 {
+	for {
+		frag, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			if len(long)+len(frag) > MaxLineBytes {
+				return fmt.Errorf("read file source file %s: line %d is longer than %d bytes", file, line+1, MaxLineBytes)
+			}
+			long = append(long, frag...)
 			continue
 		}
-		if line%4096 == 0 {
-			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("read file source file %s: %w", d.File, err)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("read file source file %s after line %d: %w", file, line, err)
+		}
+		l := frag
+		if len(long) > 0 {
+			if len(long)+len(frag) > MaxLineBytes {
+				return fmt.Errorf("read file source file %s: line %d is longer than %d bytes", file, line+1, MaxLineBytes)
+			}
+			long = append(long, frag...)
+			l, long = long, long[:0]
+		}
+		if len(l) == 0 && err != nil {
+			return nil // end of file after a newline
+		}
+		line++
+		l = bytes.TrimSuffix(l, []byte("\n"))
+		l = bytes.TrimRight(l, "\r")
+		if len(bytes.TrimSpace(l)) > 0 {
+			if line%4096 == 0 {
+				if err := ctx.Err(); err != nil {
+					return fmt.Errorf("read file source file %s: %w", file, err)
+				}
+			}
+			rec.Value = l
+			rec.Offset = line
+			if err := fn(&rec); err != nil {
+				return err
 			}
 		}
-		rec.Value = l
-		rec.Offset = line
-		if err := fn(&rec); err != nil {
-			return err
+		if err != nil {
+			return nil // io.EOF: the last line had no newline
 		}
 	}
-	return nil
 }
 
 // Close does nothing: the store belongs to the caller.
 func (s *Source) Close() error { return nil }
 
 func clone(b source.Offset) source.Offset { return append(source.Offset(nil), b...) }
+
+// progressFiles is how many names of a batch a compact progress offset
+// shows.
+const progressFiles = 100
+
+// ProgressOffsetMaxBytes is the largest offset progress shows as it is;
+// a larger one is shown compact (ProgressOffset).
+const ProgressOffsetMaxBytes = 64 << 10
+
+// progressOffset is an offset as progress shows it.
+type progressOffset struct {
+	Version int `json:"version"`
+	// Files: the first progressFiles of the offset's files; NumFiles all.
+	Files    []string `json:"files"`
+	NumFiles int      `json:"numFiles"`
+	// NumSeen counts the taken names the offset keeps.
+	NumSeen  int   `json:"numSeen"`
+	NewestMs int64 `json:"newestMs,omitempty"`
+}
+
+// ProgressOffset is the offset as progress shows it: itself up to
+// ProgressOffsetMaxBytes, else a compact form of bounded size: the first
+// 100 files, the counts of files and taken names kept, and newestMs (the
+// names themselves are in offsets/N). An offset that does not parse is
+// shown as it is.
+func (s *Source) ProgressOffset(off source.Offset) source.Offset {
+	if len(off) <= ProgressOffsetMaxBytes {
+		return off
+	}
+	o, err := s.parseKeep(off, false)
+	if err != nil {
+		return off
+	}
+	p := progressOffset{Version: max(o.Version, 1), Files: o.Files[:min(len(o.Files), progressFiles)], NumFiles: len(o.Files), NumSeen: len(o.Seen), NewestMs: o.NewestMs}
+	if p.Files == nil {
+		p.Files = []string{}
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return off
+	}
+	return b
+}
+
+var _ source.ProgressOffsetter = (*Source)(nil)
