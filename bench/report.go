@@ -536,7 +536,9 @@ func writePlots(dir string, rep *Report) ([]string, error) {
 	for _, s := range rep.Results.Sections {
 		for _, p := range s.Plots {
 			if err := drawPlot(dir, p); err != nil {
-				return nil, err
+				// One bad plot does not cost the report.
+				s.Text += fmt.Sprintf("\n\n(Plot %s failed: %v.)", p.File, err)
+				continue
 			}
 			names = append(names, p.File)
 		}

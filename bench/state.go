@@ -251,10 +251,18 @@ func runStateMode(ctx context.Context, e *ModeEnv) (*Section, error) {
 	phases, err := runState(ctx, c, e.Dir, e.Out)
 	sec := &Section{
 		Title: "State on pebble: bytes per group, batch commits, snapshot, restore (issues 13 and 14)",
-		Text: fmt.Sprintf("One state partition of the pebble provider holding N (window, course) groups (%d-byte aggregates), each phase its own process with GOMEMLIMIT=%s, its peak RSS its own VmHWM. **write** commits the groups in batches of %d (the last commit writes the snapshot); **restore** is a fresh executor (empty data directory) loading that snapshot from the checkpoint, checking the row count and committing one more batch; **restore-memory** loads the same checkpoint with the in-memory provider (its peak RSS over the groups is the in-memory provider's bytes per group, process included). Sizes run: %s.",
+		Text: fmt.Sprintf("One state partition of the pebble provider holding N (window, course) groups (%d-byte aggregates), each phase its own process with GOMEMLIMIT=%s, its peak RSS its own VmHWM. **write** commits the groups in batches of %d (the last commit writes the snapshot); **restore** is a fresh executor (empty data directory) loading that snapshot from the checkpoint, checking the row count and committing one more batch; **restore-memory** loads the same checkpoint with the in-memory provider (its peak RSS growth per group is the in-memory provider's bytes per group). Bytes per group on pebble: the snapshot object (the durable encoding) and the local database's files (after write: only what pebble flushed from its 32 MiB memtable; after restore: the snapshot ingested as an SST). Peak RSS growth per group is taken against the smallest size, so the process's own memory cancels out. Sizes run: %s.",
 			c.ValueBytes, c.MemLimit, c.Batch, joinInts(c.Groups)),
-		Table: &Table{Header: []string{"groups", "phase", "batches", "time s", "peak RSS MiB", "snapshot MiB", "snapshot bytes/group", "local db MiB", "local db bytes/group", "peak RSS bytes/group"}},
+		Table: &Table{Header: []string{"groups", "phase", "batches", "time s", "peak RSS MiB", "peak RSS growth per group over the smallest size, bytes", "snapshot MiB", "snapshot bytes/group", "local db MiB", "local db bytes/group"}},
 		Data:  phases,
+	}
+	// The smallest size's peak per phase: growth per group is taken
+	// against it, so the process's own memory cancels out.
+	smallest := map[string]StatePhase{}
+	for _, p := range phases {
+		if q, ok := smallest[p.Phase]; !ok || p.Groups < q.Groups {
+			smallest[p.Phase] = p
+		}
 	}
 	var order []string
 	bySize := map[string]*Series{}
@@ -263,14 +271,18 @@ func runStateMode(ctx context.Context, e *ModeEnv) (*Section, error) {
 		g := float64(p.Groups)
 		db, dbPer := "–", "–"
 		if p.LocalBytes > 0 {
-			db, dbPer = fmt.Sprintf("%.0f", float64(p.LocalBytes)/(1<<20)), fmt.Sprintf("%.0f", float64(p.LocalBytes)/g)
+			db, dbPer = fmt.Sprintf("%.1f", float64(p.LocalBytes)/(1<<20)), fmt.Sprintf("%.0f", float64(p.LocalBytes)/g)
 		}
 		batches := "1"
 		if p.Phase == "write" {
 			batches = fmt.Sprint((p.Groups + c.Batch - 1) / c.Batch)
 		}
-		sec.Table.Rows = append(sec.Table.Rows, []string{fmt.Sprint(p.Groups), p.Phase, batches, fmt.Sprintf("%.1f", p.Seconds), fmt.Sprintf("%.0f", float64(p.PeakRSSKiB)/1024),
-			fmt.Sprintf("%.0f", float64(p.SnapBytes)/(1<<20)), fmt.Sprintf("%.0f", float64(p.SnapBytes)/g), db, dbPer, fmt.Sprintf("%.0f", float64(p.PeakRSSKiB)*1024/g)})
+		growth := "–"
+		if q := smallest[p.Phase]; q.Groups < p.Groups {
+			growth = fmt.Sprintf("%.0f", float64(p.PeakRSSKiB-q.PeakRSSKiB)*1024/float64(p.Groups-q.Groups))
+		}
+		sec.Table.Rows = append(sec.Table.Rows, []string{fmt.Sprint(p.Groups), p.Phase, batches, fmt.Sprintf("%.1f", p.Seconds), fmt.Sprintf("%.0f", float64(p.PeakRSSKiB)/1024), growth,
+			fmt.Sprintf("%.1f", float64(p.SnapBytes)/(1<<20)), fmt.Sprintf("%.0f", float64(p.SnapBytes)/g), db, dbPer})
 		s := bySize[p.Phase]
 		if s == nil {
 			s = &Series{Name: p.Phase}
