@@ -238,6 +238,7 @@ type Results struct {
 	Scaling                  []ScaleSeries
 	Groups                   *GroupsResult
 	NoDataS3                 []NoDataS3
+	NoDataS3Top              string // top of the benchmark's CPU profile (with -report)
 	Recovery                 *RecoveryResult
 	Executors                []*ExecutorsResult
 	Latency                  []*LatencyResult
@@ -378,10 +379,23 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		}
 	}
 	step("nodata", func() error {
-		nd, err := runNoData(ctx, filepath.Join(dir, "nodata"), c.noDataBatches, c.noDataCourses, c.noDataInterval, c.parallelism)
+		var nd *NoDataRun
+		measure := func() error {
+			var err error
+			nd, err = runNoData(ctx, filepath.Join(dir, "nodata"), c.noDataBatches, c.noDataCourses, c.noDataInterval, c.parallelism)
+			return err
+		}
+		var top string
+		var err error
+		if c.report != "" && c.cpuProfile == "" {
+			top, err = profileTop(filepath.Join(c.report, "nodata.pprof"), measure)
+		} else {
+			err = measure()
+		}
 		if err != nil {
 			return err
 		}
+		nd.ProfileTop = top
 		res.NoData = nd
 		res.PutMs, err = putLatency(ctx, filepath.Join(dir, "put-latency"), 50)
 		return err
@@ -430,7 +444,11 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	})
 	step("nodata-s3", func() error {
 		var err error
-		res.NoDataS3, err = runNoDataS3(ctx, c.noDataBatches, out)
+		profile := ""
+		if c.report != "" {
+			profile = filepath.Join(c.report, "nodata-s3.pprof")
+		}
+		res.NoDataS3, res.NoDataS3Top, err = runNoDataS3(ctx, c.noDataBatches, profile, out)
 		return err
 	})
 	step("groups", func() error {
