@@ -72,7 +72,10 @@ func runCluster(ctx context.Context, driver, executor, specFile, runDir string, 
 	var dlog syncBuffer
 	start := time.Now()
 	drv := exec.CommandContext(ctx, driver, "serve", "--listen", "127.0.0.1:0", "--token-file", token, "--min-executors", fmt.Sprint(n),
-		"--exit-when-done", "--query", specFile, "--progress-json", filepath.Join(runDir, "progress.jsonl"))
+		"--exit-when-done", "--query", specFile, "--progress-json", filepath.Join(runDir, "progress.jsonl"),
+		// Its own registry: the default (./sluice-registry) would be shared
+		// by every run (a run would resume the last one's record).
+		"--registry", filepath.Join(runDir, "registry"))
 	drv.Stdout, drv.Stderr = &dlog, &dlog
 	if err := drv.Start(); err != nil {
 		return 0, fmt.Errorf("start driver serve: %w", err)

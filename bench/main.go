@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -239,6 +240,7 @@ type Results struct {
 	Groups                   *GroupsResult
 	NoDataS3                 []NoDataS3
 	NoDataS3Top              string // top of the benchmark's CPU profile (with -report)
+	ScalingTop               string // the courses series' most-minus-fewest CPU profile, when its target is missed (with -report)
 	Recovery                 *RecoveryResult
 	Executors                []*ExecutorsResult
 	Latency                  []*LatencyResult
@@ -463,6 +465,10 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	step("scaling", func() error {
 		var err error
 		res.Scaling, err = runScaling(ctx, c, c.scale, dir, out)
+		if f, _ := flatness(res.Scaling, "courses"); err == nil && c.report != "" && c.cpuProfile == "" && f > 0 && (f < 0.85 || f > 1.15) {
+			// The flatness target is missed: profile its two ends.
+			res.ScalingTop, err = profileCourses(ctx, c, slices.Min(c.scale.Courses), slices.Max(c.scale.Courses), dir, c.report)
+		}
 		return err
 	})
 	step("kafka", func() error {

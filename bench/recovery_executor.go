@@ -199,7 +199,7 @@ func runExecutorRecovery(ctx context.Context, driver, executor, dir string, kill
 	var dlog, elog syncBuffer
 	start := time.Now()
 	drv := exec.CommandContext(ctx, driver, "serve", "--listen", "127.0.0.1:0", "--token-file", token, "--min-executors", "2",
-		"--exit-when-done", "--query", specFile, "--progress-json", progress)
+		"--exit-when-done", "--query", specFile, "--progress-json", progress, "--registry", filepath.Join(dir, "registry"))
 	drv.Stdout, drv.Stderr = &dlog, &dlog
 	if err := drv.Start(); err != nil {
 		return nil, fmt.Errorf("start driver serve: %w", err)

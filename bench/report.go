@@ -230,7 +230,8 @@ func targets(res *Results) []Target {
 			rt.Status, rt.Gap = "met", fmt.Sprintf("%.0f ms under", 2000-mx)
 		} else {
 			rt.Status, rt.Gap = "missed", fmt.Sprintf("%.0f ms over", mx-2000)
-			rt.Why = "not profiled by this run: the driver's log (driver run --log-level debug) during the slowest restart shows which step of start-up and replay took the time"
+			rt.Why = "the slowest restart's driver log follows (its timestamps show which step of start-up, checkpoint reading and the re-run of the batch took the time); the start-up of a process (binary load, Go runtime) is in the gap between the kill and the first line. Not a CPU profile: the driver has no profiling flag yet"
+			rt.Profile = r.SlowestLog
 		}
 	}
 	ts = append(ts, rt)
@@ -288,7 +289,11 @@ func targets(res *Results) []Target {
 			ft.Status, ft.Gap = "met", fmt.Sprintf("%.0f %% off", 100*abs(1-f))
 		} else {
 			ft.Status, ft.Gap = "missed", fmt.Sprintf("%.0f %% off, %.0f points beyond", 100*abs(1-f), 100*abs(1-f)-15)
-			ft.Why = "not profiled by this run: the reference's own curve (in the results) shows what a growing map costs any program, the rest is the engine's; `go run ./bench -only scaling -scale-n \"\" -scale-partitions \"\" -scale-courses N -cpuprofile F` profiles the largest point"
+			ft.Why = "the reference's own curve (in the results) shows what a growing map costs any program (cache misses once the groups outgrow the caches), the rest is the engine's: state entries per group, the shuffle of partial aggregates (one per group per map task) and the Parquet rows of closed windows all grow with the distinct courses. The CPU profile below is one engine run at the most courses minus one at the fewest (`scaling-courses-*.pprof`; positive: what the larger key space costs)"
+			ft.Profile = res.ScalingTop
+			if ft.Profile == "" {
+				ft.Why = "not profiled by this run (with -report it is): " + ft.Why
+			}
 		}
 	}
 	ts = append(ts, ft)
