@@ -59,6 +59,17 @@ func liveHeap() uint64 {
 	return m.HeapAlloc
 }
 
+// groupsOptions are the generator's rows and options for n courses: three
+// rows each, all within about a minute of event time, so nothing closes.
+func groupsOptions(n int) (int, query.GeneratorSource) {
+	rows := 3 * n
+	gopts := generatorOptions(int64(rows), 0)
+	gopts.Courses = n
+	gopts.EventTimePerRow = query.Duration(max(time.Minute/time.Duration(rows), time.Microsecond))
+	gopts.Jitter = 0
+	return rows, gopts
+}
+
 // runGroups measures the baseline and each course count. With profile
 // set, the largest size's live heap is written there as a heap profile.
 func runGroups(ctx context.Context, courses []int, parallelism int, dir, profile string, out io.Writer) (*GroupsResult, error) {
@@ -69,12 +80,7 @@ func runGroups(ctx context.Context, courses []int, parallelism int, dir, profile
 	sizes := append([]int{baseCourses}, courses...)
 	largest := slices.Max(courses)
 	for i, n := range sizes {
-		rows := 3 * n
-		gopts := generatorOptions(int64(rows), 0)
-		gopts.Courses = n
-		// All rows within a few minutes of event time: nothing closes.
-		gopts.EventTimePerRow = query.Duration(max(time.Minute/time.Duration(rows), time.Microsecond))
-		gopts.Jitter = 0
+		rows, gopts := groupsOptions(n)
 		runDir := filepath.Join(dir, fmt.Sprintf("groups-%d", i))
 		spec := tileSpec(query.Source{Generator: &gopts}, runDir, query.Trigger{AvailableNow: true})
 		var open int64

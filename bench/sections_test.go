@@ -329,3 +329,32 @@ func TestBacklogReadsEveryRecordAndSkipsWhatCannotFit(t *testing.T) {
 		t.Errorf("a backlog of 2^40 records ran: %+v", brs[2])
 	}
 }
+
+// Bytes per open group: each size's open groups are exactly the
+// (window, course) pairs the reference counts over the same events (all
+// open: a minute of event time closes nothing), and a heap profile of the
+// largest size is written when asked.
+func TestGroupsOpenGroupsEqualTheReferencesWindows(t *testing.T) {
+	dir := t.TempDir()
+	profile := filepath.Join(dir, "heap.pprof")
+	g, err := runGroups(context.Background(), []int{500, 3000}, 2, dir, profile, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range append([]GroupsRun{g.Base}, g.Runs...) {
+		rows, gopts := groupsOptions(r.Courses)
+		ref, err := refGenerator(gopts, rows, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.OpenGroups != int64(len(ref.Counts)) {
+			t.Errorf("%d courses: %d open groups, the reference counts %d windows", r.Courses, r.OpenGroups, len(ref.Counts))
+		}
+	}
+	if len(g.Runs) != 2 || g.BytesPerGroup != g.Runs[1].BytesPerGroup {
+		t.Errorf("runs %+v, bytes per group %v", g.Runs, g.BytesPerGroup)
+	}
+	if _, err := os.Stat(profile); err != nil || g.HeapProfile != profile {
+		t.Errorf("heap profile %q: %v", g.HeapProfile, err)
+	}
+}
