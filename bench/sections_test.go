@@ -358,3 +358,30 @@ func TestGroupsOpenGroupsEqualTheReferencesWindows(t *testing.T) {
 		t.Errorf("heap profile %q: %v", g.HeapProfile, err)
 	}
 }
+
+// The 10 M-group target: met or missed on the largest run's worst pebble
+// phase (write or restore, not the in-memory contrast), with the gap.
+func TestPebbleTargetFromTheLargestRun(t *testing.T) {
+	c := StateConfig{Groups: []int{1_000_000, 10_000_000}, Batch: 250_000, MemLimit: "512MiB", ValueBytes: 24}
+	phases := func(write, restore int64) []StatePhase {
+		return []StatePhase{
+			{Phase: "write", Groups: 1_000_000, PeakRSSKiB: 200 << 10, SnapBytes: 49 << 20},
+			{Phase: "restore", Groups: 1_000_000, PeakRSSKiB: 50 << 10, SnapBytes: 49 << 20, LocalBytes: 13 << 20},
+			{Phase: "write", Groups: 10_000_000, PeakRSSKiB: write << 10, SnapBytes: 486 << 20},
+			{Phase: "restore", Groups: 10_000_000, PeakRSSKiB: restore << 10, SnapBytes: 486 << 20, LocalBytes: 130 << 20},
+			{Phase: "restore-memory", Groups: 10_000_000, PeakRSSKiB: 3000 << 10, SnapBytes: 486 << 20},
+		}
+	}
+	met := stateSection(c, phases(260, 108)).Targets[0]
+	if met.Status != "met" || met.Measured != "260 MiB at 10000000 groups" || met.Gap != "764 MiB under" {
+		t.Errorf("met: %+v", met)
+	}
+	missed := stateSection(c, phases(300, 1100)).Targets[0]
+	if missed.Status != "missed" || missed.Gap != "76 MiB over" || missed.Why == "" {
+		t.Errorf("missed: %+v", missed)
+	}
+	sec := stateSection(c, phases(260, 108))
+	if len(sec.Table.Rows) != 5 || sec.Table.Rows[2][5] != "7" { // (260−200) MiB / 9 M groups
+		t.Errorf("rows %v", sec.Table.Rows)
+	}
+}

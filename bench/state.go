@@ -249,6 +249,11 @@ func runStateMode(ctx context.Context, e *ModeEnv) (*Section, error) {
 	c := e.Config.state
 	c.KeepWorkDir = e.Config.dir != ""
 	phases, err := runState(ctx, c, e.Dir, e.Out)
+	return stateSection(c, phases), err
+}
+
+// stateSection is the state measurement's report section.
+func stateSection(c StateConfig, phases []StatePhase) *Section {
 	sec := &Section{
 		Title: "State on pebble: bytes per group, batch commits, snapshot, restore (issues 13 and 14)",
 		Text: fmt.Sprintf("One state partition of the pebble provider holding N (window, course) groups (%d-byte aggregates), each phase its own process with GOMEMLIMIT=%s, its peak RSS its own VmHWM. **write** commits the groups in batches of %d (the last commit writes the snapshot); **restore** is a fresh executor (empty data directory) loading that snapshot from the checkpoint, checking the row count and committing one more batch; **restore-memory** loads the same checkpoint with the in-memory provider (its peak RSS growth per group is the in-memory provider's bytes per group). Bytes per group on pebble: the snapshot object (the durable encoding) and the local database's files (after write: only what pebble flushed from its 32 MiB memtable; after restore: the snapshot ingested as an SST). Peak RSS growth per group is taken against the smallest size, so the process's own memory cancels out. Sizes run: %s.",
@@ -327,7 +332,7 @@ func runStateMode(ctx context.Context, e *ModeEnv) (*Section, error) {
 		t.Status = "not measured"
 	}
 	sec.Targets = []Target{t}
-	return sec, err
+	return sec
 }
 
 func joinInts(xs []int) string {
