@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -51,6 +52,7 @@ type config struct {
 	backlog           []int
 	backlogMaxOffsets int64
 	backlogRuns       int
+	modeTimeout       time.Duration
 	set               map[string]bool // flags the command line set
 }
 
@@ -72,6 +74,7 @@ func main() {
 	backlog := flag.String("backlog", "1000000,10000000,100000000", "backlog: records behind on kfake, one `driver run` per size (a size whose broker would not fit in available memory is skipped and says so)")
 	flag.Int64Var(&c.backlogMaxOffsets, "backlog-max-offsets", 200_000, "backlog: maxOffsetsPerTrigger of every backlog run")
 	flag.IntVar(&c.backlogRuns, "backlog-runs", 1, "backlog: driver runs per size (the figure is their median)")
+	flag.DurationVar(&c.modeTimeout, "mode-timeout", 3*time.Hour, "stop a measurement after this long and record it as failed (0: no limit)")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.BoolVar(&c.markdown, "markdown", false, "also print the results as a Markdown table for bench/README.md")
 	flag.StringVar(&c.report, "report", "", "write DIR/report.md, DIR/report.json, PNG plots and CPU profiles of the run into this directory")
@@ -217,6 +220,7 @@ var quickSizes = map[string]string{
 	"state-batch":          "100000",
 	"s3-batches":           "5",
 	"backlog":              "100000,1000000",
+	"mode-timeout":         "8m",
 }
 
 // Results are the medians of a whole invocation.
@@ -316,11 +320,27 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	res := &Results{Rows: c.rows, Runs: c.runs, Load: []string{loadAvg()}}
 	// A measurement that fails is recorded (and in the report) and the
 	// rest run on.
-	step := func(name string, fn func() error) {
+	step := func(name string, fn func(context.Context) error) {
 		if !do(name) {
 			return
 		}
-		if err := fn(); err != nil {
+		mctx, cancel := context.WithCancel(ctx)
+		if c.modeTimeout > 0 {
+			mctx, cancel = context.WithTimeout(ctx, c.modeTimeout)
+		}
+		defer cancel()
+		err := func() (err error) {
+			defer func() {
+				if p := recover(); p != nil {
+					err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+				}
+			}()
+			return fn(mctx)
+		}()
+		if err != nil {
+			if mctx.Err() == context.DeadlineExceeded {
+				err = fmt.Errorf("%w (stopped by -mode-timeout %v)", err, c.modeTimeout)
+			}
 			res.Failures = append(res.Failures, Failure{Mode: name, Err: err.Error()})
 			fmt.Fprintf(out, "sluicebench: %s failed: %v\n", name, err)
 		}
@@ -346,7 +366,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		}
 		return executorBin, nil
 	}
-	step("partitions", func() error {
+	step("partitions", func(ctx context.Context) error {
 		c.partitions.Dir = filepath.Join(dir, "partitions")
 		return runPartitions(ctx, c.partitions, out)
 	})
@@ -365,7 +385,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		lines = generateLines(gopts, c.rows)
 		fmt.Fprintf(out, "generated %d lines (%.1f bytes/line) in %v\n", lines.Len(), float64(len(lines.Data))/float64(lines.Len()), time.Since(t).Round(time.Millisecond))
 	}
-	step("file", func() error {
+	step("file", func(ctx context.Context) error {
 		n, err := writeFiles(srcDir, lines, c.rowsPerFile)
 		if err != nil {
 			return err
@@ -380,7 +400,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 			fmt.Fprintf(out, "sluicebench: the in-process rounds failed: %v\n", err)
 		}
 	}
-	step("nodata", func() error {
+	step("nodata", func(ctx context.Context) error {
 		var nd *NoDataRun
 		measure := func() error {
 			var err error
@@ -402,7 +422,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		res.PutMs, err = putLatency(ctx, filepath.Join(dir, "put-latency"), 50)
 		return err
 	})
-	step("process", func() error {
+	step("process", func(ctx context.Context) error {
 		driver, err := driverBin(ctx)
 		if err != nil {
 			return err
@@ -414,7 +434,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		res.ProcessPair, res.ProcessGenPair = prs[0], prs[1]
 		return nil
 	})
-	step("executors", func() error {
+	step("executors", func(ctx context.Context) error {
 		driver, err := driverBin(ctx)
 		if err != nil {
 			return err
@@ -426,7 +446,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		res.Executors, err = runExecutors(ctx, c, driver, executor, dir, c.executors, out)
 		return err
 	})
-	step("latency", func() error {
+	step("latency", func(ctx context.Context) error {
 		for _, tr := range []time.Duration{0, time.Second} {
 			lr, err := runLatency(ctx, tr, c.latencyFor, dir, out)
 			if err != nil {
@@ -436,7 +456,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		}
 		return nil
 	})
-	step("recovery", func() error {
+	step("recovery", func(ctx context.Context) error {
 		driver, err := driverBin(ctx)
 		if err != nil {
 			return err
@@ -444,7 +464,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		res.Recovery, err = runRecovery(ctx, c, driver, dir, c.kills, out)
 		return err
 	})
-	step("nodata-s3", func() error {
+	step("nodata-s3", func(ctx context.Context) error {
 		var err error
 		profile := ""
 		if c.report != "" {
@@ -453,7 +473,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		res.NoDataS3, res.NoDataS3Top, err = runNoDataS3(ctx, c.noDataBatches, profile, out)
 		return err
 	})
-	step("groups", func() error {
+	step("groups", func(ctx context.Context) error {
 		var err error
 		profile := ""
 		if c.report != "" {
@@ -462,7 +482,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		res.Groups, err = runGroups(ctx, c.groupsCourses, c.parallelism, dir, profile, out)
 		return err
 	})
-	step("scaling", func() error {
+	step("scaling", func(ctx context.Context) error {
 		var err error
 		res.Scaling, err = runScaling(ctx, c, c.scale, dir, out)
 		if f, _ := flatness(res.Scaling, "courses"); err == nil && c.report != "" && c.cpuProfile == "" && f > 0 && (f < 0.85 || f > 1.15) {
@@ -471,7 +491,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		}
 		return err
 	})
-	step("kafka", func() error {
+	step("kafka", func(ctx context.Context) error {
 		c.kafka.Parallelism = c.parallelism
 		if do("backlog") && !c.set["kafka-rss"] {
 			// The backlog measurement is the RSS runs, at its own sizes.
@@ -483,7 +503,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	})
 	env := &ModeEnv{Config: &c, Dir: dir, Out: out, Quick: c.quick, Set: func(f string) bool { return c.set[f] }, Driver: driverBin, Executor: executorOnce}
 	for _, m := range modes {
-		step(m.Name, func() error {
+		step(m.Name, func(ctx context.Context) error {
 			fmt.Fprintf(out, "\n%s:\n", m.Name)
 			s, err := m.Run(ctx, env)
 			if s != nil {

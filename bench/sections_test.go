@@ -190,14 +190,17 @@ func TestS3RequestsPerBatchOnTheTile(t *testing.T) {
 	}
 }
 
-// A mode that fails is recorded in the report with its error, and the
-// modes after it still run and report.
+// A mode that fails or panics is recorded in the report with its error,
+// and the modes after it still run and report.
 func TestReportRecordsAFailedModeAndRunsTheRest(t *testing.T) {
 	saved := modes
 	defer func() { modes = saved }()
 	modes = []Mode{
 		{Name: "broken", Run: func(context.Context, *ModeEnv) (*Section, error) {
 			return &Section{Title: "Broken"}, errors.New("the broken mode's own error")
+		}},
+		{Name: "panicky", Run: func(context.Context, *ModeEnv) (*Section, error) {
+			panic("the panicky mode's panic")
 		}},
 		{Name: "fine", Run: func(_ context.Context, e *ModeEnv) (*Section, error) {
 			return &Section{Title: "Fine section", Text: "ran after the failure",
@@ -208,7 +211,7 @@ func TestReportRecordsAFailedModeAndRunsTheRest(t *testing.T) {
 		}},
 	}
 	rep := t.TempDir()
-	err := run(context.Background(), config{only: "broken,fine", report: rep, dir: t.TempDir(), set: map[string]bool{}}, io.Discard)
+	err := run(context.Background(), config{only: "broken,panicky,fine", report: rep, dir: t.TempDir(), set: map[string]bool{}}, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "broken") {
 		t.Fatalf("run: %v, want the broken mode's failure", err)
 	}
@@ -216,7 +219,7 @@ func TestReportRecordsAFailedModeAndRunsTheRest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Failures", "the broken mode's own error", "## Fine section", "ran after the failure", "| fine row | 42 |", "| fine target | ≥ 1 | 42 | met |", "![fine](fine.png)", "| a | b |", pebbleTargetName + " | ≤ 1024 MiB peak RSS in every phase | – | not measured"} {
+	for _, want := range []string{"## Failures", "the broken mode's own error", "**panicky**", "panic: the panicky mode's panic", "## Fine section", "ran after the failure", "| fine row | 42 |", "| fine target | ≥ 1 | 42 | met |", "![fine](fine.png)", "| a | b |", pebbleTargetName + " | ≤ 1024 MiB peak RSS in every phase | – | not measured"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report.md lacks %q", want)
 		}
