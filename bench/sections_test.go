@@ -384,7 +384,7 @@ func TestPebbleTargetFromTheLargestRun(t *testing.T) {
 		t.Errorf("missed: %+v", missed)
 	}
 	sec := stateSection(c, phases(260, 108))
-	if len(sec.Table.Rows) != 5 || sec.Table.Rows[2][5] != "7" { // (260−200) MiB / 9 M groups
+	if len(sec.Table.Rows) != 5 || sec.Table.Rows[2][6] != "7" { // (260−200) MiB / 9 M groups
 		t.Errorf("rows %v", sec.Table.Rows)
 	}
 }

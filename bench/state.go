@@ -258,7 +258,7 @@ func stateSection(c StateConfig, phases []StatePhase) *Section {
 		Title: "State on pebble: bytes per group, batch commits, snapshot, restore (issues 13 and 14)",
 		Text: fmt.Sprintf("One state partition of the pebble provider holding N (window, course) groups (%d-byte aggregates), each phase its own process with GOMEMLIMIT=%s, its peak RSS its own VmHWM. **write** commits the groups in batches of %d (the last commit writes the snapshot); **restore** is a fresh executor (empty data directory) loading that snapshot from the checkpoint, checking the row count and committing one more batch; **restore-memory** loads the same checkpoint with the in-memory provider (its peak RSS growth per group is the in-memory provider's bytes per group). Bytes per group on pebble: the snapshot object (the durable encoding) and the local database's files (after write: only what pebble flushed from its 32 MiB memtable; after restore: the snapshot ingested as an SST). Peak RSS growth per group is taken against the smallest size, so the process's own memory cancels out. Sizes run: %s.",
 			c.ValueBytes, c.MemLimit, c.Batch, joinInts(c.Groups)),
-		Table: &Table{Header: []string{"groups", "phase", "batches", "time s", "peak RSS MiB", "peak RSS growth per group over the smallest size, bytes", "snapshot MiB", "snapshot bytes/group", "local db MiB", "local db bytes/group"}},
+		Table: &Table{Header: []string{"groups", "phase", "batches", "time s", "s per batch", "peak RSS MiB", "peak RSS growth per group over the smallest size, bytes", "snapshot MiB", "snapshot bytes/group", "local db MiB", "local db bytes/group"}},
 		Data:  phases,
 	}
 	// The smallest size's peak per phase: growth per group is taken
@@ -278,15 +278,16 @@ func stateSection(c StateConfig, phases []StatePhase) *Section {
 		if p.LocalBytes > 0 {
 			db, dbPer = fmt.Sprintf("%.1f", float64(p.LocalBytes)/(1<<20)), fmt.Sprintf("%.0f", float64(p.LocalBytes)/g)
 		}
-		batches := "1"
+		nb := 1
 		if p.Phase == "write" {
-			batches = fmt.Sprint((p.Groups + c.Batch - 1) / c.Batch)
+			nb = (p.Groups + c.Batch - 1) / c.Batch
 		}
+		batches := fmt.Sprint(nb)
 		growth := "–"
 		if q := smallest[p.Phase]; q.Groups < p.Groups {
 			growth = fmt.Sprintf("%.0f", float64(p.PeakRSSKiB-q.PeakRSSKiB)*1024/float64(p.Groups-q.Groups))
 		}
-		sec.Table.Rows = append(sec.Table.Rows, []string{fmt.Sprint(p.Groups), p.Phase, batches, fmt.Sprintf("%.1f", p.Seconds), fmt.Sprintf("%.0f", float64(p.PeakRSSKiB)/1024), growth,
+		sec.Table.Rows = append(sec.Table.Rows, []string{fmt.Sprint(p.Groups), p.Phase, batches, fmt.Sprintf("%.1f", p.Seconds), fmt.Sprintf("%.2f", p.Seconds/float64(nb)), fmt.Sprintf("%.0f", float64(p.PeakRSSKiB)/1024), growth,
 			fmt.Sprintf("%.1f", float64(p.SnapBytes)/(1<<20)), fmt.Sprintf("%.0f", float64(p.SnapBytes)/g), db, dbPer})
 		s := bySize[p.Phase]
 		if s == nil {
