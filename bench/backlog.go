@@ -147,7 +147,7 @@ func runBacklogMode(ctx context.Context, e *ModeEnv) (*Section, error) {
 			Series: []Series{{Name: "peak RSS (median)", X: xs, Y: ys}}}}
 	}
 	if len(ys) > 1 {
-		sec.Rows = append(sec.Rows, Row{Name: "backlog: peak RSS at the largest / the smallest backlog that ran", Value: fmt.Sprintf("%.2f (%s records / %s)", slices.Max(ys)/first, ran[len(ran)-1], ran[0]), Target: "flat"})
+		sec.Rows = append(sec.Rows, Row{Name: "backlog: peak RSS at the largest / the smallest backlog that ran", Value: fmt.Sprintf("%.2f (%s records / %s; the highest median %.0f MiB)", ys[len(ys)-1]/first, ran[len(ran)-1], ran[0], slices.Max(ys)), Target: "flat"})
 	}
 	return sec, err
 }
