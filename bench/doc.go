@@ -12,7 +12,13 @@
 //   - no-data batches: the triggerExecution time of the batches that only
 //     advance the watermark;
 //   - object-store requests per batch on the checkpoint store (counted with
-//     objstore.NewCounting) and objects the sink writes.
+//     objstore.NewCounting) and objects the sink writes; on the
+//     S3-compatible server, by operation as they go over the wire;
+//   - recovery after a driver or an executor SIGKILL, backlog and state
+//     memory, scaling, latency (the modes; see README.md).
+//
+// Measurements that report through a Section are listed in section.go's
+// modes; README.md says how to add one.
 //
 // It only reads the engine's public API. Speed is measured here and never
 // asserted in tests: the test in this directory runs the harness on a few

@@ -29,6 +29,9 @@ type ExecutorsResult struct {
 	OneEPS    []float64
 	EPS       []float64
 	Ratio     []float64 // cluster / one process
+	// RunEnded is the driver's "query run ended" log line of each round
+	// (batches, shuffle bytes and records, map retries, seconds).
+	RunEnded []string `json:",omitempty"`
 }
 
 var driverAddrInLog = regexp.MustCompile(`msg="driver listening" address=(\S+)`)
@@ -64,7 +67,19 @@ func buildExecutor(ctx context.Context, dir string) (string, error) {
 
 // runCluster runs spec on `driver serve` with n executors and returns the
 // time from the driver's start to its exit.
-func runCluster(ctx context.Context, driver, executor, specFile, runDir string, n int, want int64) (time.Duration, error) {
+func runCluster(ctx context.Context, driver, executor, specFile, runDir string, n int, want int64) (time.Duration, string, error) {
+	var ended string
+	d, err := runClusterLog(ctx, driver, executor, specFile, runDir, n, want, func(dlog string) {
+		for _, l := range strings.Split(dlog, "\n") {
+			if strings.Contains(l, `msg="query run ended"`) {
+				ended = l
+			}
+		}
+	})
+	return d, ended, err
+}
+
+func runClusterLog(ctx context.Context, driver, executor, specFile, runDir string, n int, want int64, onExit func(driverLog string)) (time.Duration, error) {
 	token := filepath.Join(runDir, "token")
 	if err := os.WriteFile(token, []byte("sluicebench-cluster-token\n"), 0o600); err != nil {
 		return 0, err
@@ -72,7 +87,10 @@ func runCluster(ctx context.Context, driver, executor, specFile, runDir string, 
 	var dlog syncBuffer
 	start := time.Now()
 	drv := exec.CommandContext(ctx, driver, "serve", "--listen", "127.0.0.1:0", "--token-file", token, "--min-executors", fmt.Sprint(n),
-		"--exit-when-done", "--query", specFile, "--progress-json", filepath.Join(runDir, "progress.jsonl"))
+		"--exit-when-done", "--query", specFile, "--progress-json", filepath.Join(runDir, "progress.jsonl"),
+		// Its own registry: the default (./sluice-registry) would be shared
+		// by every run (a run would resume the last one's record).
+		"--registry", filepath.Join(runDir, "registry"))
 	drv.Stdout, drv.Stderr = &dlog, &dlog
 	if err := drv.Start(); err != nil {
 		return 0, fmt.Errorf("start driver serve: %w", err)
@@ -126,6 +144,7 @@ func runCluster(ctx context.Context, driver, executor, specFile, runDir string, 
 		return 0, fmt.Errorf("driver serve did not exit within 30 minutes")
 	}
 	elapsed := time.Since(start)
+	onExit(dlog.String())
 	if rows, _, err := progressTotals(filepath.Join(runDir, "progress.jsonl")); err != nil || rows != want {
 		return 0, fmt.Errorf("driver serve read %d rows (%v), want %d\n%s", rows, err, want, tail(dlog.String(), 1500))
 	}
@@ -179,7 +198,11 @@ func runExecutors(ctx context.Context, c config, driver, executor, dir string, c
 				if err != nil {
 					return err
 				}
-				cl, err = runCluster(ctx, driver, executor, spec, clDir, n, int64(c.rows))
+				var ended string
+				cl, ended, err = runCluster(ctx, driver, executor, spec, clDir, n, int64(c.rows))
+				if ended != "" {
+					res.RunEnded = append(res.RunEnded, ended)
+				}
 				return err
 			})
 			os.RemoveAll(oneDir)

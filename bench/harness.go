@@ -439,6 +439,8 @@ func summarize(ctx context.Context, rec *recorder, spec query.Spec, elapsed time
 // NoDataRun is the no-data batch measurement.
 type NoDataRun struct {
 	Batches []Batch // every batch, data and no-data
+	// ProfileTop is the top of a CPU profile of the run (with -report).
+	ProfileTop string `json:",omitempty"`
 }
 
 // noDataLines is one file of the no-data measurement: one event per course

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -23,21 +25,39 @@ type NoDataS3 struct {
 	Closing float64 // ms, no-data batch closing a window
 }
 
-// runNoDataS3 runs the benchmark with n iterations.
-func runNoDataS3(ctx context.Context, n int, out io.Writer) ([]NoDataS3, error) {
-	cmd := exec.CommandContext(ctx, "go", "test", "./engine", "-run", "^$", "-bench", "NoDataBatch", "-benchtime", fmt.Sprintf("%dx", n), "-count", "1")
+// runNoDataS3 runs the benchmark with n iterations; with profile set, under
+// a CPU profile written there, whose top it returns.
+func runNoDataS3(ctx context.Context, n int, profile string, out io.Writer) ([]NoDataS3, string, error) {
+	args := []string{"test", "./engine", "-run", "^$", "-bench", "NoDataBatch", "-benchtime", fmt.Sprintf("%dx", n), "-count", "1"}
+	if profile != "" {
+		abs, err := filepath.Abs(profile)
+		if err != nil {
+			return nil, "", err
+		}
+		profile = abs
+		// -o keeps the test binary out of the module's directory.
+		args = append(args, "-cpuprofile", profile, "-o", strings.TrimSuffix(profile, ".pprof")+".test")
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
 	b, err := cmd.CombinedOutput()
 	if err != nil {
-		return nil, fmt.Errorf("go test ./engine -bench NoDataBatch: %v; output tail:\n%s", err, tail(string(b), 1500))
+		return nil, "", fmt.Errorf("go test ./engine -bench NoDataBatch: %v; output tail:\n%s", err, tail(string(b), 1500))
 	}
 	res := parseNoDataBench(string(b))
 	if len(res) == 0 {
-		return nil, fmt.Errorf("go test ./engine -bench NoDataBatch printed no figures:\n%s", tail(string(b), 1500))
+		return nil, "", fmt.Errorf("go test ./engine -bench NoDataBatch printed no figures:\n%s", tail(string(b), 1500))
 	}
 	for _, r := range res {
 		fmt.Fprintf(out, "no-data batch on %s: %.1f ms closing nothing, %.1f ms closing a window\n", r.Where, r.Quiet, r.Closing)
 	}
-	return res, nil
+	top := ""
+	if profile != "" {
+		if t, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=15", profile).Output(); err == nil {
+			top = string(t)
+		}
+		os.Remove(strings.TrimSuffix(profile, ".pprof") + ".test")
+	}
+	return res, top, nil
 }
 
 // parseNoDataBench reads the benchmark's result lines, e.g.

@@ -106,7 +106,7 @@ func partitionsScale(ctx context.Context, pc PartitionsConfig, b *kafkaBroker, o
 	progressFile := filepath.Join(dir, "progress.jsonl")
 	var dlog lockedBuffer
 	driver := exec.CommandContext(ctx, driverBin, "serve", "--listen", "127.0.0.1:0", "--token-file", token,
-		"--query", specFile, "--min-executors", strconv.Itoa(pc.ScaleExecutors), "--progress-json", progressFile)
+		"--query", specFile, "--min-executors", strconv.Itoa(pc.ScaleExecutors), "--progress-json", progressFile, "--registry", filepath.Join(dir, "registry"))
 	driver.Stderr = &dlog
 	if err := driver.Start(); err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -30,6 +31,9 @@ const recoveryPoll = 5 * time.Millisecond
 type RecoveryResult struct {
 	StartToCommit, KillToCommit []float64
 	Kills                       int
+	// SlowestLog is the new driver's output in the slowest restart, from
+	// its start to the kill after its first commit.
+	SlowestLog string `json:",omitempty"`
 }
 
 func exists(p string) bool {
@@ -116,7 +120,8 @@ func runRecovery(ctx context.Context, c config, driver, dir string, kills int, o
 			return nil, fmt.Errorf("kill %d: batch 1 committed before the kill landed: use larger -rows-per-file", k+1)
 		}
 		started := time.Now()
-		second, exited2, err := startDriver(ctx, driver, filepath.Join(runDir, "work-2"), specFile, &log)
+		var log2 strings.Builder
+		second, exited2, err := startDriver(ctx, driver, filepath.Join(runDir, "work-2"), specFile, &log2)
 		if err != nil {
 			return nil, err
 		}
@@ -126,9 +131,13 @@ func runRecovery(ctx context.Context, c config, driver, dir string, kills int, o
 		<-exited2
 		os.RemoveAll(runDir)
 		if err != nil {
-			return nil, fmt.Errorf("kill %d: waiting for the new driver's first commit: %w; driver output:\n%s", k+1, err, tail(log.String(), 1500))
+			return nil, fmt.Errorf("kill %d: waiting for the new driver's first commit: %w; driver output:\n%s", k+1, err, tail(log.String()+log2.String(), 1500))
 		}
-		res.StartToCommit = append(res.StartToCommit, float64(committed.Sub(started).Microseconds())/1000)
+		ms := float64(committed.Sub(started).Microseconds()) / 1000
+		if len(res.StartToCommit) == 0 || ms > slices.Max(res.StartToCommit) {
+			res.SlowestLog = tail(log2.String(), 3000)
+		}
+		res.StartToCommit = append(res.StartToCommit, ms)
 		res.KillToCommit = append(res.KillToCommit, float64(committed.Sub(killed).Microseconds())/1000)
 		res.Kills++
 		fmt.Fprintf(out, "kill %d: new driver → first commit %.0f ms, kill → first commit %.0f ms\n", k+1, res.StartToCommit[k], res.KillToCommit[k])

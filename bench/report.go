@@ -109,6 +109,8 @@ type Target struct {
 	Status   string // "met", "missed", "not measured"
 	Gap      string
 	Why      string // for a missed target: what the profile shows, what would close it
+	// Profile is the top of the profile the Why refers to (pprof -top).
+	Profile string `json:",omitempty"`
 }
 
 // Report is report.json.
@@ -150,6 +152,12 @@ func overheadTarget(p *Pair) Target {
 	return t
 }
 
+// sectionTargets are the issue's targets that a Section measures (by
+// name): the table lists them as not measured when the mode did not run.
+var sectionTargets = []Target{
+	{Name: pebbleTargetName, Want: "≤ 1024 MiB peak RSS in every phase"},
+}
+
 // targets is the targets table of the run.
 func targets(res *Results) []Target {
 	kp := (*Pair)(nil)
@@ -176,7 +184,18 @@ func targets(res *Results) []Target {
 				nd.Status, nd.Gap = "met", fmt.Sprintf("%.0f ms under", 10-m)
 			} else {
 				nd.Status, nd.Gap = "missed", fmt.Sprintf("%.0f ms over", m-10)
-				nd.Why = "not profiled by this run; the no-data rows of the results split the batches that close a window from those that close nothing and give the fsynced 1 KiB Put as a yardstick. A batch that closes a window writes a state delta and a Parquet file per changed partition, the sink log and the commit, each an fsynced Put (bench/README.md): if the closing batches are the slow ones, fewer or parallel writes would close the gap"
+				var phases []string
+				for _, k := range []string{"addBatch", "map", "reduce", "commitOffsets"} {
+					if xs := s.phases[k]; len(xs) > 0 {
+						phases = append(phases, fmt.Sprintf("%s %.0f ms", k, median(xs)))
+					}
+				}
+				put := ""
+				if len(res.PutMs) > 0 {
+					put = fmt.Sprintf("; a fsynced 1 KiB Put on this disk takes %.2f ms (median) and the batch writes %.0f checkpoint objects (median)", median(res.PutMs), median(s.cpWrites))
+				}
+				nd.Why = fmt.Sprintf("the batch's phases (progress durationMs, medians): %s%s. A batch that closes a window writes a state delta and a Parquet file per changed partition, the sink log and the commit, each an fsynced Put: if the closing batches are the slow ones (results table), fewer or parallel writes would close the gap; the CPU profile of the run follows (time off-CPU in fsync does not show in it, the phases do)", strings.Join(phases, ", "), put)
+				nd.Profile = res.NoData.ProfileTop
 			}
 		}
 	}
@@ -195,7 +214,11 @@ func targets(res *Results) []Target {
 			st.Status, st.Gap = "met", fmt.Sprintf("%.1f ms under", 20-r.Quiet)
 		} else {
 			st.Status, st.Gap = "missed", fmt.Sprintf("%.1f ms over", r.Quiet-20)
-			st.Why = "not profiled by this run: `go test ./engine -run '^$' -bench NoDataBatch/s3 -cpuprofile F` profiles it"
+			st.Why = "the CPU profile of the benchmark (every sub-benchmark, `nodata-s3.pprof`) follows; on the S3-compatible server each checkpoint write is an HTTP request to a server that fsyncs, so the request count per batch (the S3 requests section) times the request latency is the floor: fewer requests per no-data batch (no listing, one conditional PUT for the commit) would close the gap"
+			st.Profile = res.NoDataS3Top
+			if st.Profile == "" {
+				st.Why = "not profiled by this run (run with -report, or `go test ./engine -run '^$' -bench NoDataBatch/s3 -cpuprofile F`): " + st.Why
+			}
 		}
 	}
 	ts = append(ts, st)
@@ -207,7 +230,8 @@ func targets(res *Results) []Target {
 			rt.Status, rt.Gap = "met", fmt.Sprintf("%.0f ms under", 2000-mx)
 		} else {
 			rt.Status, rt.Gap = "missed", fmt.Sprintf("%.0f ms over", mx-2000)
-			rt.Why = "not profiled by this run: the driver's log (driver run --log-level debug) during the slowest restart shows which step of start-up and replay took the time"
+			rt.Why = "the slowest restart's driver log follows (its timestamps show which step of start-up, checkpoint reading and the re-run of the batch took the time); the start-up of a process (binary load, Go runtime) is in the gap between the kill and the first line. Not a CPU profile: the driver has no profiling flag yet"
+			rt.Profile = r.SlowestLog
 		}
 	}
 	ts = append(ts, rt)
@@ -218,7 +242,11 @@ func targets(res *Results) []Target {
 			p.Ratio = e.Ratio
 			et = ratioTarget(et.Name, p, 0.9)
 			if et.Status == "missed" {
-				et.Why = "not profiled by this run: the driver's `query stopped` log line gives shuffle bytes and records; shuffle over gRPC and task placement are the candidates"
+				et.Why = "not a CPU profile (the driver and executor have no profiling flag yet): the driver's `query run ended` line of each cluster round follows, with the batches, the shuffle's bytes and records and map retries; with every process on the same cores, the shuffle over gRPC (encoding, copying, the executors' second decode) and the driver's RPCs are the work one process does not do, and task placement decides whether the two executors' map phases overlap"
+				et.Profile = strings.Join(e.RunEnded, "\n") + "\n"
+				if len(e.RunEnded) == 0 {
+					et.Profile = ""
+				}
 			}
 		}
 	}
@@ -240,13 +268,20 @@ func targets(res *Results) []Target {
 		ts = append(ts, Target{Name: "end-to-end latency beyond the semantic delay, p99", Want: "≤ trigger + 250 ms", Status: "not measured"})
 	}
 	gt := Target{Name: "bytes per open group in memory", Want: "≤ 200", Status: "not measured"}
-	if g := res.Groups; g != nil {
-		gt.Measured = fmt.Sprintf("%.0f (one run per size)", g.BytesPerGroup)
+	if g := res.Groups; g != nil && (len(g.Runs) > 0 || g.BytesPerGroup > 0) {
+		var sizes []string
+		for _, r := range g.Runs {
+			sizes = append(sizes, fmt.Sprintf("%.0f at %d", r.BytesPerGroup, r.OpenGroups))
+		}
+		gt.Measured = fmt.Sprintf("%.0f at the largest size (%s open groups; one run per size)", g.BytesPerGroup, strings.Join(sizes, ", "))
 		if g.BytesPerGroup <= 200 {
 			gt.Status, gt.Gap = "met", fmt.Sprintf("%.0f under", 200-g.BytesPerGroup)
 		} else {
 			gt.Status, gt.Gap = "missed", fmt.Sprintf("%.0f over", g.BytesPerGroup-200)
-			gt.Why = "not profiled by this run: `go run ./bench -only groups` with a heap profile of the largest size shows which structures hold each group"
+			gt.Why = "the live heap of the largest size is profiled below (`groups-heap.pprof`): the functions that allocated what the open groups hold; the engine's per-group cost is the aggregation table's entry (key bytes, aggregate, map overhead) in the state store's map, so a denser layout of that table (keys and aggregates in one arena, an open-addressing index) is what would close the gap"
+			if g.HeapTop == "" {
+				gt.Why = "no heap profile in this run (run with -report to get one): " + gt.Why
+			}
 		}
 	}
 	ts = append(ts, gt)
@@ -258,12 +293,26 @@ func targets(res *Results) []Target {
 			ft.Status, ft.Gap = "met", fmt.Sprintf("%.0f %% off", 100*abs(1-f))
 		} else {
 			ft.Status, ft.Gap = "missed", fmt.Sprintf("%.0f %% off, %.0f points beyond", 100*abs(1-f), 100*abs(1-f)-15)
-			ft.Why = "not profiled by this run: the reference's own curve (in the results) shows what a growing map costs any program, the rest is the engine's; `go run ./bench -only scaling -scale-n \"\" -scale-partitions \"\" -scale-courses N -cpuprofile F` profiles the largest point"
+			ft.Why = "the reference's own curve (in the results) shows what a growing map costs any program (cache misses once the groups outgrow the caches), the rest is the engine's: state entries per group, the shuffle of partial aggregates (one per group per map task) and the Parquet rows of closed windows all grow with the distinct courses. The CPU profile below is one engine run at the most courses minus one at the fewest (`scaling-courses-*.pprof`; positive: what the larger key space costs)"
+			ft.Profile = res.ScalingTop
+			if ft.Profile == "" {
+				ft.Why = "not profiled by this run (with -report it is): " + ft.Why
+			}
 		}
 	}
 	ts = append(ts, ft)
-	for _, n := range []struct{ name, want string }{} {
-		ts = append(ts, Target{Name: n.name, Want: n.want, Status: "not measured"})
+	have := map[string]bool{}
+	for _, s := range res.Sections {
+		for _, t := range s.Targets {
+			ts = append(ts, t)
+			have[t.Name] = true
+		}
+	}
+	// Targets the sections measure, listed even when their mode did not run.
+	for _, t := range sectionTargets {
+		if !have[t.Name] {
+			ts = append(ts, Target{Name: t.Name, Want: t.Want, Status: "not measured"})
+		}
 	}
 	return ts
 }
@@ -377,6 +426,12 @@ func writeMarkdown(w io.Writer, rep *Report, plots []string, engineTop, refTop s
 	for _, t := range rep.Targets {
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", t.Name, t.Want, orDash(t.Measured), t.Status, orDash(t.Gap))
 	}
+	if fs := rep.Results.Failures; len(fs) > 0 {
+		fmt.Fprintf(w, "\n## Failures\n\nThese measurements failed; their figures are missing or partial, the rest ran on.\n\n")
+		for _, f := range fs {
+			fmt.Fprintf(w, "- **%s**:\n\n```\n%s\n```\n", f.Mode, strings.TrimSpace(tail(f.Err, 3000)))
+		}
+	}
 	var missed []Target
 	for _, t := range rep.Targets {
 		if t.Status == "missed" {
@@ -389,6 +444,12 @@ func writeMarkdown(w io.Writer, rep *Report, plots []string, engineTop, refTop s
 			if t.Why != "" {
 				fmt.Fprintf(w, "- **%s**: %s\n", t.Name, t.Why)
 			}
+			if t.Profile != "" {
+				fmt.Fprintf(w, "\n  ```\n%s  ```\n", indent(t.Profile, "  "))
+			}
+		}
+		if g := rep.Results.Groups; g != nil && g.HeapTop != "" && g.BytesPerGroup > 200 {
+			fmt.Fprintf(w, "\nBytes per open group: the live heap with %d open groups (`go tool pprof -sample_index=inuse_space groups-heap.pprof`):\n\n```\n%s```\n", g.Runs[len(g.Runs)-1].OpenGroups, g.HeapTop)
 		}
 		if engineTop != "" {
 			fmt.Fprintf(w, "\nThe throughput and CPU targets: one engine run and one reference run over the same files, profiled (`engine-file.pprof`, `reference-file.pprof` here; `go tool pprof -top -diff_base reference-file.pprof engine-file.pprof` shows what the engine does beyond the reference). The reference spends its CPU on the same decoder; whatever the engine spends beyond it (planning, state, Parquet, checkpoint fsyncs, idle cores at the end of a map phase) is the gap.\n\nEngine:\n\n```\n%s```\n\nEngine minus reference (`-diff_base`; positive: CPU the engine spends that the reference does not):\n\n```\n%s```\n", engineTop, refTop)
@@ -398,12 +459,36 @@ func writeMarkdown(w io.Writer, rep *Report, plots []string, engineTop, refTop s
 	for _, l := range rep.Table {
 		fmt.Fprintf(w, "| %s | %s | %s |\n", strings.TrimSpace(l.name), l.value, l.target)
 	}
-	if len(plots) > 0 {
-		fmt.Fprintf(w, "\n## Plots\n\n")
-		for _, p := range plots {
-			fmt.Fprintf(w, "![%s](%s)\n\n", strings.TrimSuffix(p, ".png"), p)
+	drawn := map[string]bool{}
+	for _, p := range plots {
+		drawn[p] = true
+	}
+	inSection := map[string]bool{}
+	for _, s := range rep.Results.Sections {
+		sectionMarkdown(w, s, drawn)
+		for _, p := range s.Plots {
+			inSection[p.File] = true
 		}
 	}
+	if len(plots) > len(inSection) {
+		fmt.Fprintf(w, "\n## Plots\n\n")
+		for _, p := range plots {
+			if !inSection[p] {
+				fmt.Fprintf(w, "![%s](%s)\n\n", strings.TrimSuffix(p, ".png"), p)
+			}
+		}
+	}
+}
+
+// indent prefixes every line of s.
+func indent(s, prefix string) string {
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(s, "\n") {
+		if l != "" {
+			b.WriteString(prefix + l)
+		}
+	}
+	return b.String()
 }
 
 func orDash(s string) string {
@@ -488,6 +573,16 @@ func writePlots(dir string, rep *Report) ([]string, error) {
 		return nil, err
 	}
 	names = append(names, sp...)
+	for _, s := range rep.Results.Sections {
+		for _, p := range s.Plots {
+			if err := drawPlot(dir, p); err != nil {
+				// One bad plot does not cost the report.
+				s.Text += fmt.Sprintf("\n\n(Plot %s failed: %v.)", p.File, err)
+				continue
+			}
+			names = append(names, p.File)
+		}
+	}
 	if len(rep.Machine.Load) > 1 {
 		p := plot.New()
 		p.Title.Text = "1-minute load average during the run"

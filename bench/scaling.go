@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -140,4 +141,46 @@ func flatness(series []ScaleSeries, name string) (float64, string) {
 		}
 	}
 	return 0, ""
+}
+
+// profileCourses profiles one engine run at the fewest and one at the most
+// distinct courses of the courses series (c.rows events each) and returns
+// `go tool pprof -top -diff_base fewest most`: the CPU the larger key space
+// costs beyond the smaller, function by function.
+func profileCourses(ctx context.Context, c config, fewest, most int, dir, outDir string) (string, error) {
+	files := map[int]string{}
+	for _, n := range []int{fewest, most} {
+		gopts := generatorOptions(int64(c.rows), c.maxRowsPerTrigger)
+		gopts.Courses = n
+		runDir := filepath.Join(dir, fmt.Sprintf("profile-courses-%d", n))
+		files[n] = filepath.Join(outDir, fmt.Sprintf("scaling-courses-%d.pprof", n))
+		_, err := profileTop(files[n], func() error {
+			spec := tileSpec(query.Source{Generator: &gopts}, runDir, query.Trigger{AvailableNow: true})
+			_, err := runEngine(ctx, spec, c.parallelism)
+			return err
+		})
+		os.RemoveAll(runDir)
+		if err != nil {
+			return "", err
+		}
+	}
+	diff, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=15", "-diff_base", files[fewest], files[most]).Output()
+	if err != nil {
+		return "", nil
+	}
+	// The leaves above are runtime and map internals; the engine's own
+	// functions, by cumulative difference, say whose work they are.
+	cum, err := exec.Command("go", "tool", "pprof", "-top", "-cum", "-nodecount=15", "-show=sluicehq", "-diff_base", files[fewest], files[most]).Output()
+	if err == nil {
+		diff = append(append(diff, "\nThe engine's functions, cumulative:\n"...), dropHeader(string(cum))...)
+	}
+	return string(diff), nil
+}
+
+// dropHeader removes pprof -top's header (File:, Type:, ... lines).
+func dropHeader(s string) string {
+	if i := strings.Index(s, "      flat  flat%"); i >= 0 {
+		return s[i:]
+	}
+	return s
 }
