@@ -103,8 +103,8 @@ func TestLatestReadsNumericallyNewestAndCleanupKeepsRecent(t *testing.T) {
 	if err != nil || o.BatchID != 11 || c.BatchID != 11 {
 		t.Fatalf("latest = %v %v %v, want batch 11 (numeric, not lexical, order)", o, c, err)
 	}
-	if err := l.Cleanup(ctx, 9); err != nil {
-		t.Fatal(err)
+	if n, err := l.Cleanup(ctx, 9); err != nil || n != 18 {
+		t.Fatalf("cleanup keeping 9.. deleted %d, %v; want 18 (offsets and commits 0..8)", n, err)
 	}
 	ids, _ := l.OffsetIDs(ctx)
 	cids, _ := l.CommitIDs(ctx)

@@ -30,6 +30,8 @@ type Metrics struct {
 	skippedOffsets *prometheus.CounterVec
 	tooFarAhead    *prometheus.CounterVec
 	watermarkJumps *prometheus.CounterVec
+	retainDeleted  *prometheus.CounterVec
+	retainErrors   *prometheus.CounterVec
 }
 
 // New creates the collectors and registers them on reg.
@@ -50,13 +52,15 @@ func New(reg prometheus.Registerer) *Metrics {
 		skippedOffsets: counter("sluice_source_skipped_offsets_total", "Offsets skipped because the source lost them (failOnDataLoss: false)."),
 		tooFarAhead:    counter("sluice_rows_too_far_ahead_total", "Records set aside as malformed because their event time was more than watermark.maxEventTimeAhead ahead of the batch."),
 		watermarkJumps: counter("sluice_watermark_jumps_total", "Batches that moved the watermark by more than watermark.maxJump."),
+		retainDeleted:  counter("sluice_checkpoint_cleanup_deleted_total", "Checkpoint objects (log entries, state files) the background cleaner deleted (minBatchesToRetain)."),
+		retainErrors:   counter("sluice_checkpoint_cleanup_errors_total", "Background checkpoint cleanup passes that failed (logged; batches are unaffected)."),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "sluice_batch_duration_seconds", Help: "Duration of committed batches, trigger start to commit (Spark's triggerExecution).",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
 		}, q),
 	}
 	reg.MustRegister(m.batches, m.inputRows, m.outputRows, m.malformed, m.dropped, m.retries, m.duration,
-		m.phase, m.shuffleBytes, m.skippedOffsets, m.tooFarAhead, m.watermarkJumps)
+		m.phase, m.shuffleBytes, m.skippedOffsets, m.tooFarAhead, m.watermarkJumps, m.retainDeleted, m.retainErrors)
 	return m
 }
 
@@ -80,6 +84,8 @@ func (m *Metrics) Observe(p *scheduler.Progress) {
 	if jumps := m.watermarkJumps.WithLabelValues(q, id); p.WatermarkJumpMs > 0 {
 		jumps.Inc()
 	}
+	m.retainDeleted.WithLabelValues(q, id).Add(float64(p.RetentionDeleted))
+	m.retainErrors.WithLabelValues(q, id).Add(float64(p.RetentionErrors))
 	var dropped int64
 	for _, s := range p.StateOperators {
 		dropped += s.NumRowsDroppedByWatermark

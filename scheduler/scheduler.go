@@ -112,6 +112,9 @@ type Query struct {
 	// it did. Used only by the batch loop.
 	jumps  int64
 	jumpMs int64
+	// cleaner deletes what retention no longer keeps, in the background;
+	// set by Run for its duration.
+	cleaner *cleaner
 }
 
 // Open reads (or, for an empty checkpoint, creates) the checkpoint's
@@ -343,6 +346,13 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 		return err
 	}
 	lp := &loop{next: res.NextBatch, nextWM: res.WatermarkMs, usedWM: res.LateWatermarkMs}
+	q.cleaner = q.startCleaner(ctx)
+	defer func() {
+		// A run that ends by itself (availableNow, once) lets the pass its
+		// last commit asked for finish; a stop cancels it.
+		q.cleaner.stop(ctx.Err() == nil)
+		q.cleaner = nil
+	}()
 	if res.Last != nil {
 		for _, r := range res.Last.Sources {
 			lp.ends = append(lp.ends, r.End)
@@ -677,7 +687,7 @@ func (q *Query) runBatch(ctx context.Context, lp *loop, e *checkpoint.OffsetEntr
 	inRate := InputRowsPerSecond(res.InputRows, lp.lastBatchStart, started)
 	lp.lastBatchStart = started
 	p := q.report(ctx, e, res, latest, rerun, skipSink, attempts, inRate, started, commitStart, done)
-	q.cleanup(ctx, e.BatchID)
+	q.cleaner.committed(e.BatchID)
 	if sb := p.StateBudget; sb != nil && sb.Exceeded && cfg.Spec.StateBudget.Stops() {
 		return fmt.Errorf("query %s stopped after batch %d committed: %s: %w", cfg.Spec.Name, e.BatchID, sb.Message, ErrStateBudgetExceeded)
 	}
@@ -776,6 +786,7 @@ func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *exec
 		EventTime: map[string]string{"watermark": fmtMs(e.BatchWatermarkMs)},
 	}
 	p.NumRowsTooFarAhead, p.WatermarkJumpMs, p.NumWatermarkJumps = res.TooFarAhead, q.jumpMs, q.jumps
+	p.RetentionDeleted, p.RetentionErrors = q.cleaner.take()
 	if secs := total.Seconds(); secs > 0 {
 		p.ProcessedRowsPerSecond = float64(res.InputRows) / secs
 	}
@@ -882,29 +893,4 @@ func sinkDescription(s *query.Spec) string {
 		return "ConsoleSink"
 	}
 	return ""
-}
-
-// cleanup deletes log entries and state versions older than the retained
-// window, every few batches. It reads what exists before deleting, and
-// keeps everything a re-run of the newest batches could need.
-func (q *Query) cleanup(ctx context.Context, committed int64) {
-	retain := int64(q.cfg.Spec.MinBatchesToRetain)
-	if committed < retain || committed%10 != 0 {
-		return
-	}
-	keep := committed - retain + 1
-	// State first: its cleanup reads the commit records (which attempt's
-	// files make each version) that the log's cleanup then removes.
-	if q.cfg.State != nil && q.layout != nil {
-		for p := 0; p < q.meta.ShufflePartitions; p++ {
-			if err := q.cfg.State.Cleanup(ctx, p, statestore.Version(keep)); err != nil {
-				q.cfg.Logger.Warn("state cleanup failed", "query", q.cfg.Spec.Name, "partition", p, "err", err)
-				return
-			}
-		}
-	}
-	if err := q.log.Cleanup(ctx, keep); err != nil {
-		q.cfg.Logger.Warn("checkpoint cleanup failed", "query", q.cfg.Spec.Name, "err", err)
-		return
-	}
 }

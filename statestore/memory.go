@@ -2,7 +2,6 @@ package statestore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -193,18 +192,9 @@ func (m *Memory) load(ctx context.Context, p int, v Version) (*memPart, error) {
 	return part, nil
 }
 
-// Cleanup deletes files no version >= keep needs.
-func (m *Memory) Cleanup(ctx context.Context, p int, keep Version) error {
-	obsolete, err := m.recs.cleanup(ctx, m.store, m.opts.Operator, p, keep)
-	if err != nil {
-		return fmt.Errorf("clean up state partition %d: %w", p, err)
-	}
-	for _, k := range obsolete {
-		if err := m.store.Delete(ctx, k); err != nil && !errors.Is(err, objstore.ErrNotExist) {
-			return fmt.Errorf("clean up state partition %d: %w", p, err)
-		}
-	}
-	return nil
+// Cleanup deletes files no version >= keep needs and returns how many.
+func (m *Memory) Cleanup(ctx context.Context, p int, keep Version) (int, error) {
+	return cleanupPartition(ctx, m.store, m.recs, m.opts.Operator, p, keep)
 }
 
 // Release drops partition p's cached map unless it is open.

@@ -502,19 +502,10 @@ func (pb *Pebble) applyDeltas(ctx context.Context, p int, part *pebPart, fs file
 	return nil
 }
 
-// Cleanup deletes files no version >= keep needs. The local databases are
+// Cleanup deletes files no version >= keep needs and returns how many. The local databases are
 // not touched.
-func (pb *Pebble) Cleanup(ctx context.Context, p int, keep Version) error {
-	obsolete, err := pb.recs.cleanup(ctx, pb.store, pb.opts.Operator, p, keep)
-	if err != nil {
-		return fmt.Errorf("clean up state partition %d: %w", p, err)
-	}
-	for _, k := range obsolete {
-		if err := pb.store.Delete(ctx, k); err != nil && !errors.Is(err, objstore.ErrNotExist) {
-			return fmt.Errorf("clean up state partition %d: %w", p, err)
-		}
-	}
-	return nil
+func (pb *Pebble) Cleanup(ctx context.Context, p int, keep Version) (int, error) {
+	return cleanupPartition(ctx, pb.store, pb.recs, pb.opts.Operator, p, keep)
 }
 
 // Close closes every local database and releases the block cache. Stores

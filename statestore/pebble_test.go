@@ -447,7 +447,7 @@ func TestPebbleStaleLocalDatabaseCatchesUpOrRebuilds(t *testing.T) {
 	for v := 8; v < 25; v++ {
 		commitModel(t, b, 0, Version(v), h[v+1])
 	}
-	if err := b.Cleanup(ctx, 0, 20); err != nil {
+	if _, err := b.Cleanup(ctx, 0, 20); err != nil {
 		t.Fatal(err)
 	}
 	if keys, _ := cp.List(ctx, deltaKey(0, 0, 9, "")); len(keys) != 0 {
@@ -521,7 +521,7 @@ func TestPebbleCleanupKeepsStorageBoundedOver1000Batches(t *testing.T) {
 			continue
 		}
 		keep = max(next-retain+1, 0)
-		if err := pb.Cleanup(ctx, 0, keep); err != nil {
+		if _, err := pb.Cleanup(ctx, 0, keep); err != nil {
 			t.Fatal(err)
 		}
 		keys, err := cp.List(ctx, "state/")
@@ -946,7 +946,7 @@ func TestPebblePartitionsWorkConcurrently(t *testing.T) {
 					if _, err := st.Commit(ctx, ""); err != nil {
 						return err
 					}
-					if err := pb.Cleanup(ctx, p, Version(v)); err != nil {
+					if _, err := pb.Cleanup(ctx, p, Version(v)); err != nil {
 						return err
 					}
 				}

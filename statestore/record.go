@@ -199,3 +199,21 @@ func (r *records) cleanup(ctx context.Context, store objstore.Store, op, p int, 
 	slices.Sort(out)
 	return slices.Compact(out), nil
 }
+
+// cleanupPartition deletes the files of partition p that no version >=
+// keep needs (records.cleanup classifies them first) and returns how many
+// it deleted.
+func cleanupPartition(ctx context.Context, store objstore.Store, recs *records, op, p int, keep Version) (int, error) {
+	obsolete, err := recs.cleanup(ctx, store, op, p, keep)
+	if err != nil {
+		return 0, fmt.Errorf("clean up state partition %d: %w", p, err)
+	}
+	deleted := 0
+	for _, k := range obsolete {
+		if err := store.Delete(ctx, k); err != nil && !errors.Is(err, objstore.ErrNotExist) {
+			return deleted, fmt.Errorf("clean up state partition %d: %w", p, err)
+		}
+		deleted++
+	}
+	return deleted, nil
+}

@@ -174,7 +174,7 @@ func TestBothAttemptsChangeAPartitionEveryExecutorLoadsTheCommittedOne(t *testin
 					prov.Close()
 				}
 
-				if err := survivor.Cleanup(ctx, 0, 2); err != nil {
+				if _, err := survivor.Cleanup(ctx, 0, 2); err != nil {
 					t.Fatal(err)
 				}
 				keys, err := cp.List(ctx, "state/0/0/")
