@@ -51,6 +51,9 @@ type records struct {
 	cache map[int64]*CommitRecord
 }
 
+// recordCacheMax bounds the records cached.
+const recordCacheMax = 2048
+
 func newRecords(store objstore.Store) *records {
 	return &records{store: store, cache: map[int64]*CommitRecord{}}
 }
@@ -84,6 +87,15 @@ func (r *records) get(ctx context.Context, batch int64) (*CommitRecord, error) {
 	}
 	r.mu.Lock()
 	r.cache[batch] = doc.State
+	if len(r.cache) > recordCacheMax {
+		// Bounded however long the query runs: drop the older half (a
+		// record dropped is read again if ever needed).
+		for b := range r.cache {
+			if b < batch-recordCacheMax/2 {
+				delete(r.cache, b)
+			}
+		}
+	}
 	r.mu.Unlock()
 	return doc.State, nil
 }
@@ -109,21 +121,37 @@ func (r *records) follow(ctx context.Context, fs fileSet, op, p int, v Version) 
 		delete(fs.deltas, u)
 		delete(fs.snaps, u)
 		attempt := rec.attempt(p)
-		if slices.Contains(rec.Deltas, p) {
-			key, ok := fs.allDeltas[u][attempt]
-			if !ok {
-				return fmt.Errorf("load state partition %d version %d: %s, listed by commits/%d, is missing: %w", p, v, deltaKey(op, p, u, attempt), u-1, ErrCorrupt)
-			}
-			fs.deltas[u] = key
-		}
 		if slices.Contains(rec.Snapshots, p) {
+			// Written with the delta by the batch (before snapshots moved
+			// to the background): the record requires it.
 			key, ok := fs.allSnaps[u][attempt]
 			if !ok {
 				return fmt.Errorf("load state partition %d version %d: %s, listed by commits/%d, is missing: %w", p, v, snapKey(op, p, u, attempt), u-1, ErrCorrupt)
 			}
 			fs.snaps[u] = key
-			return nil // the base: nothing older is read
+			if key, ok := fs.allDeltas[u][attempt]; ok {
+				fs.deltas[u] = key
+			}
+			return nil // the base: nothing older (its delta included) is read
 		}
+		if !slices.Contains(rec.Deltas, p) {
+			continue
+		}
+		if key, ok := fs.allSnaps[u][attempt]; ok {
+			// Written in the background (Maintainer) for the version and
+			// attempt this record names: the base. Its delta may be gone
+			// (cleanup keeps nothing at or below the base).
+			fs.snaps[u] = key
+			if key, ok := fs.allDeltas[u][attempt]; ok {
+				fs.deltas[u] = key
+			}
+			return nil
+		}
+		key, ok := fs.allDeltas[u][attempt]
+		if !ok {
+			return fmt.Errorf("load state partition %d version %d: %s, listed by commits/%d, is missing: %w", p, v, deltaKey(op, p, u, attempt), u-1, ErrCorrupt)
+		}
+		fs.deltas[u] = key
 	}
 	return nil
 }
@@ -157,7 +185,9 @@ func (r *records) strays(ctx context.Context, fs fileSet, p int, keep Version) (
 	if err := check(fs.allDeltas, func(r *CommitRecord) []int { return r.Deltas }); err != nil {
 		return nil, err
 	}
-	if err := check(fs.allSnaps, func(r *CommitRecord) []int { return r.Snapshots }); err != nil {
+	// A snapshot is the record's when it lists it, or (written in the
+	// background) when it is named for the delta the record lists.
+	if err := check(fs.allSnaps, func(r *CommitRecord) []int { return append(slices.Clone(r.Snapshots), r.Deltas...) }); err != nil {
 		return nil, err
 	}
 	return out, nil
