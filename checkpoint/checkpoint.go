@@ -283,8 +283,8 @@ func RetainFrom(committed, retain int64) int64 {
 	return committed - retain + 1
 }
 
-// Cleanup deletes offsets and commits entries of batches before keep, the
-// oldest first, and returns how many it deleted. Interrupted, it leaves a
+// Cleanup deletes offsets and commits entries of batches before keep and
+// returns how many it deleted. Interrupted, it leaves a
 // log whose newest entries are untouched (what a restart reads), so a
 // later Cleanup finishes the job.
 func (l *Log) Cleanup(ctx context.Context, keep int64) (int, error) {
@@ -294,15 +294,19 @@ func (l *Log) Cleanup(ctx context.Context, keep int64) (int, error) {
 		if err != nil {
 			return deleted, err
 		}
+		var keys []string
 		for _, id := range ids {
 			if id >= keep {
 				break
 			}
-			key := fmt.Sprintf("%s/%d", dir, id)
-			if err := l.store.Delete(ctx, key); err != nil && !errors.Is(err, objstore.ErrNotExist) {
-				return deleted, fmt.Errorf("clean up %s: %w", key, err)
-			}
-			deleted++
+			keys = append(keys, fmt.Sprintf("%s/%d", dir, id))
+		}
+		// In parallel: the newest entries (what a restart reads) are never
+		// among them, so the order does not matter.
+		n, err := objstore.DeleteAll(ctx, l.store, keys, 8)
+		deleted += n
+		if err != nil {
+			return deleted, fmt.Errorf("clean up %s: %w", dir, err)
 		}
 	}
 	return deleted, nil

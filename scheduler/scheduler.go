@@ -347,6 +347,11 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 	}
 	lp := &loop{next: res.NextBatch, nextWM: res.WatermarkMs, usedWM: res.LateWatermarkMs}
 	q.cleaner = q.startCleaner(ctx)
+	if res.NextBatch > 0 {
+		// A first pass at start finishes what a stopped run's cleaner left,
+		// even if no batch runs.
+		q.cleaner.committed(res.NextBatch - 1)
+	}
 	defer func() {
 		// A run that ends by itself (availableNow, once) lets the pass its
 		// last commit asked for finish; a stop cancels it.

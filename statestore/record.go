@@ -51,6 +51,9 @@ type records struct {
 	cache map[int64]*CommitRecord
 }
 
+// cleanupParallel bounds the deletes a partition's cleanup has in flight.
+const cleanupParallel = 8
+
 // recordCacheMax bounds the records cached.
 const recordCacheMax = 2048
 
@@ -238,12 +241,9 @@ func cleanupPartition(ctx context.Context, store objstore.Store, recs *records, 
 	if err != nil {
 		return 0, fmt.Errorf("clean up state partition %d: %w", p, err)
 	}
-	deleted := 0
-	for _, k := range obsolete {
-		if err := store.Delete(ctx, k); err != nil && !errors.Is(err, objstore.ErrNotExist) {
-			return deleted, fmt.Errorf("clean up state partition %d: %w", p, err)
-		}
-		deleted++
+	deleted, err := objstore.DeleteAll(ctx, store, obsolete, cleanupParallel)
+	if err != nil {
+		return deleted, fmt.Errorf("clean up state partition %d: %w", p, err)
 	}
 	return deleted, nil
 }
