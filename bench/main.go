@@ -44,6 +44,7 @@ type config struct {
 	partBatch         string
 	state             StateConfig
 	stateGroups       string
+	longRun           LongRunConfig
 }
 
 func main() {
@@ -57,7 +58,7 @@ func main() {
 	flag.DurationVar(&c.noDataInterval, "nodata-interval", 20*time.Millisecond, "processingTime trigger of the no-data measurement")
 	flag.IntVar(&c.parallelism, "parallelism", 0, "engine task parallelism (0: GOMAXPROCS)")
 	flag.StringVar(&c.dir, "dir", "", "work directory (default: a new temporary directory, removed at the end)")
-	flag.StringVar(&c.only, "only", "", "comma-separated subset of raw,gen,file,process,nodata,groups,nodata-s3,recovery,executors,latency,kafka,scaling (default all but nodata-s3, recovery, executors, latency, kafka and scaling, which run only when named or with -report)")
+	flag.StringVar(&c.only, "only", "", "comma-separated subset of raw,gen,file,process,nodata,groups,nodata-s3,recovery,executors,latency,kafka,scaling,longrun (default all but nodata-s3, recovery, executors, latency, kafka, scaling and longrun, which run only when named or with -report)")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.BoolVar(&c.markdown, "markdown", false, "also print the results as a Markdown table for bench/README.md")
 	flag.StringVar(&c.report, "report", "", "write DIR/report.md, DIR/report.json, PNG plots and CPU profiles of the run into this directory")
@@ -99,6 +100,10 @@ func main() {
 	flag.StringVar(&c.state.MemLimit, "state-memlimit", "512MiB", "state: GOMEMLIMIT of each phase process")
 	flag.IntVar(&c.state.ValueBytes, "state-value-bytes", 24, "state: bytes per group's aggregate")
 	flag.BoolVar(&c.state.MemoryToo, "state-memory", true, "state: also load the checkpoint with the in-memory provider, for contrast")
+	flag.IntVar(&c.longRun.Batches, "longrun-batches", 10_000, "longrun: micro-batches of the long run on the S3 test server (at least 200)")
+	flag.IntVar(&c.longRun.SampleEvery, "longrun-sample", 100, "longrun: batches between samples of the checkpoint's object count and RSS")
+	flag.IntVar(&c.longRun.Retain, "longrun-retain", 100, "longrun: minBatchesToRetain of the long run")
+	flag.Int64Var(&c.longRun.Rows, "longrun-rows", 5, "longrun: generator rows per second, one second of event time each (batches run back to back: most take a row or two, and one that finds none after the watermark moved is a no-data batch)")
 	flag.Parse()
 	var err error
 	if c.partitions.Counts, err = int32List(c.partCounts); err == nil {
@@ -190,6 +195,7 @@ type Results struct {
 	Recovery                 *RecoveryResult
 	Executors                []*ExecutorsResult
 	Latency                  []*LatencyResult
+	LongRun                  *LongRunResult
 }
 
 func run(ctx context.Context, c config, out io.Writer) error {
@@ -204,7 +210,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	// A -report runs it too: the report is the whole suite (but for the
 	// partitions scale simulation and the state bench, run on their own).
 	do := func(s string) bool {
-		return (all && s != "partitions" && s != "state" && ((s != "kafka" && s != "scaling" && s != "nodata-s3" && s != "recovery" && s != "executors" && s != "latency") || c.report != "")) || want[s]
+		return (all && s != "partitions" && s != "state" && ((s != "kafka" && s != "scaling" && s != "nodata-s3" && s != "recovery" && s != "executors" && s != "latency" && s != "longrun") || c.report != "")) || want[s]
 	}
 
 	dir := c.dir
@@ -344,6 +350,13 @@ func run(ctx context.Context, c config, out io.Writer) error {
 			return fmt.Errorf("recovery: %w", err)
 		}
 		res.Recovery = rr
+	}
+	if do("longrun") {
+		lr, err := runLongRun(ctx, c.longRun, dir, out)
+		if err != nil {
+			return fmt.Errorf("longrun: %w", err)
+		}
+		res.LongRun = lr
 	}
 	if do("nodata-s3") {
 		nd, err := runNoDataS3(ctx, c.noDataBatches, out)
@@ -568,6 +581,7 @@ func tableLines(res *Results, c config) []line {
 		ls = append(ls, kafkaLines(res.Kafka)...)
 	}
 	ls = append(ls, scalingLines(res.Scaling)...)
+	ls = append(ls, longRunLines(res.LongRun)...)
 	for _, r := range res.NoDataS3 {
 		closing := "– (none in so few iterations)"
 		if r.Closing > 0 {
