@@ -3,6 +3,8 @@ package checkpoint
 import (
 	"context"
 	"errors"
+	"slices"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -138,3 +140,50 @@ func TestMetadataApprovalsOldAndNew(t *testing.T) {
 		t.Fatalf("String() = %q", s)
 	}
 }
+
+// A new driver's start reads a bounded number of objects however long the
+// query has run: with retention, two listings of at most retain (+ the
+// cleaner's lag) entries each and the newest entry of each log.
+func TestStartReadsABoundedNumberOfObjects(t *testing.T) {
+	ctx := context.Background()
+	for _, batches := range []int64{150, 3000} {
+		mem := objstore.NewMem()
+		l := New(mem)
+		const retain = 100
+		for i := range batches {
+			if err := l.WriteOffsets(ctx, &OffsetEntry{BatchID: i}); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.WriteCommit(ctx, &CommitEntry{BatchID: i}); err != nil {
+				t.Fatal(err)
+			}
+			if keep := RetainFrom(i, retain); keep > 0 && i%10 == 0 {
+				if _, err := l.Cleanup(ctx, keep); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		c := objstore.NewCounting(mem)
+		c.StartTrace()
+		o, cm, err := New(c).Latest(ctx)
+		if err != nil || o.BatchID != batches-1 || cm.BatchID != batches-1 {
+			t.Fatalf("after %d batches: latest %v %v %v", batches, o, cm, err)
+		}
+		var got []string
+		for _, e := range c.Trace() {
+			got = append(got, e.Op+" "+e.Key)
+		}
+		want := []string{"list offsets/", "list commits/", "get offsets/" + itoa(batches-1), "get commits/" + itoa(batches-1)}
+		if !slices.Equal(got, want) {
+			t.Fatalf("after %d batches, start read %q, want %q", batches, got, want)
+		}
+		for _, dir := range []string{"offsets/", "commits/"} {
+			keys, _ := mem.List(ctx, dir)
+			if len(keys) > retain+10 {
+				t.Fatalf("after %d batches %s holds %d entries, want at most %d", batches, dir, len(keys), retain+10)
+			}
+		}
+	}
+}
+
+func itoa(i int64) string { return strconv.FormatInt(i, 10) }
