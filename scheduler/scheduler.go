@@ -44,7 +44,9 @@ type Config struct {
 	// Exactly one of FileSink and Writer.
 	FileSink sink.FileSink
 	Writer   sink.BatchWriter
-	// State, if set, is cleaned up as batches commit.
+	// State, if set, has the state files no retained version needs
+	// deleted by the background cleaner (the driver deletes them; see
+	// cleaner).
 	State statestore.Provider
 	// AllowFirstStart and AllowReplay let a production query start on an
 	// empty checkpoint.
