@@ -187,3 +187,20 @@ func TestStartReadsABoundedNumberOfObjects(t *testing.T) {
 }
 
 func itoa(i int64) string { return strconv.FormatInt(i, 10) }
+
+func TestRetainFromKeepsWhatTheNextBatchNeeds(t *testing.T) {
+	for _, tc := range []struct{ committed, retain, want int64 }{
+		{-1, 100, -1}, {0, 100, -1}, {98, 100, -1}, {99, 100, 0}, {150, 100, 51},
+		{5, 1, 5}, {5, 0, 5}, // at least the last batch
+	} {
+		got := RetainFrom(tc.committed, tc.retain)
+		if got != tc.want {
+			t.Errorf("RetainFrom(%d, %d) = %d, want %d", tc.committed, tc.retain, got, tc.want)
+		}
+		// The next batch's offsets, the last commit and state version
+		// committed+1 are never before it.
+		if tc.committed >= 0 && got > tc.committed {
+			t.Errorf("RetainFrom(%d, %d) = %d drops the last commit", tc.committed, tc.retain, got)
+		}
+	}
+}
