@@ -110,6 +110,7 @@ func startVersitygw(ctx context.Context, dir string) (*versitygw, error) {
 	}
 	cmd := exec.Command(bin, "--port", addr, "-a", key, "-s", secret, "posix", data)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	dieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("start %s: %w", bin, err)
