@@ -45,9 +45,9 @@ type PebbleOptions struct {
 // Pebble keeps each partition in a local pebble database and writes every
 // committed version to the checkpoint in the same files as Memory: a delta
 // per version that changed the partition, a snapshot every
-// SnapshotInterval versions, written in the background by Maintain. The checkpoint is the truth; the local
-// database is a cache that says which version it holds in a marker key
-// written atomically with the data.
+// SnapshotInterval versions, written in the background by Maintain. The
+// checkpoint is the truth; the local database is a cache that says which
+// version it holds in a marker key written atomically with the data.
 //
 // Snapshots use the Memory provider's file format (a sorted dump of every
 // key and value), not pebble SST files. Reasons: a checkpoint written by
@@ -518,8 +518,8 @@ func (pb *Pebble) applyDeltas(ctx context.Context, p int, part *pebPart, fs file
 	return nil
 }
 
-// Cleanup deletes files no version >= keep needs and returns how many. The local databases are
-// not touched.
+// Cleanup deletes files no version >= keep needs and returns how many. The
+// local databases are not touched.
 func (pb *Pebble) Cleanup(ctx context.Context, p int, keep Version) (int, error) {
 	return cleanupPartition(ctx, pb.store, pb.recs, pb.opts.Operator, p, keep)
 }
