@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/objstore"
@@ -42,12 +43,28 @@ func TestCleanupFailuresAreLoggedAndNeverFailABatch(t *testing.T) {
 		lines = append(lines, line(fmt.Sprintf("c%d", i%3), float64(i)))
 	}
 	faulty := objstore.NewFaulty(objstore.NewMem())
-	faulty.AddRule(objstore.FaultRule{Op: objstore.OpDelete, KeyPrefix: "offsets/", Limit: 3})
+	faulty.AddRule(objstore.FaultRule{Op: objstore.OpDelete, KeyPrefix: "offsets/", Limit: 1})
 	logs := &syncBuffer{}
 	const retain = 10
+	// Batch 40 waits (after its commit) for a pass to reach the log, so
+	// passes run during the run, not only at its end.
+	passed := make(chan struct{})
+	var once sync.Once
 	progress, _ := runQueryWith(t, lines, 1, func(s *query.Spec) { s.MinBatchesToRetain = retain }, func(c *scheduler.Config) {
 		c.Checkpoint = faulty
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		c.Hook = func(point string, batch int64) {
+			switch {
+			case point == "cleanup-log" && batch >= 30:
+				once.Do(func() { close(passed) })
+			case point == "after-commit" && batch == 40:
+				select {
+				case <-passed:
+				case <-time.After(time.Minute):
+					t.Error("no cleanup pass reached the log while batch 40 waited")
+				}
+			}
+		}
 	})
 	if n := len(progress); n < 60 {
 		t.Fatalf("%d batches committed, want at least 60", n)
