@@ -55,6 +55,7 @@ type config struct {
 	backlogRuns       int
 	modeTimeout       time.Duration
 	set               map[string]bool // flags the command line set
+	longRun           LongRunConfig
 }
 
 func main() {
@@ -68,7 +69,7 @@ func main() {
 	flag.DurationVar(&c.noDataInterval, "nodata-interval", 20*time.Millisecond, "processingTime trigger of the no-data measurement")
 	flag.IntVar(&c.parallelism, "parallelism", 0, "engine task parallelism (0: GOMAXPROCS)")
 	flag.StringVar(&c.dir, "dir", "", "work directory (default: a new temporary directory, removed at the end)")
-	flag.StringVar(&c.only, "only", "", "comma-separated subset of raw,gen,file,process,nodata,groups,nodata-s3,recovery,executors,latency,kafka,scaling,partitions,bigfile,"+strings.Join(modeNames(), ",")+" (default all but nodata-s3, recovery, executors, latency, kafka, scaling and the last group, which run only when named or with -report; partitions only when named)")
+	flag.StringVar(&c.only, "only", "", "comma-separated subset of raw,gen,file,process,nodata,groups,nodata-s3,recovery,executors,latency,kafka,scaling,partitions,bigfile,longrun,"+strings.Join(modeNames(), ",")+" (default all but nodata-s3, recovery, executors, latency, kafka, scaling and the last group, which run only when named or with -report; partitions only when named)")
 	flag.BoolVar(&c.quick, "quick", false, "reduced sizes for every measurement whose size flags are not set (a whole -report in about 10 minutes on a loaded 2-core machine; the report lists the sizes)")
 	flag.IntVar(&c.executorKills, "executor-kills", 20, "executor-recovery: executor SIGKILLs mid-batch (driver serve + 2 executors)")
 	flag.IntVar(&c.s3Batches, "s3-batches", 10, "s3-requests: data batches of the tile on the S3-compatible server")
@@ -118,6 +119,10 @@ func main() {
 	flag.IntVar(&c.state.ValueBytes, "state-value-bytes", 24, "state: bytes per group's aggregate")
 	flag.BoolVar(&c.state.MemoryToo, "state-memory", true, "state: also load the checkpoint with the in-memory provider, for contrast")
 	flag.Int64Var(&c.bigFileBytes, "bigfile-bytes", 2<<30, "bigfile (-only bigfile, or -report): size of the JSON-lines file driver run reads with bounded memory")
+	flag.IntVar(&c.longRun.Batches, "longrun-batches", 10_000, "longrun: micro-batches of the long run on the S3 test server (at least 200)")
+	flag.IntVar(&c.longRun.SampleEvery, "longrun-sample", 100, "longrun: batches between samples of the checkpoint's object count and RSS")
+	flag.IntVar(&c.longRun.Retain, "longrun-retain", 100, "longrun: minBatchesToRetain of the long run")
+	flag.Int64Var(&c.longRun.Rows, "longrun-rows", 5, "longrun: generator rows per second, one second of event time each (batches run back to back: most take a row or two, and one that finds none after the watermark moved is a no-data batch)")
 	flag.Parse()
 	c.set = setFlags()
 	if c.quick {
@@ -202,6 +207,7 @@ func main() {
 // section say which sizes ran.
 var quickSizes = map[string]string{
 	"bigfile-bytes":        "268435456",
+	"longrun-batches":      "1000",
 	"n":                    "300000",
 	"runs":                 "2",
 	"max-rows-per-trigger": "100000",
@@ -256,6 +262,7 @@ type Results struct {
 	Sections []*Section
 	// Failures are the measurements that failed; the rest ran on.
 	Failures []Failure
+	LongRun  *LongRunResult
 }
 
 func run(ctx context.Context, c config, out io.Writer) error {
@@ -266,7 +273,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		}
 	}
 	all := len(want) == 0
-	known := map[string]bool{"raw": true, "gen": true, "file": true, "process": true, "nodata": true, "groups": true, "nodata-s3": true, "recovery": true, "executors": true, "latency": true, "kafka": true, "scaling": true, "partitions": true, "bigfile": true}
+	known := map[string]bool{"raw": true, "gen": true, "file": true, "process": true, "nodata": true, "groups": true, "nodata-s3": true, "recovery": true, "executors": true, "latency": true, "kafka": true, "scaling": true, "partitions": true, "bigfile": true, "longrun": true}
 	for _, m := range modes {
 		known[m.Name] = true
 	}
@@ -278,7 +285,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	// kafka preloads a broker with millions of records: only when named.
 	// A -report runs it too: the report is the whole suite (but for the
 	// partitions scale simulation, run on its own).
-	heavy := map[string]bool{"kafka": true, "scaling": true, "nodata-s3": true, "recovery": true, "executors": true, "latency": true}
+	heavy := map[string]bool{"longrun": true, "kafka": true, "scaling": true, "nodata-s3": true, "recovery": true, "executors": true, "latency": true}
 	for _, m := range modes {
 		heavy[m.Name] = true
 	}
@@ -535,6 +542,11 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		}
 		res.BigFile = bf
 	}
+	step("longrun", func(ctx context.Context) error {
+		var err error
+		res.LongRun, err = runLongRun(ctx, c.longRun, dir, out)
+		return err
+	})
 	var engineTop, refTop string
 	if c.report != "" && do("file") && filesOK {
 		var err error
@@ -741,6 +753,7 @@ func tableLines(res *Results, c config) []line {
 		ls = append(ls, kafkaLines(res.Kafka)...)
 	}
 	ls = append(ls, scalingLines(res.Scaling)...)
+	ls = append(ls, longRunLines(res.LongRun)...)
 	for _, r := range res.NoDataS3 {
 		closing := "– (none in so few iterations)"
 		if r.Closing > 0 {

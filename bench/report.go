@@ -200,6 +200,7 @@ func targets(res *Results) []Target {
 		}
 	}
 	ts = append(ts, nd)
+	ts = append(ts, longRunTargets(res.LongRun)...)
 	st := Target{Name: "no-data batch on the S3-compatible server, median of the engine benchmark, ms", Want: "≤ 20 ms", Status: "not measured"}
 	for _, r := range res.NoDataS3 {
 		if r.Where != "s3" {
@@ -568,6 +569,11 @@ func writePlots(dir string, rep *Report) ([]string, error) {
 		}
 		names = append(names, "cpu.png")
 	}
+	lp, err := longRunPlots(dir, rep.Results.LongRun)
+	if err != nil {
+		return nil, err
+	}
+	names = append(names, lp...)
 	sp, err := scalingPlots(dir, rep.Results.Scaling)
 	if err != nil {
 		return nil, err

@@ -277,24 +277,50 @@ func (l *Log) WriteCommit(ctx context.Context, e *CommitEntry) error {
 	return l.create(ctx, fmt.Sprintf("commits/%d", e.BatchID), e.BatchID, e)
 }
 
-// Cleanup deletes offsets and commits entries of batches before keep.
-func (l *Log) Cleanup(ctx context.Context, keep int64) error {
+// RetainFrom is the oldest batch whose log entries retention keeps once
+// batch committed has committed, keeping retain batches (>= 1): entries of
+// batches before it, and state versions before it that no kept version
+// needs, may be deleted. It is -1 (keep everything) while fewer than
+// retain batches have committed. Batch committed+1 (the next, or a re-run
+// of an uncommitted one) needs offsets/committed+1, commits/committed and
+// state version committed+1, all at or after RetainFrom.
+func RetainFrom(committed, retain int64) int64 {
+	if retain < 1 {
+		retain = 1
+	}
+	if committed+1 < retain {
+		return -1
+	}
+	return committed - retain + 1
+}
+
+// Cleanup deletes offsets and commits entries of batches before keep and
+// returns how many it deleted. Interrupted, it leaves a
+// log whose newest entries are untouched (what a restart reads), so a
+// later Cleanup finishes the job.
+func (l *Log) Cleanup(ctx context.Context, keep int64) (int, error) {
+	deleted := 0
 	for _, dir := range []string{"offsets", "commits"} {
 		ids, err := l.ids(ctx, dir)
 		if err != nil {
-			return err
+			return deleted, err
 		}
+		var keys []string
 		for _, id := range ids {
 			if id >= keep {
 				break
 			}
-			key := fmt.Sprintf("%s/%d", dir, id)
-			if err := l.store.Delete(ctx, key); err != nil && !errors.Is(err, objstore.ErrNotExist) {
-				return fmt.Errorf("clean up %s: %w", key, err)
-			}
+			keys = append(keys, fmt.Sprintf("%s/%d", dir, id))
+		}
+		// In parallel: the newest entries (what a restart reads) are never
+		// among them, so the order does not matter.
+		n, err := objstore.DeleteAll(ctx, l.store, keys, 8)
+		deleted += n
+		if err != nil {
+			return deleted, fmt.Errorf("clean up %s: %w", dir, err)
 		}
 	}
-	return nil
+	return deleted, nil
 }
 
 // Resume is what a starting driver does next, decided from the log alone.

@@ -3,6 +3,8 @@ package checkpoint
 import (
 	"context"
 	"errors"
+	"slices"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -103,8 +105,8 @@ func TestLatestReadsNumericallyNewestAndCleanupKeepsRecent(t *testing.T) {
 	if err != nil || o.BatchID != 11 || c.BatchID != 11 {
 		t.Fatalf("latest = %v %v %v, want batch 11 (numeric, not lexical, order)", o, c, err)
 	}
-	if err := l.Cleanup(ctx, 9); err != nil {
-		t.Fatal(err)
+	if n, err := l.Cleanup(ctx, 9); err != nil || n != 18 {
+		t.Fatalf("cleanup keeping 9.. deleted %d, %v; want 18 (offsets and commits 0..8)", n, err)
 	}
 	ids, _ := l.OffsetIDs(ctx)
 	cids, _ := l.CommitIDs(ctx)
@@ -136,5 +138,69 @@ func TestMetadataApprovalsOldAndNew(t *testing.T) {
 	}
 	if s := a.String(); s != "replay INC-7 by alice@ops at 2026-12-01T01:00:00Z" {
 		t.Fatalf("String() = %q", s)
+	}
+}
+
+// A new driver's start reads a bounded number of objects however long the
+// query has run: with retention, two listings of at most retain (+ the
+// cleaner's lag) entries each and the newest entry of each log.
+func TestStartReadsABoundedNumberOfObjects(t *testing.T) {
+	ctx := context.Background()
+	for _, batches := range []int64{150, 3000} {
+		mem := objstore.NewMem()
+		l := New(mem)
+		const retain = 100
+		for i := range batches {
+			if err := l.WriteOffsets(ctx, &OffsetEntry{BatchID: i}); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.WriteCommit(ctx, &CommitEntry{BatchID: i}); err != nil {
+				t.Fatal(err)
+			}
+			if keep := RetainFrom(i, retain); keep > 0 && i%10 == 0 {
+				if _, err := l.Cleanup(ctx, keep); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		c := objstore.NewCounting(mem)
+		c.StartTrace()
+		o, cm, err := New(c).Latest(ctx)
+		if err != nil || o.BatchID != batches-1 || cm.BatchID != batches-1 {
+			t.Fatalf("after %d batches: latest %v %v %v", batches, o, cm, err)
+		}
+		var got []string
+		for _, e := range c.Trace() {
+			got = append(got, e.Op+" "+e.Key)
+		}
+		want := []string{"list offsets/", "list commits/", "get offsets/" + itoa(batches-1), "get commits/" + itoa(batches-1)}
+		if !slices.Equal(got, want) {
+			t.Fatalf("after %d batches, start read %q, want %q", batches, got, want)
+		}
+		for _, dir := range []string{"offsets/", "commits/"} {
+			keys, _ := mem.List(ctx, dir)
+			if len(keys) > retain+10 {
+				t.Fatalf("after %d batches %s holds %d entries, want at most %d", batches, dir, len(keys), retain+10)
+			}
+		}
+	}
+}
+
+func itoa(i int64) string { return strconv.FormatInt(i, 10) }
+
+func TestRetainFromKeepsWhatTheNextBatchNeeds(t *testing.T) {
+	for _, tc := range []struct{ committed, retain, want int64 }{
+		{-1, 100, -1}, {0, 100, -1}, {98, 100, -1}, {99, 100, 0}, {150, 100, 51},
+		{5, 1, 5}, {5, 0, 5}, // at least the last batch
+	} {
+		got := RetainFrom(tc.committed, tc.retain)
+		if got != tc.want {
+			t.Errorf("RetainFrom(%d, %d) = %d, want %d", tc.committed, tc.retain, got, tc.want)
+		}
+		// The next batch's offsets, the last commit and state version
+		// committed+1 are never before it.
+		if tc.committed >= 0 && got > tc.committed {
+			t.Errorf("RetainFrom(%d, %d) = %d drops the last commit", tc.committed, tc.retain, got)
+		}
 	}
 }

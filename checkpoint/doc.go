@@ -22,5 +22,14 @@
 // checkpoint, only one can ever commit a given batch, and the loser learns
 // it at its next log write.
 //
-// This package does I/O only through objstore.Store; Decide is pure.
+// # Retention
+//
+// A checkpoint keeps the newest minBatchesToRetain batches (RetainFrom,
+// pure): Cleanup deletes older offsets and commits entries, the driver's
+// background cleaner calling it after the state's own cleanup. A restart
+// lists offsets/ and commits/ (bounded by retention) and reads only the
+// newest entry of each (Latest).
+//
+// This package does I/O only through objstore.Store; Decide and
+// RetainFrom are pure.
 package checkpoint

@@ -93,6 +93,13 @@ type Options struct {
 	// past it fails with statestore.ErrMemoryLimit, whose message says to
 	// switch to stateStore pebble. Nil: no limit.
 	StateMemoryLimit *statestore.MemoryLimit
+	// StateMaintenanceInterval is the longest wait between background
+	// state maintenance passes (snapshots); zero means 1s. A pass also runs
+	// when a batch opens a committed version.
+	StateMaintenanceInterval time.Duration
+	// StateMaintenanceDone, if set, is told after each maintenance pass how
+	// many snapshots it wrote and its error.
+	StateMaintenanceDone func(written int, err error)
 }
 
 func (o *Options) defaults() {
@@ -181,6 +188,18 @@ func NewEnv(ctx context.Context, spec *query.Spec, queryID string, opts Options)
 			return nil, err
 		}
 		env.closer = append(env.closer, env.State.Close)
+		if m, ok := env.State.(statestore.Maintainer); ok {
+			// Snapshots are written in the background, off the batch path,
+			// for the partitions this process holds; stopped before the
+			// provider closes.
+			mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				statestore.RunMaintenance(mctx, m, statestore.MaintenanceOptions{Interval: opts.StateMaintenanceInterval, Logger: opts.Logger.With("query", spec.Name), Done: opts.StateMaintenanceDone})
+			}()
+			env.closer = append(env.closer, func() error { cancel(); <-done; return nil })
+		}
 	}
 	if spec.Sink.Parquet != nil && opts.Writer == nil {
 		st, err := opts.open(ctx, RoleSink, spec.Sink.Parquet.Path)

@@ -31,6 +31,8 @@ type Metrics struct {
 	tooFarAhead    *prometheus.CounterVec
 	watermarkJumps *prometheus.CounterVec
 	joinUnmatched  *prometheus.CounterVec
+	retainDeleted  *prometheus.CounterVec
+	retainErrors   *prometheus.CounterVec
 }
 
 // New creates the collectors and registers them on reg.
@@ -52,13 +54,15 @@ func New(reg prometheus.Registerer) *Metrics {
 		tooFarAhead:    counter("sluice_rows_too_far_ahead_total", "Records set aside as malformed because their event time was more than watermark.maxEventTimeAhead ahead of the batch."),
 		watermarkJumps: counter("sluice_watermark_jumps_total", "Batches that moved the watermark by more than watermark.maxJump."),
 		joinUnmatched:  counter("sluice_join_unmatched_rows_total", "Rows whose join key matched no row of the join's dimension snapshot (kept with nulls by a left join, dropped by an inner one)."),
+		retainDeleted:  counter("sluice_checkpoint_cleanup_deleted_total", "Checkpoint objects (log entries, state files) the background cleaner deleted (minBatchesToRetain)."),
+		retainErrors:   counter("sluice_checkpoint_cleanup_errors_total", "Background checkpoint cleanup passes that failed (logged; batches are unaffected)."),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "sluice_batch_duration_seconds", Help: "Duration of committed batches, trigger start to commit (Spark's triggerExecution).",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
 		}, q),
 	}
 	reg.MustRegister(m.batches, m.inputRows, m.outputRows, m.malformed, m.dropped, m.retries, m.duration,
-		m.phase, m.shuffleBytes, m.skippedOffsets, m.tooFarAhead, m.watermarkJumps, m.joinUnmatched)
+		m.phase, m.shuffleBytes, m.skippedOffsets, m.tooFarAhead, m.watermarkJumps, m.joinUnmatched, m.retainDeleted, m.retainErrors)
 	return m
 }
 
@@ -85,6 +89,8 @@ func (m *Metrics) Observe(p *scheduler.Progress) {
 	if jumps := m.watermarkJumps.WithLabelValues(q, id); p.WatermarkJumpMs > 0 {
 		jumps.Inc()
 	}
+	m.retainDeleted.WithLabelValues(q, id).Add(float64(p.RetentionDeleted))
+	m.retainErrors.WithLabelValues(q, id).Add(float64(p.RetentionErrors))
 	var dropped int64
 	for _, s := range p.StateOperators {
 		dropped += s.NumRowsDroppedByWatermark

@@ -14,6 +14,11 @@
 // with offsets and no commit runs again exactly as logged; otherwise the
 // next batch is planned from the last commit (SEMANTICS.md rule 13).
 //
+// Retention runs beside the loop, never in it: a cleaner goroutine owned by
+// Run (retention.go) deletes the log entries and state files older than
+// minBatchesToRetain batches, every CleanupEvery commits and once at start;
+// its failures are logged and counted, never a batch's.
+//
 // The scheduler decides with pure functions (checkpoint.Decide,
 // eventtime.Advance, eventtime.NeedsNoDataBatch) and does I/O only through
 // the checkpoint log, the source, the runner and the sink.

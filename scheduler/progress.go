@@ -39,6 +39,12 @@ type Progress struct {
 	// counts such batches since the query (re)started.
 	WatermarkJumpMs   int64 `json:"watermarkJumpMs,omitempty"`
 	NumWatermarkJumps int64 `json:"numWatermarkJumps"`
+	// RetentionDeleted counts the checkpoint objects (log entries, state
+	// files) the background cleaner deleted since the previous batch's
+	// report, and RetentionErrors the cleaner passes that failed (logged;
+	// the batches are unaffected).
+	RetentionDeleted int64 `json:"retentionDeleted,omitempty"`
+	RetentionErrors  int64 `json:"retentionErrors,omitempty"`
 	// BatchWatermarkMs is the watermark the batch evicted with and
 	// LateWatermarkMs the one it dropped late rows against.
 	BatchWatermarkMs int64 `json:"batchWatermarkMs"`

@@ -45,7 +45,9 @@ type Config struct {
 	// Exactly one of FileSink and Writer.
 	FileSink sink.FileSink
 	Writer   sink.BatchWriter
-	// State, if set, is cleaned up as batches commit.
+	// State, if set, has the state files no retained version needs
+	// deleted by the background cleaner (the driver deletes them; see
+	// cleaner).
 	State statestore.Provider
 	// AllowFirstStart and AllowReplay let a production query start on an
 	// empty checkpoint.
@@ -128,6 +130,9 @@ type Query struct {
 	// at manifestAt (zero until the first batch is planned).
 	manifest   join.Ref
 	manifestAt time.Time
+	// cleaner deletes what retention no longer keeps, in the background;
+	// set by Run for its duration.
+	cleaner *cleaner
 }
 
 // Open reads (or, for an empty checkpoint, creates) the checkpoint's
@@ -360,6 +365,18 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 		return err
 	}
 	lp := &loop{next: res.NextBatch, nextWM: res.WatermarkMs, usedWM: res.LateWatermarkMs}
+	q.cleaner = q.startCleaner(ctx)
+	if res.NextBatch > 0 {
+		// A first pass at start finishes what a stopped run's cleaner left,
+		// even if no batch runs.
+		q.cleaner.committed(res.NextBatch - 1)
+	}
+	defer func() {
+		// A run that ends by itself (availableNow, once) lets the pass its
+		// last commit asked for finish; a stop cancels it.
+		q.cleaner.stop(ctx.Err() == nil)
+		q.cleaner = nil
+	}()
 	if res.Last != nil {
 		for _, r := range res.Last.Sources {
 			lp.ends = append(lp.ends, r.End)
@@ -744,7 +761,7 @@ func (q *Query) runBatch(ctx context.Context, lp *loop, e *checkpoint.OffsetEntr
 	inRate := InputRowsPerSecond(res.InputRows, lp.lastBatchStart, started)
 	lp.lastBatchStart = started
 	p := q.report(ctx, e, res, latest, rerun, skipSink, attempts, inRate, started, commitStart, done)
-	q.cleanup(ctx, e.BatchID)
+	q.cleaner.committed(e.BatchID)
 	if sb := p.StateBudget; sb != nil && sb.Exceeded && cfg.Spec.StateBudget.Stops() {
 		return fmt.Errorf("query %s stopped after batch %d committed: %s: %w", cfg.Spec.Name, e.BatchID, sb.Message, ErrStateBudgetExceeded)
 	}
@@ -853,6 +870,7 @@ func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *exec
 			p.Join.ManifestID, p.Join.ManifestHash = m.ID, m.Hash
 		}
 	}
+	p.RetentionDeleted, p.RetentionErrors = q.cleaner.take()
 	if secs := total.Seconds(); secs > 0 {
 		p.ProcessedRowsPerSecond = float64(res.InputRows) / secs
 	}
@@ -965,29 +983,4 @@ func sinkDescription(s *query.Spec) string {
 		return "ConsoleSink"
 	}
 	return ""
-}
-
-// cleanup deletes log entries and state versions older than the retained
-// window, every few batches. It reads what exists before deleting, and
-// keeps everything a re-run of the newest batches could need.
-func (q *Query) cleanup(ctx context.Context, committed int64) {
-	retain := int64(q.cfg.Spec.MinBatchesToRetain)
-	if committed < retain || committed%10 != 0 {
-		return
-	}
-	keep := committed - retain + 1
-	// State first: its cleanup reads the commit records (which attempt's
-	// files make each version) that the log's cleanup then removes.
-	if q.cfg.State != nil && q.layout != nil {
-		for p := 0; p < q.meta.ShufflePartitions; p++ {
-			if err := q.cfg.State.Cleanup(ctx, p, statestore.Version(keep)); err != nil {
-				q.cfg.Logger.Warn("state cleanup failed", "query", q.cfg.Spec.Name, "partition", p, "err", err)
-				return
-			}
-		}
-	}
-	if err := q.log.Cleanup(ctx, keep); err != nil {
-		q.cfg.Logger.Warn("checkpoint cleanup failed", "query", q.cfg.Spec.Name, "err", err)
-		return
-	}
 }

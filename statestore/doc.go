@@ -4,8 +4,11 @@
 //
 // Version v of a partition is its state after batch v-1 committed (as in
 // Spark): batch N opens version N and commits version N+1. Every committed
-// version is in the checkpoint as a delta file (the changes from v-1), and
-// every SnapshotInterval versions also as a snapshot (the whole state):
+// version is in the checkpoint as a delta file (the changes from v-1),
+// written by the batch, and about every SnapshotInterval versions also as a
+// snapshot (the whole state), written in the background by the process that
+// holds the partition once the version has committed (Maintainer,
+// RunMaintenance: Spark's maintenance task), never on the batch path:
 //
 //	state/<op>/<partition>/<v>-<attempt>.delta
 //	state/<op>/<partition>/<v>-<attempt>.snapshot
@@ -30,12 +33,18 @@
 // cached in memory or in a local pebble database is reused only if the
 // record agrees that it was (or was not) made by a delta and, if it was,
 // that the delta's attempt is the cached one; otherwise it is reloaded
-// from the checkpoint. Below the oldest record (an older checkpoint, or
+// from the checkpoint. A snapshot written in the background carries the
+// name of the delta that made its version, and is used only when the
+// record names that delta's attempt (never because a file is there).
+// Below the oldest record (an older checkpoint, or
 // records removed with the log) files are taken as listed, and two
 // attempts' files for a version the load reads there are an error. Cleanup follows the
 // records too: it reads them, deletes the files of attempts they do not
-// list, and everything below the newest recorded snapshot it keeps; it
-// runs before the log's own cleanup, so the records it needs still exist.
+// list, and everything at or below the newest recorded snapshot at or
+// below the oldest version kept (but that snapshot); it runs before the
+// log's own cleanup, so the records it needs still exist, and a cleanup
+// stopped between the two leaves a checkpoint that loads (a base snapshot
+// needs no delta of its own version).
 
 // Files carry a magic number, a format version and a CRC-32C checksum.
 // Rewriting a version (a re-run batch) writes the same bytes. They are

@@ -2,10 +2,7 @@ package statestore
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"sort"
 	"sync"
 
 	"github.com/sluicehq/sluice/objstore"
@@ -33,12 +30,25 @@ type Memory struct {
 	store objstore.Store
 	recs  *records
 	opts  MemoryOptions
+	due   chan struct{} // MaintenanceDue
 	mu    sync.Mutex
 	parts map[int]*memPart
 }
 
+// memPart is one cached partition. Its holder (the open store) reads data
+// freely; whatever changes data, bytes, version, changed, attempt, lastDelta
+// or lastSnap holds mu for writing, and Maintain reads them holding it for
+// reading, so a snapshot in the background copies a consistent version
+// while a batch runs.
 type memPart struct {
-	version Version
+	mu sync.RWMutex
+	// lastDelta is the newest version a delta made (the data has not
+	// changed since), with its attempt; lastSnap the newest version of the
+	// partition known to have a snapshot in the checkpoint (0: none).
+	lastDelta   Version
+	lastAttempt string
+	lastSnap    Version
+	version     Version
 	// changed is whether version was made by a delta (this process's
 	// commit wrote one, or the load applied one): checked against the
 	// commit record before the cached version is reused.
@@ -67,7 +77,7 @@ func NewMemory(store objstore.Store, opts MemoryOptions) *Memory {
 	if opts.SnapshotInterval < 1 {
 		opts.SnapshotInterval = 10
 	}
-	return &Memory{store: store, recs: newRecords(store), opts: opts, parts: map[int]*memPart{}}
+	return &Memory{store: store, recs: newRecords(store), opts: opts, due: make(chan struct{}, 1), parts: map[int]*memPart{}}
 }
 
 // Open returns partition p at version v.
@@ -97,6 +107,7 @@ func (m *Memory) Open(ctx context.Context, p int, v Version) (Store, error) {
 			return nil, fmt.Errorf("open state partition %d: %w", p, err)
 		}
 		if !known || changed == part.changed && (!changed || attempt == part.attempt) {
+			kick(m.due) // version v is committed: a snapshot may be due
 			return &memStore{m: m, p: p, part: part, overlay: map[string]*[]byte{}}, nil
 		}
 		m.mu.Lock()
@@ -123,6 +134,7 @@ func (m *Memory) Open(ctx context.Context, p int, v Version) (Store, error) {
 		m.mu.Unlock()
 		return nil, fmt.Errorf("open state partition %d version %d: %w", p, v, err)
 	}
+	kick(m.due)
 	return &memStore{m: m, p: p, part: part, overlay: map[string]*[]byte{}}, nil
 }
 
@@ -148,6 +160,13 @@ func (m *Memory) load(ctx context.Context, p int, v Version) (*memPart, error) {
 	part.changed = len(deltas) > 0 && deltas[len(deltas)-1] == v || base == v
 	if key, ok := fs.deltas[v]; ok && part.changed {
 		part.attempt = attemptOf(key)
+	} else if base == v {
+		part.attempt = attemptOf(fs.snaps[base]) // named like its delta
+	}
+	part.lastSnap = base
+	if len(deltas) > 0 {
+		last := deltas[len(deltas)-1]
+		part.lastDelta, part.lastAttempt = last, attemptOf(fs.deltas[last])
 	}
 	apply := func(c change) {
 		k := string(c.key)
@@ -193,18 +212,9 @@ func (m *Memory) load(ctx context.Context, p int, v Version) (*memPart, error) {
 	return part, nil
 }
 
-// Cleanup deletes files no version >= keep needs.
-func (m *Memory) Cleanup(ctx context.Context, p int, keep Version) error {
-	obsolete, err := m.recs.cleanup(ctx, m.store, m.opts.Operator, p, keep)
-	if err != nil {
-		return fmt.Errorf("clean up state partition %d: %w", p, err)
-	}
-	for _, k := range obsolete {
-		if err := m.store.Delete(ctx, k); err != nil && !errors.Is(err, objstore.ErrNotExist) {
-			return fmt.Errorf("clean up state partition %d: %w", p, err)
-		}
-	}
-	return nil
+// Cleanup deletes files no version >= keep needs and returns how many.
+func (m *Memory) Cleanup(ctx context.Context, p int, keep Version) (int, error) {
+	return cleanupPartition(ctx, m.store, m.recs, m.opts.Operator, p, keep)
 }
 
 // Release drops partition p's cached map unless it is open.
@@ -226,7 +236,9 @@ func (m *Memory) Held() map[int]int64 {
 	defer m.mu.Unlock()
 	out := make(map[int]int64, len(m.parts))
 	for p, part := range m.parts {
+		part.mu.RLock()
 		out[p] = part.held()
+		part.mu.RUnlock()
 	}
 	return out
 }
@@ -365,7 +377,9 @@ func (s *memStore) Commit(ctx context.Context, attempt string) (int, error) {
 	writes := 0
 	if len(changes) == 0 {
 		// Unchanged: no file; loading version next applies nothing for it.
+		s.part.mu.Lock()
 		s.part.version, s.part.changed = next, false
+		s.part.mu.Unlock()
 		s.release()
 		return 0, nil
 	}
@@ -374,10 +388,11 @@ func (s *memStore) Commit(ctx context.Context, attempt string) (int, error) {
 		return writes, fmt.Errorf("commit state partition %d version %d: %w", s.p, next, err)
 	}
 	writes++
-	// Apply to the cached map.
+	// Apply to the cached map. The snapshot is not written here: Maintain
+	// writes it in the background once the version has committed.
 	part := s.part
+	part.mu.Lock()
 	before := part.held()
-	defer func() { s.m.opts.Limit.add(part.held() - before) }()
 	for k, v := range s.overlay {
 		if old, ok := part.data[k]; ok {
 			part.bytes -= int64(len(k) + len(old))
@@ -390,38 +405,12 @@ func (s *memStore) Commit(ctx context.Context, attempt string) (int, error) {
 		part.bytes += int64(len(k) + len(*v))
 	}
 	part.version, part.changed, part.attempt = next, true, attempt
-	if int(next)%s.m.opts.SnapshotInterval == 0 {
-		if err := s.writeSnapshot(ctx, snapKey(op, s.p, next, attempt)); err != nil {
-			s.release()
-			return writes, fmt.Errorf("commit state partition %d snapshot %d: %w", s.p, next, err)
-		}
-		writes++
-	}
+	part.lastDelta, part.lastAttempt = next, attempt
+	after := part.held()
+	part.mu.Unlock()
+	s.m.opts.Limit.add(after - before)
 	s.release()
 	return writes, nil
-}
-
-// writeSnapshot streams the cached map, in key order, to key: the only
-// copies made are of the keys' headers for sorting.
-func (s *memStore) writeSnapshot(ctx context.Context, key string) error {
-	data := s.part.data
-	keys := make([]string, 0, len(data))
-	for k := range data {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return objstore.PutWriter(ctx, s.m.store, key, func(w io.Writer) error {
-		fw, err := newFileWriter(w, kindSnap, uint64(len(keys)))
-		if err != nil {
-			return err
-		}
-		for _, k := range keys {
-			if err := fw.put(change{key: []byte(k), value: data[k]}); err != nil {
-				return err
-			}
-		}
-		return fw.close()
-	})
 }
 
 func (s *memStore) release() {

@@ -121,8 +121,9 @@ func TestCleanupKeepsStorageBoundedAndRetainedVersionsLoadable(t *testing.T) {
 	const retain = 20
 	for v := Version(0); v < 300; v++ {
 		commitBatch(t, p, 0, v, map[string]string{fmt.Sprintf("k%d", v%50): fmt.Sprint(v)}, nil)
+		recordAndMaintain(t, store, p, 0, v)
 		if v%10 == 0 && v+1 >= retain {
-			if err := p.Cleanup(ctx, 0, v+1-retain+1); err != nil {
+			if _, err := p.Cleanup(ctx, 0, v+1-retain+1); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -44,9 +45,9 @@ type PebbleOptions struct {
 // Pebble keeps each partition in a local pebble database and writes every
 // committed version to the checkpoint in the same files as Memory: a delta
 // per version that changed the partition, a snapshot every
-// SnapshotInterval versions. The checkpoint is the truth; the local
-// database is a cache that says which version it holds in a marker key
-// written atomically with the data.
+// SnapshotInterval versions, written in the background by Maintain. The
+// checkpoint is the truth; the local database is a cache that says which
+// version it holds in a marker key written atomically with the data.
 //
 // Snapshots use the Memory provider's file format (a sorted dump of every
 // key and value), not pebble SST files. Reasons: a checkpoint written by
@@ -73,6 +74,7 @@ type Pebble struct {
 	opts   PebbleOptions
 	cache  *pebble.Cache
 	logger *slog.Logger
+	due    chan struct{} // MaintenanceDue
 
 	mu     sync.Mutex
 	parts  map[int]*pebPart
@@ -83,12 +85,18 @@ type Pebble struct {
 // marker and is valid when ok is true. Fields other than open are used
 // only by the holder of the partition (open == true) or under Close.
 type pebPart struct {
-	dir  string
-	db   *pebble.DB
-	opts *pebble.Options
-	ok   bool
-	m    marker
-	open bool
+	// dbMu is held for writing while db is opened, closed or replaced,
+	// and for reading by Maintain while it writes a snapshot from db.
+	dbMu sync.RWMutex
+	// lastSnap is the newest version known to have a snapshot in the
+	// checkpoint (0: none).
+	lastSnap atomic.Int64
+	dir      string
+	db       *pebble.DB
+	opts     *pebble.Options
+	ok       bool
+	m        marker
+	open     bool
 }
 
 // marker is what the local database says about itself, written in the
@@ -149,6 +157,7 @@ func NewPebble(store objstore.Store, opts PebbleOptions) (*Pebble, error) {
 		opts:   opts,
 		cache:  pebble.NewCache(opts.CacheBytes),
 		logger: logger,
+		due:    make(chan struct{}, 1),
 		parts:  map[int]*pebPart{},
 	}, nil
 }
@@ -179,6 +188,7 @@ func (pb *Pebble) Open(ctx context.Context, p int, v Version) (Store, error) {
 		pb.release(part)
 		return nil, err
 	}
+	kick(pb.due) // version v is committed: a snapshot may be due
 	return newPebStore(pb, p, part), nil
 }
 
@@ -304,7 +314,9 @@ func (pb *Pebble) openDB(part *pebPart) error {
 	if err != nil {
 		return fmt.Errorf("open local state database %s: %w", part.dir, err)
 	}
+	part.dbMu.Lock()
 	part.db, part.opts = db, opts
+	part.dbMu.Unlock()
 	part.ok = false
 	val, closer, err := db.Get(markerKey)
 	if errors.Is(err, pebble.ErrNotFound) {
@@ -344,13 +356,16 @@ func fileSum(data []byte) uint32 { return binary.BigEndian.Uint32(data[len(data)
 // wipe empties the partition's database; with v >= 0 it then marks it as
 // version v with no rows.
 func (pb *Pebble) wipe(p int, part *pebPart, v Version) error {
+	part.dbMu.Lock() // waits for a snapshot being written from it
 	if part.db != nil {
 		if err := part.db.Close(); err != nil {
 			pb.logger.Warn("close local state database", "partition", p, "err", err)
 		}
 		part.db = nil
 	}
+	part.dbMu.Unlock()
 	part.ok = false
+	part.lastSnap.Store(0)
 	if err := os.RemoveAll(part.dir); err != nil {
 		return fmt.Errorf("wipe state partition %d: %w", p, err)
 	}
@@ -425,6 +440,7 @@ func (pb *Pebble) loadSnapshot(ctx context.Context, p int, part *pebPart, key st
 			return fmt.Errorf("load state partition %d from %s: %w", p, key, err)
 		}
 	}
+	part.lastSnap.Store(int64(v))
 	return pb.setMarker(p, part, marker{version: v, rows: rows})
 }
 
@@ -502,19 +518,10 @@ func (pb *Pebble) applyDeltas(ctx context.Context, p int, part *pebPart, fs file
 	return nil
 }
 
-// Cleanup deletes files no version >= keep needs. The local databases are
-// not touched.
-func (pb *Pebble) Cleanup(ctx context.Context, p int, keep Version) error {
-	obsolete, err := pb.recs.cleanup(ctx, pb.store, pb.opts.Operator, p, keep)
-	if err != nil {
-		return fmt.Errorf("clean up state partition %d: %w", p, err)
-	}
-	for _, k := range obsolete {
-		if err := pb.store.Delete(ctx, k); err != nil && !errors.Is(err, objstore.ErrNotExist) {
-			return fmt.Errorf("clean up state partition %d: %w", p, err)
-		}
-	}
-	return nil
+// Cleanup deletes files no version >= keep needs and returns how many. The
+// local databases are not touched.
+func (pb *Pebble) Cleanup(ctx context.Context, p int, keep Version) (int, error) {
+	return cleanupPartition(ctx, pb.store, pb.recs, pb.opts.Operator, p, keep)
 }
 
 // Close closes every local database and releases the block cache. Stores
@@ -530,7 +537,9 @@ func (pb *Pebble) Close() error {
 	pb.closed = true
 	var errs []error
 	for p, part := range pb.parts {
+		part.dbMu.Lock()
 		if part.db == nil {
+			part.dbMu.Unlock()
 			continue
 		}
 		// Without a WAL, unflushed batches would be lost on close; flush
@@ -542,6 +551,7 @@ func (pb *Pebble) Close() error {
 			errs = append(errs, fmt.Errorf("close state partition %d: %w", p, err))
 		}
 		part.db = nil
+		part.dbMu.Unlock()
 	}
 	pb.parts = map[int]*pebPart{}
 	pb.cache.Unref()
@@ -560,12 +570,14 @@ func (pb *Pebble) Release(p int) (bool, error) {
 	delete(pb.parts, p)
 	pb.mu.Unlock()
 	var errs []error
+	part.dbMu.Lock()
 	if part.db != nil {
 		if err := part.db.Close(); err != nil {
 			errs = append(errs, err)
 		}
 		part.db = nil
 	}
+	part.dbMu.Unlock()
 	if err := os.RemoveAll(part.dir); err != nil {
 		errs = append(errs, err)
 	}

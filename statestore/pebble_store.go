@@ -5,12 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sort"
 
 	"github.com/cockroachdb/pebble/v2"
-
-	"github.com/sluicehq/sluice/objstore"
 )
 
 // pebEntry is a key this batch has read or changed. A clean entry caches
@@ -219,8 +216,9 @@ func (s *pebStore) MemoryBytes() int64 {
 }
 
 // Commit writes version+1's delta to the checkpoint, then applies the
-// changes and the new marker to the local database in one batch, then
-// writes a snapshot when one is due.
+// changes and the new marker to the local database in one batch. The
+// snapshot is not written here: Maintain writes it in the background once
+// the version has committed.
 func (s *pebStore) Commit(ctx context.Context, attempt string) (int, error) {
 	if err := s.check("commit"); err != nil {
 		return 0, err
@@ -267,50 +265,7 @@ func (s *pebStore) Commit(ctx context.Context, attempt string) (int, error) {
 		return writes, fmt.Errorf("commit state partition %d version %d locally: %w", s.p, next, err)
 	}
 	s.part.ok, s.part.m = true, m
-	if len(changes) > 0 && int(next)%s.pb.opts.SnapshotInterval == 0 {
-		if err := s.writeSnapshot(ctx, next, attempt); err != nil {
-			return writes, err
-		}
-		writes++
-	}
 	return writes, nil
-}
-
-// writeSnapshot streams the local database (now at version v) to v's
-// snapshot file: an iterator over the database feeds the file writer,
-// which feeds the object store's streamed put, so memory holds a read
-// buffer and a part buffer, whatever the partition's size.
-func (s *pebStore) writeSnapshot(ctx context.Context, v Version, attempt string) error {
-	it, err := s.part.db.NewIter(&pebble.IterOptions{LowerBound: []byte{dataPrefix}, UpperBound: []byte{dataEnd}})
-	if err != nil {
-		return fmt.Errorf("snapshot state partition %d version %d: %w", s.p, v, err)
-	}
-	defer it.Close()
-	err = objstore.PutWriter(ctx, s.pb.store, snapKey(s.pb.opts.Operator, s.p, v, attempt), func(w io.Writer) error {
-		// The marker's row count announces the entries; the writer
-		// checks it against the rows iterated.
-		fw, err := newFileWriter(w, kindSnap, uint64(s.part.m.rows))
-		if err != nil {
-			return err
-		}
-		for ok := it.First(); ok; ok = it.Next() {
-			val, err := it.ValueAndErr()
-			if err != nil {
-				return err
-			}
-			if err := fw.put(change{key: it.Key()[1:], value: val}); err != nil {
-				return err
-			}
-		}
-		if err := it.Error(); err != nil {
-			return err
-		}
-		return fw.close()
-	})
-	if err != nil {
-		return fmt.Errorf("commit state partition %d snapshot %d: %w", s.p, v, err)
-	}
-	return nil
 }
 
 func (s *pebStore) release() {

@@ -446,8 +446,9 @@ func TestPebbleStaleLocalDatabaseCatchesUpOrRebuilds(t *testing.T) {
 	// a must rebuild from the snapshot.
 	for v := 8; v < 25; v++ {
 		commitModel(t, b, 0, Version(v), h[v+1])
+		recordAndMaintain(t, cp, b, 0, Version(v))
 	}
-	if err := b.Cleanup(ctx, 0, 20); err != nil {
+	if _, err := b.Cleanup(ctx, 0, 20); err != nil {
 		t.Fatal(err)
 	}
 	if keys, _ := cp.List(ctx, deltaKey(0, 0, 9, "")); len(keys) != 0 {
@@ -515,13 +516,14 @@ func TestPebbleCleanupKeepsStorageBoundedOver1000Batches(t *testing.T) {
 		if _, err := st.Commit(ctx, ""); err != nil {
 			t.Fatal(err)
 		}
+		recordAndMaintain(t, cp, pb, 0, v)
 		h = append(h, m)
 		next := v + 1
 		if next%10 != 0 {
 			continue
 		}
 		keep = max(next-retain+1, 0)
-		if err := pb.Cleanup(ctx, 0, keep); err != nil {
+		if _, err := pb.Cleanup(ctx, 0, keep); err != nil {
 			t.Fatal(err)
 		}
 		keys, err := cp.List(ctx, "state/")
@@ -799,9 +801,9 @@ func traceLines(c *objstore.Counting) string {
 }
 
 // The object-store calls of each path, with the commit records a driver
-// writes (commits/N): commit writes the delta before the snapshot; a warm
-// open reads only the batch's commit record (once per process: records are
-// cached); a restart on the same DataDir reads one delta to check the
+// writes (commits/N): commit writes only the delta; the background
+// maintenance reads the record and writes the snapshot; a warm open then
+// reads nothing (records are cached); a restart on the same DataDir reads one delta to check the
 // database; a fresh DataDir lists, follows the records back to the
 // snapshot they name, and loads it.
 func TestPebbleObjectStoreCallsPerPath(t *testing.T) {
@@ -820,11 +822,21 @@ func TestPebbleObjectStoreCallsPerPath(t *testing.T) {
 	}
 	cp.StartTrace()
 	commitModel(t, pb, 0, 2, h[3])
-	if got, want := traceLines(cp), "get commits/1\nput state/0/0/3.delta\nput state/0/0/3.snapshot"; got != want {
+	if got, want := traceLines(cp), "get commits/1\nput state/0/0/3.delta"; got != want {
 		t.Fatalf("commit of a snapshot version:\n%s\nwant:\n%s", got, want)
 	}
-	writeRecord(t, fs, 2, CommitRecord{Deltas: []int{0}, Snapshots: []int{0}})
-	for i, want := range []string{"get commits/2", ""} {
+	cp.StartTrace()
+	if n := maintain(t, pb); n != 0 {
+		t.Fatalf("maintenance before the commit record wrote %d snapshots", n)
+	}
+	writeRecord(t, fs, 2, CommitRecord{Deltas: []int{0}})
+	if n := maintain(t, pb); n != 1 {
+		t.Fatalf("maintenance after the commit record wrote %d snapshots, want 1", n)
+	}
+	if got, want := traceLines(cp), "get commits/2\nget commits/2\nput state/0/0/3.snapshot"; got != want {
+		t.Fatalf("maintenance:\n%s\nwant:\n%s", got, want)
+	}
+	for i, want := range []string{"", ""} {
 		cp.StartTrace()
 		st, err := pb.Open(ctx, 0, 3)
 		if err != nil {
@@ -946,7 +958,7 @@ func TestPebblePartitionsWorkConcurrently(t *testing.T) {
 					if _, err := st.Commit(ctx, ""); err != nil {
 						return err
 					}
-					if err := pb.Cleanup(ctx, p, Version(v)); err != nil {
+					if _, err := pb.Cleanup(ctx, p, Version(v)); err != nil {
 						return err
 					}
 				}

@@ -51,6 +51,12 @@ type records struct {
 	cache map[int64]*CommitRecord
 }
 
+// cleanupParallel bounds the deletes a partition's cleanup has in flight.
+const cleanupParallel = 8
+
+// recordCacheMax bounds the records cached.
+const recordCacheMax = 2048
+
 func newRecords(store objstore.Store) *records {
 	return &records{store: store, cache: map[int64]*CommitRecord{}}
 }
@@ -84,6 +90,15 @@ func (r *records) get(ctx context.Context, batch int64) (*CommitRecord, error) {
 	}
 	r.mu.Lock()
 	r.cache[batch] = doc.State
+	if len(r.cache) > recordCacheMax {
+		// Bounded however long the query runs: drop the older half (a
+		// record dropped is read again if ever needed).
+		for b := range r.cache {
+			if b < batch-recordCacheMax/2 {
+				delete(r.cache, b)
+			}
+		}
+	}
 	r.mu.Unlock()
 	return doc.State, nil
 }
@@ -109,21 +124,37 @@ func (r *records) follow(ctx context.Context, fs fileSet, op, p int, v Version) 
 		delete(fs.deltas, u)
 		delete(fs.snaps, u)
 		attempt := rec.attempt(p)
-		if slices.Contains(rec.Deltas, p) {
-			key, ok := fs.allDeltas[u][attempt]
-			if !ok {
-				return fmt.Errorf("load state partition %d version %d: %s, listed by commits/%d, is missing: %w", p, v, deltaKey(op, p, u, attempt), u-1, ErrCorrupt)
-			}
-			fs.deltas[u] = key
-		}
 		if slices.Contains(rec.Snapshots, p) {
+			// Written with the delta by the batch (before snapshots moved
+			// to the background): the record requires it.
 			key, ok := fs.allSnaps[u][attempt]
 			if !ok {
 				return fmt.Errorf("load state partition %d version %d: %s, listed by commits/%d, is missing: %w", p, v, snapKey(op, p, u, attempt), u-1, ErrCorrupt)
 			}
 			fs.snaps[u] = key
-			return nil // the base: nothing older is read
+			if key, ok := fs.allDeltas[u][attempt]; ok {
+				fs.deltas[u] = key
+			}
+			return nil // the base: nothing older (its delta included) is read
 		}
+		if !slices.Contains(rec.Deltas, p) {
+			continue
+		}
+		if key, ok := fs.allSnaps[u][attempt]; ok {
+			// Written in the background (Maintainer) for the version and
+			// attempt this record names: the base. Its delta may be gone
+			// (cleanup keeps nothing at or below the base).
+			fs.snaps[u] = key
+			if key, ok := fs.allDeltas[u][attempt]; ok {
+				fs.deltas[u] = key
+			}
+			return nil
+		}
+		key, ok := fs.allDeltas[u][attempt]
+		if !ok {
+			return fmt.Errorf("load state partition %d version %d: %s, listed by commits/%d, is missing: %w", p, v, deltaKey(op, p, u, attempt), u-1, ErrCorrupt)
+		}
+		fs.deltas[u] = key
 	}
 	return nil
 }
@@ -157,7 +188,9 @@ func (r *records) strays(ctx context.Context, fs fileSet, p int, keep Version) (
 	if err := check(fs.allDeltas, func(r *CommitRecord) []int { return r.Deltas }); err != nil {
 		return nil, err
 	}
-	if err := check(fs.allSnaps, func(r *CommitRecord) []int { return r.Snapshots }); err != nil {
+	// A snapshot is the record's when it lists it, or (written in the
+	// background) when it is named for the delta the record lists.
+	if err := check(fs.allSnaps, func(r *CommitRecord) []int { return append(slices.Clone(r.Snapshots), r.Deltas...) }); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -198,4 +231,19 @@ func (r *records) cleanup(ctx context.Context, store objstore.Store, op, p int, 
 	out := append(stray, fs.obsolete(keep)...)
 	slices.Sort(out)
 	return slices.Compact(out), nil
+}
+
+// cleanupPartition deletes the files of partition p that no version >=
+// keep needs (records.cleanup classifies them first) and returns how many
+// it deleted.
+func cleanupPartition(ctx context.Context, store objstore.Store, recs *records, op, p int, keep Version) (int, error) {
+	obsolete, err := recs.cleanup(ctx, store, op, p, keep)
+	if err != nil {
+		return 0, fmt.Errorf("clean up state partition %d: %w", p, err)
+	}
+	deleted, err := objstore.DeleteAll(ctx, store, obsolete, cleanupParallel)
+	if err != nil {
+		return deleted, fmt.Errorf("clean up state partition %d: %w", p, err)
+	}
+	return deleted, nil
 }

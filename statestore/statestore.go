@@ -22,8 +22,8 @@ type Provider interface {
 	// a time.
 	Open(ctx context.Context, p int, v Version) (Store, error)
 	// Cleanup deletes the files of partition p that no version at or after
-	// keep needs.
-	Cleanup(ctx context.Context, p int, keep Version) error
+	// keep needs, and returns how many it deleted.
+	Cleanup(ctx context.Context, p int, keep Version) (deleted int, err error)
 	Close() error
 }
 
