@@ -314,3 +314,71 @@ func TestJoinAddedToAQueryReRunsAnOldEntryAgainstTheRunsSnapshot(t *testing.T) {
 		t.Fatalf("output differs:\n%s", d)
 	}
 }
+
+// The cleaner deletes the stored join snapshots that no retained batch
+// records: with a new manifest for every batch and minBatchesToRetain 3,
+// the checkpoint ends with the snapshots of the retained entries only, and
+// each of those is still there.
+func TestJoinSnapshotsNoRetainedBatchRecordsAreDeleted(t *testing.T) {
+	dir := t.TempDir()
+	in, mdir, cp := filepath.Join(dir, "in"), filepath.Join(dir, "manifest"), filepath.Join(dir, "cp")
+	const batches = 30
+	for i := range batches {
+		writeEvents(t, filepath.Join(in, fmt.Sprintf("%02d.jsonl", i)), joinEvents[i%len(joinEvents):i%len(joinEvents)+1])
+	}
+	version := func(i int) manifest {
+		return manifest{id: fmt.Sprintf("m-%02d", i), modules: map[string]string{"l1": fmt.Sprintf("mod-%d", i)}}
+	}
+	writeManifestJSON(t, mdir, version(0))
+	spec := joinSpec(in, mdir, cp, query.JoinLeft)
+	spec.Source.File.MaxFilesPerTrigger = 1
+	spec.Join.RefreshInterval = query.Duration(time.Nanosecond)
+	spec.MinBatchesToRetain = 3
+	progress := run(t, spec, engine.Options{Writer: &captured{}, Hook: func(point string, batch int64) {
+		if point == "after-commit" {
+			writeManifestJSON(t, mdir, version(int(batch)+1))
+		}
+	}})
+	if len(progress) != batches {
+		t.Fatalf("%d batches, want %d", len(progress), batches)
+	}
+	st, err := objstore.NewFS(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	log := checkpoint.New(st)
+	ids, err := log.OffsetIDs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for _, id := range ids {
+		e, err := log.Offsets(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Manifest == nil {
+			t.Fatalf("offsets/%d records no manifest", id)
+		}
+		want["manifests/"+e.Manifest.Hash+".json"] = true
+	}
+	keys, err := st.List(ctx, "manifests/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, k := range keys {
+		got[k] = true
+	}
+	for k := range want {
+		if !got[k] {
+			t.Errorf("%s, recorded by a retained batch, was deleted", k)
+		}
+	}
+	// The last pass ran at a multiple of the cleanup cadence: snapshots of
+	// the entries the log kept, at most, stay.
+	if len(got) > len(want) || len(got) >= batches/2 {
+		t.Errorf("%d snapshots stored for %d retained entries (%d batches): %v", len(got), len(ids), batches, keys)
+	}
+}

@@ -2,10 +2,14 @@ package scheduler
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/join"
+	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/statestore"
 )
 
@@ -45,6 +49,10 @@ type cleaner struct {
 	// deleted and errors accumulate until the next progress report takes
 	// them.
 	deleted, errors atomic.Int64
+	// manifests caches the join snapshot hash each retained offsets entry
+	// records ("" for none): entries never change once written. Used by
+	// the cleaner goroutine only.
+	manifests map[int64]string
 }
 
 // startCleaner starts the query's cleaner; stop ends it.
@@ -164,6 +172,81 @@ func (c *cleaner) clean(ctx context.Context, committed, keep int64) bool {
 	if err != nil {
 		return fail("checkpoint log cleanup", err)
 	}
+	if q.cfg.Spec.Join != nil {
+		n, err := c.cleanManifests(ctx, keep)
+		c.deleted.Add(int64(n))
+		if err != nil {
+			return fail("join snapshot cleanup", err)
+		}
+	}
 	log.Debug("checkpoint cleaned", "query", q.cfg.Spec.Name, "batch", committed, "keep_from", keep)
 	return true
+}
+
+// cleanManifests deletes the stored join snapshots (manifests/<hash>.json)
+// that no retained offsets entry records and that are not the run's
+// current snapshot. It holds manifestMu from listing to deleting, so a
+// snapshot stored for the next batch (stored and made current under the
+// same lock, before its offsets entry is written) is never taken for
+// unused.
+func (c *cleaner) cleanManifests(ctx context.Context, keep int64) (int, error) {
+	q := c.q
+	st := q.log.Store()
+	q.manifestMu.Lock()
+	defer q.manifestMu.Unlock()
+	keys, err := st.List(ctx, "manifests/")
+	if err != nil {
+		return 0, fmt.Errorf("list manifests/: %w", err)
+	}
+	if len(keys) <= 1 {
+		return 0, nil // at most the current one
+	}
+	ids, err := q.log.OffsetIDs(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if c.manifests == nil {
+		c.manifests = map[int64]string{}
+	}
+	for id := range c.manifests {
+		if id < keep {
+			delete(c.manifests, id)
+		}
+	}
+	used := map[string]bool{}
+	if !q.manifest.IsZero() {
+		used[join.ObjectKey(q.manifest.Hash)] = true
+	}
+	for _, id := range ids {
+		if id < keep {
+			continue
+		}
+		h, ok := c.manifests[id]
+		if !ok {
+			e, err := q.log.Offsets(ctx, id)
+			if errors.Is(err, objstore.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return 0, err
+			}
+			if e.Manifest != nil {
+				h = e.Manifest.Hash
+			}
+			c.manifests[id] = h
+		}
+		if h != "" {
+			used[join.ObjectKey(h)] = true
+		}
+	}
+	var unused []string
+	for _, k := range keys {
+		if !used[k] {
+			unused = append(unused, k)
+		}
+	}
+	if len(unused) == 0 {
+		return 0, nil
+	}
+	return objstore.DeleteAll(ctx, st, unused, 4)
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -127,7 +128,10 @@ type Query struct {
 	jumps  int64
 	jumpMs int64
 	// manifest is the join snapshot new batches of this run record, taken
-	// at manifestAt (zero until the first batch is planned).
+	// at manifestAt (zero until the first batch is planned). manifestMu
+	// is held while a snapshot is stored and made current, and by the
+	// cleaner while it decides which stored snapshots are unused.
+	manifestMu sync.Mutex
 	manifest   join.Ref
 	manifestAt time.Time
 	// cleaner deletes what retention no longer keeps, in the background;
@@ -623,6 +627,8 @@ func (q *Query) snapshot(ctx context.Context, now time.Time) (*checkpoint.Manife
 	if q.cfg.Manifests == nil {
 		return nil, fmt.Errorf("join: no manifest snapshotter configured")
 	}
+	q.manifestMu.Lock()
+	defer q.manifestMu.Unlock()
 	due := q.manifest.IsZero() || (j.RefreshInterval > 0 && now.Sub(q.manifestAt) >= j.RefreshInterval.D())
 	if due {
 		ref, err := q.cfg.Manifests.Take(ctx, now)
