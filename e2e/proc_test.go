@@ -89,7 +89,24 @@ func (p *Proc) Start() {
 		p.mu.Unlock()
 		close(p.done)
 	}()
-	p.t.Cleanup(func() { p.Kill() })
+	pid := p.cmd.Process.Pid
+	p.t.Cleanup(func() {
+		p.Kill()
+		if p.t.Failed() { // every process's last lines, not only those the failing check printed
+			p.t.Logf("--- last lines of %s (pid %d):\n%s", p.name, pid, lastLines(p.Logs(), 40))
+		}
+	})
+}
+
+// lastLines returns the last n lines of s that are not DEBUG records.
+func lastLines(s string, n int) string {
+	var keep []string
+	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		if !strings.Contains(l, "level=DEBUG") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep[max(0, len(keep)-n):], "\n")
 }
 
 // Wait waits for the process to exit (up to timeout) and returns its exit
