@@ -103,9 +103,11 @@ func compactLive(t *testing.T, policy bool) {
 
 	var mu sync.Mutex
 	var last *scheduler.Progress
+	var rowsRead int64 // input rows of every batch so far: the run is done when it read them all
 	job, err := engine.Build(context.Background(), spec, engine.Options{Progress: func(p *scheduler.Progress) {
 		mu.Lock()
 		last = p
+		rowsRead += p.NumInputRows
 		mu.Unlock()
 	}})
 	if err != nil {
@@ -211,9 +213,12 @@ func compactLive(t *testing.T, policy bool) {
 			}
 		}
 		mu.Lock()
-		p := last
+		p, read := last, rowsRead
 		mu.Unlock()
-		if fed == files && p != nil && p.NoData && len(compacted) >= 4 {
+		// A no-data batch from before the last file was taken is not the
+		// end: every row must have been read, then a no-data batch closed
+		// the last windows.
+		if fed == files && read == int64(files*perFile) && p != nil && p.NoData && len(compacted) >= 4 {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
