@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"sync"
@@ -67,6 +68,9 @@ type Sink struct {
 	schema  *pq.Schema
 	dateCol int   // index of window_start when partitioning by window_date
 	initErr error // a schema or option problem, reported by every call
+	// partSize is the size of a staged file's parts but the last (and the
+	// most of a file's bytes held at once): objstore.DefaultPartSize.
+	partSize int
 
 	mu       sync.Mutex
 	queryID  string               // set by Prepare
@@ -96,6 +100,7 @@ func New(store objstore.Store, schema []query.Column, opts Options) *Sink {
 		newest:   -1,
 		env:      opts.Environment,
 		resolved: make(map[string]logLayout),
+		partSize: objstore.DefaultPartSize,
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
@@ -170,24 +175,22 @@ func (s *Sink) WritePartition(ctx context.Context, b sink.Batch, partition int, 
 	}
 	name := FileName(b.QueryID, b.ID, partition)
 	keys := make([]string, 0, len(groups))
-	data := make([][]byte, 0, len(groups))
 	for _, g := range groups {
-		d, err := encode(s.schema, s.cols, g.rows)
-		if err != nil {
-			return nil, fmt.Errorf("write parquet batch %d partition %d: %w", b.ID, partition, err)
-		}
 		keys = append(keys, g.dir+name)
-		data = append(data, d)
+	}
+	encodeGroup := func(i int, w io.Writer) error {
+		return encodeTo(w, s.schema, s.cols, groups[i].rows)
 	}
 	if mp, ok := s.store.(objstore.Multipart); ok {
-		out, err := s.stage(ctx, mp, b.QueryID, b.ID, partition, keys, data)
+		out, err := s.stage(ctx, mp, b.QueryID, b.ID, partition, keys, encodeGroup)
 		if err != nil {
 			return nil, fmt.Errorf("write parquet batch %d partition %d: %w", b.ID, partition, err)
 		}
 		return out, nil
 	}
 	for i, key := range keys {
-		if err := s.store.Put(ctx, key, data[i]); err != nil {
+		err := objstore.PutWriter(ctx, s.store, key, func(w io.Writer) error { return encodeGroup(i, w) })
+		if err != nil {
 			return nil, fmt.Errorf("write parquet batch %d partition %d: %w", b.ID, partition, err)
 		}
 	}
@@ -236,18 +239,27 @@ func (s *Sink) split(rows []row.Row) ([]dirRows, error) {
 	return out, nil
 }
 
-// encode writes rows as one Parquet file: snappy pages, one row group,
-// no timestamps or ids in the footer.
+// encode returns rows encoded as one Parquet file (see encodeTo).
 func encode(schema *pq.Schema, cols []query.Column, rows []row.Row) ([]byte, error) {
 	var buf bytes.Buffer
-	w := pq.NewWriter(&buf, schema, pq.Compression(&pq.Snappy), &pq.WriterConfig{CreatedBy: createdBy})
+	if err := encodeTo(&buf, schema, cols, rows); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// encodeTo writes rows as one Parquet file to out: snappy pages, one row
+// group, no timestamps or ids in the footer. The bytes do not depend on
+// out (a buffer, a multipart upload, a pipe).
+func encodeTo(out io.Writer, schema *pq.Schema, cols []query.Column, rows []row.Row) error {
+	w := pq.NewWriter(out, schema, pq.Compression(&pq.Snappy), &pq.WriterConfig{CreatedBy: createdBy})
 	prow := make(pq.Row, len(cols))
 	batch := []pq.Row{prow}
 	for i, r := range rows {
 		for c, v := range r {
 			pv, err := toParquet(v, cols[c])
 			if err != nil {
-				return nil, fmt.Errorf("encode row %d: %w", i, err)
+				return fmt.Errorf("encode row %d: %w", i, err)
 			}
 			def := 1
 			if v.IsNull() {
@@ -256,13 +268,13 @@ func encode(schema *pq.Schema, cols []query.Column, rows []row.Row) ([]byte, err
 			prow[c] = pv.Level(0, def, c)
 		}
 		if _, err := w.WriteRows(batch); err != nil {
-			return nil, fmt.Errorf("encode row %d: %w", i, err)
+			return fmt.Errorf("encode row %d: %w", i, err)
 		}
 	}
 	if err := w.Close(); err != nil {
-		return nil, fmt.Errorf("encode parquet: %w", err)
+		return fmt.Errorf("encode parquet: %w", err)
 	}
-	return buf.Bytes(), nil
+	return nil
 }
 
 func toParquet(v row.Value, c query.Column) (pq.Value, error) {
