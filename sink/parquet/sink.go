@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"sync"
 
@@ -50,6 +51,10 @@ type Options struct {
 	// (the query's minBatchesToRetain); zero means
 	// DefaultMinBatchesToRetain.
 	MinBatchesToRetain int
+	// SpoolDir is where a large file's encoded pages wait, in temporary
+	// files, until its one row group is written out (see pageBuffers).
+	// Empty means os.TempDir().
+	SpoolDir string
 	// ClosedWatermark, if set, turns on the compaction of closed dates
 	// (sink.parquet.compactClosedDates): after each compacted log entry
 	// the background job runs CompactDates with the watermark it returns
@@ -71,6 +76,9 @@ type Sink struct {
 	// partSize is the size of a staged file's parts but the last (and the
 	// most of a file's bytes held at once): objstore.DefaultPartSize.
 	partSize int
+	// spoolAbove is the estimated size of a file's rows above which its
+	// pages are spooled to SpoolDir: partSize.
+	spoolAbove int64
 
 	mu       sync.Mutex
 	queryID  string               // set by Prepare
@@ -92,15 +100,16 @@ var _ sink.FileSink = (*Sink)(nil)
 // path. A bad schema or option is reported by the first call that needs it.
 func New(store objstore.Store, schema []query.Column, opts Options) *Sink {
 	s := &Sink{
-		store:    store,
-		cols:     slices.Clone(schema),
-		opts:     opts,
-		logger:   opts.Logger,
-		dateCol:  -1,
-		newest:   -1,
-		env:      opts.Environment,
-		resolved: make(map[string]logLayout),
-		partSize: objstore.DefaultPartSize,
+		store:      store,
+		cols:       slices.Clone(schema),
+		opts:       opts,
+		logger:     opts.Logger,
+		dateCol:    -1,
+		newest:     -1,
+		env:        opts.Environment,
+		resolved:   make(map[string]logLayout),
+		partSize:   objstore.DefaultPartSize,
+		spoolAbove: objstore.DefaultPartSize,
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
@@ -179,7 +188,12 @@ func (s *Sink) WritePartition(ctx context.Context, b sink.Batch, partition int, 
 		keys = append(keys, g.dir+name)
 	}
 	encodeGroup := func(i int, w io.Writer) error {
-		return encodeTo(w, s.schema, s.cols, groups[i].rows)
+		opts, cleanup, err := s.pageBuffers(groups[i].rows)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		return encodeTo(w, s.schema, s.cols, groups[i].rows, opts...)
 	}
 	if mp, ok := s.store.(objstore.Multipart); ok {
 		out, err := s.stage(ctx, mp, b.QueryID, b.ID, partition, keys, encodeGroup)
@@ -251,8 +265,8 @@ func encode(schema *pq.Schema, cols []query.Column, rows []row.Row) ([]byte, err
 // encodeTo writes rows as one Parquet file to out: snappy pages, one row
 // group, no timestamps or ids in the footer. The bytes do not depend on
 // out (a buffer, a multipart upload, a pipe).
-func encodeTo(out io.Writer, schema *pq.Schema, cols []query.Column, rows []row.Row) error {
-	w := pq.NewWriter(out, schema, pq.Compression(&pq.Snappy), &pq.WriterConfig{CreatedBy: createdBy})
+func encodeTo(out io.Writer, schema *pq.Schema, cols []query.Column, rows []row.Row, opts ...pq.WriterOption) error {
+	w := pq.NewWriter(out, append([]pq.WriterOption{schema, pq.Compression(&pq.Snappy), &pq.WriterConfig{CreatedBy: createdBy}}, opts...)...)
 	prow := make(pq.Row, len(cols))
 	batch := []pq.Row{prow}
 	for i, r := range rows {
@@ -275,6 +289,41 @@ func encodeTo(out io.Writer, schema *pq.Schema, cols []query.Column, rows []row.
 		return fmt.Errorf("encode parquet: %w", err)
 	}
 	return nil
+}
+
+// pageBuffers returns the writer option that keeps a large file's pages
+// in temporary files, in a directory of their own under SpoolDir that
+// cleanup removes: the Parquet writer holds a row group's encoded pages
+// until the group is complete, and a file is one row group, so without it
+// a file's bytes are in memory while it is encoded, whatever the upload
+// streams. Rows estimated at no more than s.spoolAbove are encoded in
+// memory (no temporary files for the usual small file). The bytes are the
+// same either way.
+func (s *Sink) pageBuffers(rows []row.Row) (opts []pq.WriterOption, cleanup func(), err error) {
+	if estimateSize(rows) <= s.spoolAbove {
+		return nil, func() {}, nil
+	}
+	dir := s.opts.SpoolDir
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	tmp, err := os.MkdirTemp(dir, "sluice-parquet-pages-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("spool the pages of a large file: %w", err)
+	}
+	return []pq.WriterOption{pq.ColumnPageBuffers(pq.NewFileBufferPool(tmp, "column-*"))}, func() { os.RemoveAll(tmp) }, nil
+}
+
+// estimateSize is the rows' size before encoding: 8 bytes a value plus a
+// string's bytes.
+func estimateSize(rows []row.Row) int64 {
+	var n int64
+	for _, r := range rows {
+		for _, v := range r {
+			n += 8 + int64(len(v.S))
+		}
+	}
+	return n
 }
 
 func toParquet(v row.Value, c query.Column) (pq.Value, error) {
