@@ -1,7 +1,6 @@
 package parquet
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -188,7 +187,7 @@ func (s *Sink) WritePartition(ctx context.Context, b sink.Batch, partition int, 
 		keys = append(keys, g.dir+name)
 	}
 	encodeGroup := func(i int, w io.Writer) error {
-		opts, cleanup, err := s.pageBuffers(groups[i].rows)
+		opts, cleanup, err := pageBuffers(groups[i].rows, s.spoolAbove, s.opts.SpoolDir)
 		if err != nil {
 			return err
 		}
@@ -253,15 +252,6 @@ func (s *Sink) split(rows []row.Row) ([]dirRows, error) {
 	return out, nil
 }
 
-// encode returns rows encoded as one Parquet file (see encodeTo).
-func encode(schema *pq.Schema, cols []query.Column, rows []row.Row) ([]byte, error) {
-	var buf bytes.Buffer
-	if err := encodeTo(&buf, schema, cols, rows); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
 // encodeTo writes rows as one Parquet file to out: snappy pages, one row
 // group, no timestamps or ids in the footer. The bytes do not depend on
 // out (a buffer, a multipart upload, a pipe).
@@ -292,18 +282,17 @@ func encodeTo(out io.Writer, schema *pq.Schema, cols []query.Column, rows []row.
 }
 
 // pageBuffers returns the writer option that keeps a large file's pages
-// in temporary files, in a directory of their own under SpoolDir that
+// in temporary files, in a directory of their own under dir that
 // cleanup removes: the Parquet writer holds a row group's encoded pages
 // until the group is complete, and a file is one row group, so without it
 // a file's bytes are in memory while it is encoded, whatever the upload
-// streams. Rows estimated at no more than s.spoolAbove are encoded in
+// streams. Rows estimated at no more than above bytes are encoded in
 // memory (no temporary files for the usual small file). The bytes are the
-// same either way.
-func (s *Sink) pageBuffers(rows []row.Row) (opts []pq.WriterOption, cleanup func(), err error) {
-	if estimateSize(rows) <= s.spoolAbove {
+// same either way. An empty dir is os.TempDir().
+func pageBuffers(rows []row.Row, above int64, dir string) (opts []pq.WriterOption, cleanup func(), err error) {
+	if estimateSize(rows) <= above {
 		return nil, func() {}, nil
 	}
-	dir := s.opts.SpoolDir
 	if dir == "" {
 		dir = os.TempDir()
 	}

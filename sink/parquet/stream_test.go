@@ -16,12 +16,23 @@ import (
 	"testing"
 	"time"
 
+	pq "github.com/parquet-go/parquet-go"
+
 	"github.com/sluicehq/sluice/internal/s3test"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
 	"github.com/sluicehq/sluice/sink"
 )
+
+// encode is the whole-buffer encoding, the oracle for the streamed one.
+func encode(schema *pq.Schema, cols []query.Column, rows []row.Row) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := encodeTo(&buf, schema, cols, rows); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
 
 // S3's smallest part but the last.
 const minPart = 5 << 20
