@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -11,6 +12,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -294,4 +296,91 @@ func peakHeap(f func()) uint64 {
 		return 0
 	}
 	return peak.Load() - base
+}
+
+// TestPartWriterSendsFullPartsAndTheRest writes files of several sizes in
+// writes of awkward sizes: every part but the last is exactly the part
+// size, a size that is a multiple of it has no empty last part, and the
+// completed object is the bytes written.
+func TestPartWriterSendsFullPartsAndTheRest(t *testing.T) {
+	ctx := context.Background()
+	st := objstore.NewMem()
+	for _, size := range []int{1, 9, 10, 11, 30, 35} {
+		data := make([]byte, size)
+		for i := range data {
+			data[i] = byte(i * 13)
+		}
+		key := fmt.Sprintf("f-%d", size)
+		id, err := st.CreateMultipart(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts, err := uploadStreamed(ctx, st, key, id, 10, func(w io.Writer) error {
+			for rest := data; len(rest) > 0; {
+				n := min(len(rest), 7)
+				if _, err := w.Write(rest[:n]); err != nil {
+					return err
+				}
+				rest = rest[n:]
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := (size + 9) / 10; len(parts) != want {
+			t.Fatalf("%d bytes in 10-byte parts: %d parts, want %d", size, len(parts), want)
+		}
+		for i, p := range parts {
+			if p.Number != i+1 || (i < len(parts)-1 && p.Size != 10) || p.Size == 0 {
+				t.Fatalf("%d bytes: part %d is %+v", size, i, p)
+			}
+		}
+		if err := st.CompleteMultipart(ctx, key, id, parts); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := st.Get(ctx, key); !bytes.Equal(got, data) {
+			t.Fatalf("%d bytes: completed object differs", size)
+		}
+	}
+}
+
+// TestFailedPartFailsTheWriteAndTheNextCommitAbortsTheUpload makes the
+// second part of a streamed file fail: WritePartition reports it naming
+// the part, nothing is visible, and the next batch's commit aborts the
+// upload it left.
+func TestFailedPartFailsTheWriteAndTheNextCommitAbortsTheUpload(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMem()
+	st := objstore.NewFaulty(mem, objstore.FaultRule{Name: "part 2", Op: objstore.OpUploadPart, Nth: 2})
+	s := New(st, wideCols, Options{})
+	defer s.Close()
+	s.partSize = 1 << 20
+	if err := s.Prepare(ctx, queryA, query.Lab); err != nil {
+		t.Fatal(err)
+	}
+	rows := wideRows(20_000) // about 4 MiB: 4 parts
+	_, err := s.WritePartition(ctx, sink.Batch{QueryID: queryA, ID: 0}, 0, rows)
+	if err == nil || !errors.Is(err, objstore.ErrInjected) || !strings.Contains(err.Error(), "upload part 2") {
+		t.Fatalf("WritePartition with a failing part: %v", err)
+	}
+	if mem.PendingUploads() != 1 {
+		t.Fatalf("%d pending uploads after the failed write, want 1", mem.PendingUploads())
+	}
+	st.ClearRules()
+	b := sink.Batch{QueryID: queryA, ID: 0}
+	descs, err := s.WritePartition(ctx, b, 0, rows[:10])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, b, descs); err != nil {
+		t.Fatal(err)
+	}
+	if mem.PendingUploads() != 0 {
+		t.Fatalf("%d pending uploads after the commit, want 0 (the failed attempt's aborted)", mem.PendingUploads())
+	}
+	_, got, err := ReadCommitted(ctx, st)
+	if err != nil || !sameRowsInOrder(got, rows[:10]) {
+		t.Fatalf("read %d rows (%v), want the 10 committed", len(got), err)
+	}
 }
