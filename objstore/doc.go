@@ -10,6 +10,10 @@
 // and Faulty (fault injection, including lost responses). Streaming
 // (stream.go) is an optional capability, Streamer, found through
 // GetReader, PutReader and PutWriter, which fall back to Get and Put.
+// Ranged reads (ranged.go) are another, RangeReader (a GET with a Range
+// header; ReadAt on a file), found through OpenReaderAt, an io.ReaderAt
+// for readers that need random access (Parquet's footer, then its column
+// chunks) without holding the object; it falls back to Get.
 //
 // Multipart (multipart.go) is an optional capability, found by type
 // assertion: stage an object invisibly (S3 multipart upload; on the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -241,15 +242,18 @@ func compactDate(ctx context.Context, store objstore.Store, l logLayout, f *fold
 	dir := PartitionByWindowDate + "=" + date + "/"
 	rep := &Replacement{Version: compactVersion, ID: id, QueryID: f.queryID, Date: date, Remove: slices.Clone(old), State: StatePending,
 		Created: opts.Now().UTC().Format(time.RFC3339)}
-	var data [][]byte
 	for c := 0; c < chunks; c++ {
-		part := rows[c*opts.MaxRowsPerFile : min(len(rows), (c+1)*opts.MaxRowsPerFile)]
-		b, err := encode(schema, cols, part)
-		if err != nil {
-			return res, err
-		}
 		rep.Add = append(rep.Add, fmt.Sprintf("%scompact-%s-%04d.snappy.parquet", dir, id, c))
-		data = append(data, b)
+	}
+	// Each new file is encoded as it is written (see uploadStreamed).
+	data := func(c int, w io.Writer) error {
+		part := rows[c*opts.MaxRowsPerFile : min(len(rows), (c+1)*opts.MaxRowsPerFile)]
+		popts, cleanup, err := pageBuffers(part, objstore.DefaultPartSize, "")
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		return encodeTo(w, schema, cols, part, popts...)
 	}
 	step := opts.step
 	if step == nil {
@@ -358,17 +362,17 @@ func writeReplacement(ctx context.Context, store objstore.Store, l logLayout, re
 // and the record is marked done. A directory lister can see both sets
 // between the completion and the deletion; a reader that follows the log
 // never does.
-func replaceByUploads(ctx context.Context, store objstore.Store, mp objstore.Multipart, l logLayout, rep *Replacement, data [][]byte, step func(string)) error {
+func replaceByUploads(ctx context.Context, store objstore.Store, mp objstore.Multipart, l logLayout, rep *Replacement, data func(i int, w io.Writer) error, step func(string)) error {
 	for i, key := range rep.Add {
 		id, err := mp.CreateMultipart(ctx, key)
 		if err != nil {
 			return err
 		}
-		part, err := mp.UploadPart(ctx, key, id, 1, data[i])
+		parts, err := uploadStreamed(ctx, mp, key, id, objstore.DefaultPartSize, func(w io.Writer) error { return data(i, w) })
 		if err != nil {
 			return err
 		}
-		rep.Uploads = append(rep.Uploads, Upload{Key: key, UploadID: id, Parts: []objstore.Part{part}})
+		rep.Uploads = append(rep.Uploads, Upload{Key: key, UploadID: id, Parts: parts})
 	}
 	if err := writeReplacement(ctx, store, l, rep, true); err != nil {
 		for _, u := range rep.Uploads {

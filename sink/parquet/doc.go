@@ -21,6 +21,27 @@
 // version string, so a re-run, in any process or build, rewrites each object
 // with identical bytes. Zero rows write no file.
 //
+// # Streamed files
+//
+// No file is held whole in memory. A task encodes a file straight into
+// its staged upload: a part is sent each time 8 MiB (objstore.
+// DefaultPartSize; S3 needs 5 MiB but the last) are buffered, and the
+// rest at the end, so a file of any size is one part's bytes in memory;
+// on a store without Multipart it is streamed through objstore.PutWriter.
+// The writer holds a row group's encoded pages until the group is
+// complete, and a file is one row group, so a file whose rows are
+// estimated above 8 MiB has its pages spooled to temporary files
+// (Options.SpoolDir, default os.TempDir(); removed after the file). The
+// bytes are those of encoding into one buffer. driver compact writes its
+// new files the same way.
+//
+// Readers (ReadCommitted, ReadAllFiles, driver compact) open a file
+// through objstore.OpenReaderAt: one ranged read of its last 1 MiB (the
+// whole file when smaller, so a small file is one GET as before; the
+// footer of a larger one), then the column chunks in ranged reads of at
+// most 1 MiB per column (readBuffer). A store without
+// objstore.RangeReader is read whole.
+//
 // Columns keep the output schema's order and are all optional: string is
 // BYTE_ARRAY (STRING), long INT64, double DOUBLE, boolean BOOLEAN, timestamp
 // INT64 TIMESTAMP(MICROS, isAdjustedToUTC=true). ReadFile maps those back,
@@ -33,9 +54,9 @@
 // task stages each file: it creates a multipart upload per file, records
 // the upload ids in _sink_pending/<N>/<partition>-<attempt>.json (before
 // any byte is sent: listing uploads is unreliable, MinIO lists none by
-// prefix), then uploads the file as one part. Nothing is visible: S3 does
-// not list or serve an upload before completion, and the filesystem keeps
-// the part as "_<name>.<upload>-1.inprogress", a name Spark, Hive and
+// prefix), then encodes each file into its upload, in parts (see Streamed
+// files). Nothing is visible: S3 does not list or serve an upload before
+// completion, and the filesystem keeps the parts as "_<name>.<upload>-<n>.inprogress", a name Spark, Hive and
 // Trino skip (leading '_') and no "*.parquet" glob matches (DuckDB's glob
 // reads '_' names). The driver's Commit writes the log entry with the
 // uploads and their part ETags, then completes them (the files appear),

@@ -3,8 +3,10 @@
 package parquet
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -30,7 +32,7 @@ const stagedSuffix = ".staged"
 // are exchanged in one renameat2(RENAME_EXCHANGE): a directory lister
 // reads the old set or the new set, never both. The old set, now under
 // StagingDir, is deleted.
-func replaceByExchange(ctx context.Context, fs *objstore.FS, l logLayout, rep *Replacement, data [][]byte, step func(string)) error {
+func replaceByExchange(ctx context.Context, fs *objstore.FS, l logLayout, rep *Replacement, data func(i int, w io.Writer) error, step func(string)) error {
 	root := fs.Root()
 	dirRel := PartitionByWindowDate + "=" + rep.Date
 	rep.Staging = StagingDir + rep.ID + "-" + newAttemptID() + "/" + dirRel
@@ -42,7 +44,7 @@ func replaceByExchange(ctx context.Context, fs *objstore.FS, l logLayout, rep *R
 	// such as DuckDB's enters '_' directories), renamed just before the
 	// exchange.
 	for i, key := range rep.Add {
-		if err := writeSynced(filepath.Join(staging, path.Base(key)+stagedSuffix), data[i]); err != nil {
+		if err := writeSynced(filepath.Join(staging, path.Base(key)+stagedSuffix), func(w io.Writer) error { return data(i, w) }); err != nil {
 			return err
 		}
 	}
@@ -146,12 +148,17 @@ func stagingTop(root, staging string) string {
 	return filepath.Join(root, parts[0], parts[1])
 }
 
-func writeSynced(p string, data []byte) error {
+func writeSynced(p string, write func(w io.Writer) error) error {
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(data); err != nil {
+	bw := bufio.NewWriterSize(f, 1<<20)
+	if err := write(bw); err != nil {
+		f.Close()
+		return err
+	}
+	if err := bw.Flush(); err != nil {
 		f.Close()
 		return err
 	}

@@ -5,6 +5,7 @@ package parquet
 import (
 	"context"
 	"errors"
+	"io"
 
 	"github.com/sluicehq/sluice/objstore"
 )
@@ -15,7 +16,7 @@ const exchangeSupported = false
 
 var errNoExchange = errors.New("atomic directory exchange needs Linux (renameat2)")
 
-func replaceByExchange(context.Context, *objstore.FS, logLayout, *Replacement, [][]byte, func(string)) error {
+func replaceByExchange(context.Context, *objstore.FS, logLayout, *Replacement, func(int, io.Writer) error, func(string)) error {
 	return errNoExchange
 }
 

@@ -277,7 +277,7 @@ func readFilesSkipping(ctx context.Context, store objstore.Store, files []string
 	var rows []row.Row
 	var skipped []string
 	for _, f := range files {
-		data, err := store.Get(ctx, f)
+		obj, err := objstore.OpenReaderAt(ctx, store, f, readTail)
 		if errors.Is(err, objstore.ErrNotExist) && mayBeAbsent[f] {
 			skipped = append(skipped, f)
 			continue
@@ -285,7 +285,7 @@ func readFilesSkipping(ctx context.Context, store objstore.Store, files []string
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("read sink file: %w", err)
 		}
-		c, rs, err := ReadFile(data)
+		c, rs, err := ReadFileAt(obj, obj.Size())
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("read sink file %s: %w", f, err)
 		}
@@ -299,10 +299,28 @@ func readFilesSkipping(ctx context.Context, store objstore.Store, files []string
 	return cols, rows, skipped, nil
 }
 
+// readTail is how much of a sink file the readers fetch first, from its
+// end: a file no larger is read in one request (most are), a larger one
+// has its footer at hand and the rest is read in ranges.
+const readTail = 1 << 20
+
+// readBuffer is the read buffer of each column of a file being read:
+// every ranged read of a large file is at most this (or one page, if a
+// page is larger), and a file being read holds about one buffer and one
+// page per column, not the file.
+const readBuffer = 1 << 20
+
 // ReadFile decodes one flat Parquet file into rows, with kinds from the
 // file's schema (see the package doc for the mapping).
 func ReadFile(data []byte) ([]query.Column, []row.Row, error) {
-	f, err := pq.OpenFile(bytes.NewReader(data), int64(len(data)))
+	return ReadFileAt(bytes.NewReader(data), int64(len(data)))
+}
+
+// ReadFileAt is ReadFile over random access (objstore.OpenReaderAt's
+// ranged reads): the footer, then each column chunk through a bounded
+// buffer, never the whole file at once.
+func ReadFileAt(r io.ReaderAt, size int64) ([]query.Column, []row.Row, error) {
+	f, err := pq.OpenFile(r, size, pq.SkipPageIndex(true), pq.SkipBloomFilters(true), pq.ReadBufferSize(readBuffer))
 	if err != nil {
 		return nil, nil, fmt.Errorf("open parquet: %w", err)
 	}

@@ -1,10 +1,11 @@
 package parquet
 
 import (
-	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"sync"
 
@@ -49,6 +50,10 @@ type Options struct {
 	// (the query's minBatchesToRetain); zero means
 	// DefaultMinBatchesToRetain.
 	MinBatchesToRetain int
+	// SpoolDir is where a large file's encoded pages wait, in temporary
+	// files, until its one row group is written out (see pageBuffers).
+	// Empty means os.TempDir().
+	SpoolDir string
 	// ClosedWatermark, if set, turns on the compaction of closed dates
 	// (sink.parquet.compactClosedDates): after each compacted log entry
 	// the background job runs CompactDates with the watermark it returns
@@ -67,6 +72,12 @@ type Sink struct {
 	schema  *pq.Schema
 	dateCol int   // index of window_start when partitioning by window_date
 	initErr error // a schema or option problem, reported by every call
+	// partSize is the size of a staged file's parts but the last (and the
+	// most of a file's bytes held at once): objstore.DefaultPartSize.
+	partSize int
+	// spoolAbove is the estimated size of a file's rows above which its
+	// pages are spooled to SpoolDir: partSize.
+	spoolAbove int64
 
 	mu       sync.Mutex
 	queryID  string               // set by Prepare
@@ -88,14 +99,16 @@ var _ sink.FileSink = (*Sink)(nil)
 // path. A bad schema or option is reported by the first call that needs it.
 func New(store objstore.Store, schema []query.Column, opts Options) *Sink {
 	s := &Sink{
-		store:    store,
-		cols:     slices.Clone(schema),
-		opts:     opts,
-		logger:   opts.Logger,
-		dateCol:  -1,
-		newest:   -1,
-		env:      opts.Environment,
-		resolved: make(map[string]logLayout),
+		store:      store,
+		cols:       slices.Clone(schema),
+		opts:       opts,
+		logger:     opts.Logger,
+		dateCol:    -1,
+		newest:     -1,
+		env:        opts.Environment,
+		resolved:   make(map[string]logLayout),
+		partSize:   objstore.DefaultPartSize,
+		spoolAbove: objstore.DefaultPartSize,
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
@@ -170,24 +183,27 @@ func (s *Sink) WritePartition(ctx context.Context, b sink.Batch, partition int, 
 	}
 	name := FileName(b.QueryID, b.ID, partition)
 	keys := make([]string, 0, len(groups))
-	data := make([][]byte, 0, len(groups))
 	for _, g := range groups {
-		d, err := encode(s.schema, s.cols, g.rows)
-		if err != nil {
-			return nil, fmt.Errorf("write parquet batch %d partition %d: %w", b.ID, partition, err)
-		}
 		keys = append(keys, g.dir+name)
-		data = append(data, d)
+	}
+	encodeGroup := func(i int, w io.Writer) error {
+		opts, cleanup, err := pageBuffers(groups[i].rows, s.spoolAbove, s.opts.SpoolDir)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		return encodeTo(w, s.schema, s.cols, groups[i].rows, opts...)
 	}
 	if mp, ok := s.store.(objstore.Multipart); ok {
-		out, err := s.stage(ctx, mp, b.QueryID, b.ID, partition, keys, data)
+		out, err := s.stage(ctx, mp, b.QueryID, b.ID, partition, keys, encodeGroup)
 		if err != nil {
 			return nil, fmt.Errorf("write parquet batch %d partition %d: %w", b.ID, partition, err)
 		}
 		return out, nil
 	}
 	for i, key := range keys {
-		if err := s.store.Put(ctx, key, data[i]); err != nil {
+		err := objstore.PutWriter(ctx, s.store, key, func(w io.Writer) error { return encodeGroup(i, w) })
+		if err != nil {
 			return nil, fmt.Errorf("write parquet batch %d partition %d: %w", b.ID, partition, err)
 		}
 	}
@@ -236,18 +252,18 @@ func (s *Sink) split(rows []row.Row) ([]dirRows, error) {
 	return out, nil
 }
 
-// encode writes rows as one Parquet file: snappy pages, one row group,
-// no timestamps or ids in the footer.
-func encode(schema *pq.Schema, cols []query.Column, rows []row.Row) ([]byte, error) {
-	var buf bytes.Buffer
-	w := pq.NewWriter(&buf, schema, pq.Compression(&pq.Snappy), &pq.WriterConfig{CreatedBy: createdBy})
+// encodeTo writes rows as one Parquet file to out: snappy pages, one row
+// group, no timestamps or ids in the footer. The bytes do not depend on
+// out (a buffer, a multipart upload, a pipe).
+func encodeTo(out io.Writer, schema *pq.Schema, cols []query.Column, rows []row.Row, opts ...pq.WriterOption) error {
+	w := pq.NewWriter(out, append([]pq.WriterOption{schema, pq.Compression(&pq.Snappy), &pq.WriterConfig{CreatedBy: createdBy}}, opts...)...)
 	prow := make(pq.Row, len(cols))
 	batch := []pq.Row{prow}
 	for i, r := range rows {
 		for c, v := range r {
 			pv, err := toParquet(v, cols[c])
 			if err != nil {
-				return nil, fmt.Errorf("encode row %d: %w", i, err)
+				return fmt.Errorf("encode row %d: %w", i, err)
 			}
 			def := 1
 			if v.IsNull() {
@@ -256,13 +272,47 @@ func encode(schema *pq.Schema, cols []query.Column, rows []row.Row) ([]byte, err
 			prow[c] = pv.Level(0, def, c)
 		}
 		if _, err := w.WriteRows(batch); err != nil {
-			return nil, fmt.Errorf("encode row %d: %w", i, err)
+			return fmt.Errorf("encode row %d: %w", i, err)
 		}
 	}
 	if err := w.Close(); err != nil {
-		return nil, fmt.Errorf("encode parquet: %w", err)
+		return fmt.Errorf("encode parquet: %w", err)
 	}
-	return buf.Bytes(), nil
+	return nil
+}
+
+// pageBuffers returns the writer option that keeps a large file's pages
+// in temporary files, in a directory of their own under dir that
+// cleanup removes: the Parquet writer holds a row group's encoded pages
+// until the group is complete, and a file is one row group, so without it
+// a file's bytes are in memory while it is encoded, whatever the upload
+// streams. Rows estimated at no more than above bytes are encoded in
+// memory (no temporary files for the usual small file). The bytes are the
+// same either way. An empty dir is os.TempDir().
+func pageBuffers(rows []row.Row, above int64, dir string) (opts []pq.WriterOption, cleanup func(), err error) {
+	if estimateSize(rows) <= above {
+		return nil, func() {}, nil
+	}
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	tmp, err := os.MkdirTemp(dir, "sluice-parquet-pages-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("spool the pages of a large file: %w", err)
+	}
+	return []pq.WriterOption{pq.ColumnPageBuffers(pq.NewFileBufferPool(tmp, "column-*"))}, func() { os.RemoveAll(tmp) }, nil
+}
+
+// estimateSize is the rows' size before encoding: 8 bytes a value plus a
+// string's bytes.
+func estimateSize(rows []row.Row) int64 {
+	var n int64
+	for _, r := range rows {
+		for _, v := range r {
+			n += 8 + int64(len(v.S))
+		}
+	}
+	return n
 }
 
 func toParquet(v row.Value, c query.Column) (pq.Value, error) {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -75,10 +76,12 @@ func parseDescriptor(s string) (Upload, bool, error) {
 	return u, true, nil
 }
 
-// stage writes one partition's encoded files as multipart uploads: it
-// creates every upload, records their ids in a pending record, then uploads
-// the bytes. It returns the descriptors, sorted by key.
-func (s *Sink) stage(ctx context.Context, mp objstore.Multipart, queryID string, batchID int64, partition int, keys []string, data [][]byte) ([]string, error) {
+// stage writes one partition's files as multipart uploads: it creates
+// every upload, records their ids in a pending record, then encodes each
+// file (write(i, w) for keys[i]) straight into its upload, a part each
+// time s.partSize bytes are buffered (see partWriter). It returns the
+// descriptors, sorted by key.
+func (s *Sink) stage(ctx context.Context, mp objstore.Multipart, queryID string, batchID int64, partition int, keys []string, write func(i int, w io.Writer) error) ([]string, error) {
 	rec := pendingRecord{Version: pendingVersion, QueryID: queryID, BatchID: batchID, Partition: partition}
 	for _, key := range keys {
 		id, err := mp.CreateMultipart(ctx, key)
@@ -96,16 +99,93 @@ func (s *Sink) stage(ctx context.Context, mp objstore.Multipart, queryID string,
 	}
 	out := make([]string, len(keys))
 	for i, u := range rec.Uploads {
-		part, err := mp.UploadPart(ctx, u.Key, u.UploadID, 1, data[i])
-		if err != nil {
+		if u.Parts, err = uploadStreamed(ctx, mp, u.Key, u.UploadID, s.partSize, func(w io.Writer) error { return write(i, w) }); err != nil {
 			return nil, err
 		}
-		u.Parts = []objstore.Part{part}
 		if out[i], err = descriptor(u); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// uploadStreamed runs write into a partWriter on the upload and returns
+// the parts it sent.
+func uploadStreamed(ctx context.Context, mp objstore.Multipart, key, uploadID string, partSize int, write func(w io.Writer) error) ([]objstore.Part, error) {
+	pw := newPartWriter(ctx, mp, key, uploadID, partSize)
+	if err := write(pw); err != nil {
+		return nil, err
+	}
+	return pw.Close()
+}
+
+// partWriter is an io.Writer into a multipart upload: it buffers up to
+// size bytes and sends them as the next part when the buffer is full, and
+// the rest as the last part at Close. A file's bytes in memory are one
+// part, whatever its size; every part but the last has exactly size
+// bytes (S3 needs at least 5 MiB).
+type partWriter struct {
+	ctx      context.Context
+	mp       objstore.Multipart
+	key      string
+	uploadID string
+	buf      []byte
+	parts    []objstore.Part
+	err      error
+}
+
+func newPartWriter(ctx context.Context, mp objstore.Multipart, key, uploadID string, size int) *partWriter {
+	if size <= 0 {
+		size = objstore.DefaultPartSize
+	}
+	return &partWriter{ctx: ctx, mp: mp, key: key, uploadID: uploadID, buf: make([]byte, 0, size)}
+}
+
+func (w *partWriter) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	written := 0
+	for len(p) > 0 {
+		n := copy(w.buf[len(w.buf):cap(w.buf)], p)
+		w.buf = w.buf[:len(w.buf)+n]
+		p = p[n:]
+		written += n
+		if len(w.buf) == cap(w.buf) {
+			if err := w.send(); err != nil {
+				return written, err
+			}
+		}
+	}
+	return written, nil
+}
+
+// send uploads the buffer as the next part.
+func (w *partWriter) send() error {
+	part, err := w.mp.UploadPart(w.ctx, w.key, w.uploadID, len(w.parts)+1, w.buf)
+	if err != nil {
+		w.err = fmt.Errorf("upload part %d of %s: %w", len(w.parts)+1, w.key, err)
+		return w.err
+	}
+	w.parts = append(w.parts, part)
+	w.buf = w.buf[:0]
+	return nil
+}
+
+// Close sends what is buffered as the last part (a file whose size is a
+// multiple of the part size has no shorter last part) and returns the
+// parts.
+func (w *partWriter) Close() ([]objstore.Part, error) {
+	if w.err != nil {
+		return nil, w.err
+	}
+	if len(w.buf) > 0 || len(w.parts) == 0 {
+		if err := w.send(); err != nil {
+			return nil, err
+		}
+	}
+	w.buf = nil
+	return w.parts, nil
 }
 
 // complete makes a logged batch's staged files visible. It is idempotent:
