@@ -3,7 +3,8 @@ package agg
 import (
 	"bytes"
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 
 	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/query"
@@ -42,14 +43,29 @@ type ReduceStats struct {
 func (l *Layout) Reduce(st State, partials [][]Entry, wm eventtime.Batch) ([]row.Row, ReduceStats, error) {
 	var stats ReduceStats
 	nm := len(l.Measures)
-	touched := make(map[string][]Acc)
-	var order []string
+	// Sized for the largest map task's groups (a lower bound on the
+	// distinct groups, so never more than they need, however many map
+	// tasks saw the same groups): the map grows less and the groups'
+	// accumulators come from a few slabs. kb carries keys to the State
+	// calls without an allocation each.
+	n := 0
+	for _, entries := range partials {
+		n = max(n, len(entries))
+	}
+	touched := make(map[string][]Acc, n)
+	order := make([]string, 0, n)
+	slab := make([]Acc, n*nm)
+	var kb []byte
 	for _, entries := range partials {
 		for _, e := range entries {
 			accs, ok := touched[e.Key]
 			if !ok {
-				accs = make([]Acc, nm)
-				old, found, err := st.Get([]byte(e.Key))
+				if len(slab) < nm {
+					slab = make([]Acc, 256*nm)
+				}
+				accs, slab = slab[:nm:nm], slab[nm:]
+				kb = append(kb[:0], e.Key...)
+				old, found, err := st.Get(kb)
 				if err != nil {
 					return nil, stats, fmt.Errorf("reduce: read state: %w", err)
 				}
@@ -69,7 +85,8 @@ func (l *Layout) Reduce(st State, partials [][]Entry, wm eventtime.Batch) ([]row
 	var buf []byte
 	for _, k := range order {
 		buf = l.AppendAccs(buf[:0], touched[k])
-		if err := st.Put([]byte(k), buf); err != nil {
+		kb = append(kb[:0], k...)
+		if err := st.Put(kb, buf); err != nil {
 			return nil, stats, fmt.Errorf("reduce: write state: %w", err)
 		}
 	}
@@ -137,12 +154,13 @@ func (l *Layout) Reduce(st State, partials [][]Entry, wm eventtime.Batch) ([]row
 		}
 	}
 	for _, k := range evict {
-		if err := st.Delete([]byte(k)); err != nil {
+		kb = append(kb[:0], k...)
+		if err := st.Delete(kb); err != nil {
 			return nil, stats, fmt.Errorf("reduce: evict: %w", err)
 		}
 	}
 	stats.Removed = int64(len(evict))
-	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
+	slices.SortFunc(out, func(a, b keyed) int { return strings.Compare(a.key, b.key) })
 	rows := make([]row.Row, len(out))
 	for i := range out {
 		rows[i] = out[i].row

@@ -272,8 +272,10 @@ type ReduceResult struct {
 func RunReduce(ctx context.Context, env *Env, t ReduceTask, partials [][]agg.Entry, rows [][]row.Row) (*ReduceResult, error) {
 	res := &ReduceResult{Partition: t.Partition, StateAttempt: t.StateAttempt}
 	var out []row.Row
+	var st statestore.Store
 	if env.Layout != nil {
-		st, err := env.State.Open(ctx, t.Partition, statestore.Version(t.Batch))
+		var err error
+		st, err = env.State.Open(ctx, t.Partition, statestore.Version(t.Batch))
 		if err != nil {
 			return nil, fmt.Errorf("reduce partition %d of batch %d: %w", t.Partition, t.Batch, err)
 		}
@@ -286,25 +288,41 @@ func RunReduce(ctx context.Context, env *Env, t ReduceTask, partials [][]agg.Ent
 		res.Updated, res.Removed = stats.Updated, stats.Removed
 		res.StateRows, res.MemoryBytes = st.NumRows(), st.MemoryBytes()
 		env.hook("state-commit", t.Batch)
-		if res.StateWrites, err = st.Commit(ctx, t.StateAttempt); err != nil {
-			return nil, fmt.Errorf("reduce partition %d of batch %d: %w", t.Partition, t.Batch, err)
-		}
 	} else {
 		for _, rs := range rows {
 			out = append(out, rs...)
 		}
 	}
 	res.NumOutputRows = int64(len(out))
+	// The state commit and the sink file are independent writes (each an
+	// fsynced Put on local disk): a batch that closes windows waits for
+	// both, so they run at once. Neither is visible before the driver's
+	// commit names them (the commit record lists the state attempt, the
+	// sink log the files), and the task succeeds only if both do, as
+	// before; a failed attempt's files are left as an interrupted one's are.
+	commitErr := make(chan error, 1)
+	if st != nil {
+		go func() {
+			var err error
+			res.StateWrites, err = st.Commit(ctx, t.StateAttempt)
+			commitErr <- err
+		}()
+	} else {
+		commitErr <- nil
+	}
+	var sinkErr error
 	switch {
 	case t.SkipSink:
 	case env.FileSink != nil:
-		files, err := env.FileSink.WritePartition(ctx, batchOf(env, t.Batch), t.Partition, out)
-		if err != nil {
-			return nil, fmt.Errorf("reduce partition %d of batch %d: write sink: %w", t.Partition, t.Batch, err)
-		}
-		res.Files = files
+		res.Files, sinkErr = env.FileSink.WritePartition(ctx, batchOf(env, t.Batch), t.Partition, out)
 	default:
 		res.Rows = out
+	}
+	if err := <-commitErr; err != nil {
+		return nil, fmt.Errorf("reduce partition %d of batch %d: %w", t.Partition, t.Batch, err)
+	}
+	if sinkErr != nil {
+		return nil, fmt.Errorf("reduce partition %d of batch %d: write sink: %w", t.Partition, t.Batch, sinkErr)
 	}
 	return res, nil
 }

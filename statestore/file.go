@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"hash/fnv"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,8 +33,20 @@ type change struct {
 
 // encodeFile encodes changes sorted by key, so the bytes are deterministic.
 func encodeFile(kind byte, changes []change) []byte {
-	sort.Slice(changes, func(i, j int) bool { return bytes.Compare(changes[i].key, changes[j].key) < 0 })
-	b := make([]byte, 0, 64+len(changes)*32)
+	// slices.SortFunc, not sort.Slice: no reflection per swap, which
+	// showed as an eighth of a large partition's reduce in the profile.
+	byKey := func(a, b change) int { return bytes.Compare(a.key, b.key) }
+	if !slices.IsSortedFunc(changes, byKey) {
+		slices.SortFunc(changes, byKey)
+	}
+	size := len(fileMagic) + 2 + uvarintLen(len(changes)) + 4
+	for _, c := range changes {
+		size += 1 + uvarintLen(len(c.key)) + len(c.key)
+		if !c.del {
+			size += uvarintLen(len(c.value)) + len(c.value)
+		}
+	}
+	b := make([]byte, 0, size)
 	b = append(b, fileMagic...)
 	b = append(b, fileFormat, kind)
 	b = binary.AppendUvarint(b, uint64(len(changes)))
@@ -51,6 +64,15 @@ func encodeFile(kind byte, changes []change) []byte {
 		b = append(b, c.value...)
 	}
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// uvarintLen is the length of n's uvarint encoding.
+func uvarintLen(n int) int {
+	l := 1
+	for ; n >= 0x80; n >>= 7 {
+		l++
+	}
+	return l
 }
 
 // decodeFile calls fn for each entry of a state file held whole. The
