@@ -150,7 +150,8 @@ func chartArgsRun(t *testing.T, withTLS bool) {
 	if err := os.WriteFile(values, []byte(fmt.Sprintf(k8sTileValues, "x", srv.Endpoint, broker.Addr)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	extra := []string{"--set", "driver.ports.grpc=" + strconv.Itoa(dgrpc), "--set", "driver.ports.http=" + strconv.Itoa(dhttp)}
+	dhealth := freeLoopbackPort(t)
+	extra := []string{"--set", "driver.ports.grpc=" + strconv.Itoa(dgrpc), "--set", "driver.ports.http=" + strconv.Itoa(dhttp), "--set", "driver.ports.health=" + strconv.Itoa(dhealth)}
 	tlsDir := filepath.Join(dir, "tls")
 	if withTLS {
 		writeTLSDir(t, tlsDir)
@@ -199,13 +200,13 @@ func chartArgsRun(t *testing.T, withTLS bool) {
 	drv := NewProc(t, "driver", bins.driver, mapArgs(pods["driver"].args, "", nil)...).Env(env...)
 	drv.Start()
 	var execs []*Proc
-	var ehttp []int
+	var ehealth []int
 	for i := range 2 {
-		g, h := freeLoopbackPort(t), freeLoopbackPort(t)
-		args := mapArgs(pods["executor"].args, filepath.Join(dir, "scratch"+strconv.Itoa(i)), map[string]int{"--listen": g, "--advertise": g, "--http-addr": h})
+		g, h, hh := freeLoopbackPort(t), freeLoopbackPort(t), freeLoopbackPort(t)
+		args := mapArgs(pods["executor"].args, filepath.Join(dir, "scratch"+strconv.Itoa(i)), map[string]int{"--listen": g, "--advertise": g, "--http-addr": h, "--health-addr": hh})
 		p := NewProc(t, "executor-"+strconv.Itoa(i), bins.executor, args...).Env(env...)
 		p.Start()
-		execs, ehttp = append(execs, p), append(ehttp, h)
+		execs, ehealth = append(execs, p), append(ehealth, hh)
 	}
 	logs := func() string {
 		var b strings.Builder
@@ -215,37 +216,19 @@ func chartArgsRun(t *testing.T, withTLS bool) {
 		return b.String()
 	}
 	if withTLS {
-		// The chart probes the ports with tcpSocket under TLS (the kubelet
-		// has no client certificate): check that much. The gRPC traffic
-		// (executors, driver list) below runs over mutual TLS.
-		deadline := time.Now().Add(2 * time.Minute)
-		for _, port := range []int{dhttp, ehttp[0], ehttp[1]} {
-			for {
-				c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), time.Second)
-				if err == nil {
-					c.Close()
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("port %d never accepted a connection (the chart's tcpSocket probe)\n%s", port, logs())
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
-		}
 		for _, p := range append([]*Proc{drv}, execs...) {
 			if strings.Contains(p.Logs(), "--insecure") {
 				t.Errorf("%s warns of --insecure under TLS", p.name)
 			}
 		}
 	}
+	// The chart's probes: httpGet on each pod's health port, in plaintext
+	// with TLS on or off (the kubelet holds no client certificate).
 	deadline := time.Now().Add(2 * time.Minute)
 	for _, url := range []string{
-		fmt.Sprintf("http://127.0.0.1:%d/healthz", dhttp), fmt.Sprintf("http://127.0.0.1:%d/readyz", dhttp),
-		fmt.Sprintf("http://127.0.0.1:%d/readyz", ehttp[0]), fmt.Sprintf("http://127.0.0.1:%d/readyz", ehttp[1]),
+		fmt.Sprintf("http://127.0.0.1:%d/healthz", dhealth), fmt.Sprintf("http://127.0.0.1:%d/readyz", dhealth),
+		fmt.Sprintf("http://127.0.0.1:%d/healthz", ehealth[0]), fmt.Sprintf("http://127.0.0.1:%d/readyz", ehealth[1]),
 	} {
-		if withTLS {
-			break // the HTTP port speaks TLS: probed by tcpSocket above
-		}
 		for httpStatus(url) != http.StatusOK {
 			if time.Now().After(deadline) {
 				t.Fatalf("%s never answered 200 (the chart's probe)\n%s", url, logs())

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -345,6 +346,102 @@ func TestTLSRefusalsOnEveryPort(t *testing.T) {
 				t.Errorf("%s on the %s port: the server's log does not name the cause %q:\n%s", tc.name, port.name, tc.want, port.proc.Logs())
 			}
 		}
+	}
+}
+
+var healthAddrInLog = regexp.MustCompile(`msg="serving the health port[^"]*" address=(\S+)`)
+
+// Under mutual TLS the kubelet's probes hold no client certificate. The
+// health ports (--health-addr) of a driver and an executor answer
+// /healthz and /readyz in plaintext, with the readiness of the process (the
+// executor's 503 until it registers), serve nothing else, and the probes
+// make no "TLS handshake failed" line; the HTTP port beside them still
+// refuses a plaintext client.
+func TestHealthPortsAnswerProbesWithoutACertificateUnderMutualTLS(t *testing.T) {
+	p := newPKI(t)
+	in, _ := tileFiles(t, 31, 8000, 2000)
+	l := localLocations(t, "health-port")
+	spec := tileSpec(in, l, 1)
+	spec.Trigger = query.Trigger{ProcessingTime: query.Duration(time.Second)}
+	driver := NewProc(t, "driver", bins.driver, append([]string{"serve", "--listen", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
+		"--health-addr", "127.0.0.1:0", "--query", writeSpec(t, spec)}, p.args()...)...)
+	driver.Start()
+	driver.WaitForLog(`msg="driver listening"`, 30*time.Second)
+	daddr, dhttp, dhealth := logMatch(t, driver, serverAddrInLog), logMatch(t, driver, httpAddrInLog), logMatch(t, driver, healthAddrInLog)
+
+	plain := &http.Client{Timeout: 10 * time.Second}
+	get := func(addr, path string) (int, string) {
+		t.Helper()
+		resp, err := plain.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatalf("GET %s%s in plaintext: %v", addr, path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	waitReady := func(name, addr string) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			code, body := get(addr, "/readyz")
+			if code == 200 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s health port never ready: %d %q\n%s", name, code, body, driver.Logs())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	waitReady("driver", dhealth)
+
+	// The executor starts with a driver address nobody serves: its health
+	// port says why it is not ready, then it is restarted against the
+	// driver and becomes ready.
+	dead := fmt.Sprintf("127.0.0.1:%d", chaosFreePort(t))
+	lost := NewProc(t, "executor-unregistered", bins.executor, append([]string{"--driver", dead, "--data-dir", t.TempDir(), "--health-addr", "127.0.0.1:0"}, p.args()...)...)
+	lost.Start()
+	lost.WaitForLog(`msg="serving the health port`, 30*time.Second)
+	if code, body := get(logMatch(t, lost, healthAddrInLog), "/readyz"); code != 503 || !strings.Contains(body, "not registered") {
+		t.Errorf("an unregistered executor's /readyz: %d %q, want 503 naming the reason", code, body)
+	}
+	lost.Kill()
+	exec := NewProc(t, "executor", bins.executor, append([]string{"--driver", daddr, "--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0"}, p.args()...)...)
+	exec.Start()
+	exec.WaitForLog(`msg="executor registered"`, 30*time.Second)
+	ehealth := logMatch(t, exec, healthAddrInLog)
+	waitReady("executor", ehealth)
+
+	for _, port := range []struct{ name, addr string }{{"driver", dhealth}, {"executor", ehealth}} {
+		for i := 0; i < 5; i++ { // a probe's period, a few times over
+			if code, body := get(port.addr, "/healthz"); code != 200 || strings.TrimSpace(body) != "ok" {
+				t.Errorf("%s /healthz: %d %q", port.name, code, body)
+			}
+		}
+		for _, path := range []string{"/metrics", "/", "/api/queries"} {
+			if code, _ := get(port.addr, path); code != 404 {
+				t.Errorf("%s health port serves %s: %d, want 404", port.name, path, code)
+			}
+		}
+	}
+	// The HTTP port itself still wants a certificate.
+	if err := httpCall(dhttp, nil); err == nil {
+		t.Errorf("the driver's HTTP port answered a plaintext client")
+	}
+	good := &http.Client{Transport: &http.Transport{TLSClientConfig: p.client(t)}, Timeout: 10 * time.Second}
+	resp, err := good.Get("https://" + dhttp + "/metrics")
+	if err != nil {
+		t.Fatalf("metrics with a good certificate: %v", err)
+	}
+	resp.Body.Close()
+	// Only the one plaintext client above was refused: no probe was.
+	time.Sleep(200 * time.Millisecond)
+	if n := strings.Count(driver.Logs(), "TLS handshake failed"); n != 1 {
+		t.Errorf("the driver logged %d failed TLS handshakes, want 1 (the plaintext client of its HTTP port):\n%s", n, driver.Logs())
+	}
+	if n := strings.Count(exec.Logs(), "TLS handshake failed"); n != 0 {
+		t.Errorf("the executor logged %d failed TLS handshakes, want none:\n%s", n, exec.Logs())
 	}
 }
 

@@ -9,6 +9,10 @@
 // binary: clusters are often offline, so it fetches nothing from anywhere
 // else, and its Content-Security-Policy forbids the browser to.
 //
+// NewHealth is the handler of a health port (--health-addr): /healthz and
+// /readyz alone, served in plaintext beside a mutual-TLS HTTP port for
+// probes that hold no client certificate.
+//
 // It only reads the Tracker; it never changes a query. Listen is the one
 // place an HTTP listener is created (TLS wraps it there).
 package web

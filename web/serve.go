@@ -63,3 +63,15 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logge
 		})
 	}
 }
+
+// ServeHealth listens on addr in plaintext and serves NewHealth there (role
+// "driver" or "executor", ready its readiness) until ctx ends or stop is
+// called. It returns when the port listens.
+func ServeHealth(ctx context.Context, addr, role string, ready func() error, log *slog.Logger) (stop func(), err error) {
+	ln, err := Listen(addr, nil)
+	if err != nil {
+		return nil, fmt.Errorf("health port: %w", err)
+	}
+	log.Info("serving the health port: /healthz and /readyz only, plaintext", "address", ln.Addr().String())
+	return Serve(ctx, ln, NewHealth(Options{Role: role, Ready: ready, Logger: log}), log), nil
+}

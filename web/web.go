@@ -73,10 +73,7 @@ func New(opts Options) http.Handler {
 	}
 	s := &server{opts: opts, page: template.Must(template.New("index.html").Funcs(funcs).ParseFS(assets, "assets/index.html"))}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, "ok")
-	})
+	mux.HandleFunc("GET /healthz", healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	if opts.Gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{ErrorLog: slogPrinter{opts.Logger}}))
@@ -91,6 +88,28 @@ func New(opts Options) http.Handler {
 		mux.HandleFunc("GET /{$}", s.plain)
 	}
 	return s.logged(mux)
+}
+
+// NewHealth returns the handler of a health port: /healthz and /readyz
+// only (opts.Ready, opts.Logger; the rest of opts is ignored), nothing
+// else answers. It is meant for a plaintext port beside a mutual-TLS HTTP
+// port, for probes that cannot present a client certificate (the
+// kubelet's): it serves no metrics, no page and no query data, only
+// whether the process is alive and ready, and the reason when it is not.
+func NewHealth(opts Options) http.Handler {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &server{opts: opts}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", healthz)
+	mux.HandleFunc("GET /readyz", s.readyz)
+	return s.logged(mux)
+}
+
+func healthz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprintln(w, "ok")
 }
 
 // logged sets the security headers and logs the request.

@@ -163,6 +163,33 @@ func TestExecutorHandlerHasNoPageButHealthAndMetrics(t *testing.T) {
 	}
 }
 
+func TestHealthHandlerServesOnlyHealthAndReadiness(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics.NewExecutorCollector(func() metrics.ExecutorStats { return metrics.ExecutorStats{Registered: true} }))
+	ready := errors.New("standby: another driver holds the lease")
+	tr := monitor.New(monitor.Options{})
+	observe(tr, "tile", 1, 0, 10, 0, 0)
+	srv := httptest.NewServer(NewHealth(Options{Role: "driver", Tracker: tr, Gatherer: reg, Ready: func() error { return ready }}))
+	defer srv.Close()
+	if code, body, _ := get(t, srv, "/healthz"); code != 200 || strings.TrimSpace(body) != "ok" {
+		t.Fatalf("/healthz: %d %q", code, body)
+	}
+	if code, body, _ := get(t, srv, "/readyz"); code != 503 || !strings.Contains(body, "standby") {
+		t.Fatalf("/readyz not ready: %d %q", code, body)
+	}
+	ready = nil
+	if code, body, _ := get(t, srv, "/readyz"); code != 200 || strings.TrimSpace(body) != "ready" {
+		t.Fatalf("/readyz ready: %d %q", code, body)
+	}
+	// Nothing else: no metrics, no page, no query data, no assets, even
+	// when the options carry them.
+	for _, p := range []string{"/", "/metrics", "/api/queries", "/api/queries/tile/progress", "/assets/style.css"} {
+		if code, body, _ := get(t, srv, p); code != 404 {
+			t.Errorf("%s on the health port: %d %q, want 404", p, code, body)
+		}
+	}
+}
+
 // urlRe finds absolute and protocol-relative URLs in HTML, CSS and JS.
 var urlRe = regexp.MustCompile(`(?i)(?:https?:)?//[a-z0-9.\-\[\]:]+`)
 

@@ -20,6 +20,9 @@ import (
 // httpConfig is the driver's HTTP port: address and metrics options.
 type httpConfig struct {
 	Addr string
+	// HealthAddr, if set, serves /healthz and /readyz alone in plaintext
+	// (web.NewHealth), for probes without a client certificate.
+	HealthAddr string
 	// PartitionLag adds one lag series per source partition.
 	PartitionLag bool
 	// TLS, if it holds a certificate, serves HTTPS (a client certificate
@@ -30,12 +33,17 @@ type httpConfig struct {
 	Health monitor.HealthOptions
 }
 
-// addHTTPFlags registers --http-addr, its deprecated alias --metrics-addr
-// and --metrics-partition-lag.
+// healthAddrUsage is --health-addr's help, the driver's and the
+// executor's.
+const healthAddrUsage = "serve only /healthz and /readyz on this address, in plaintext even with TLS on (no metrics, no page, no query data): for probes that cannot present a client certificate, such as the kubelet's under mutual TLS (e.g. 0.0.0.0:8082)"
+
+// addHTTPFlags registers --http-addr, its deprecated alias --metrics-addr,
+// --health-addr and --metrics-partition-lag.
 func addHTTPFlags(f *pflag.FlagSet, c *httpConfig, def string) {
 	f.StringVar(&c.Addr, "http-addr", def, "serve HTTP on this address: /metrics (Prometheus), /healthz, /readyz and the status page at / (e.g. 127.0.0.1:8080)")
 	f.StringVar(&c.Addr, "metrics-addr", def, "deprecated alias of --http-addr")
 	_ = f.MarkDeprecated("metrics-addr", "use --http-addr (it serves the same /metrics, and the status page)")
+	f.StringVar(&c.HealthAddr, "health-addr", "", healthAddrUsage)
 	f.BoolVar(&c.PartitionLag, "metrics-partition-lag", false, "export sluice_source_partition_lag_offsets, one series per source partition")
 	f.DurationVar(&c.Health.Stall, "health-stall", 5*time.Minute, "a watermark, or commits, unchanged this long count as stalled: idle when nothing waits, an incident when lag grows; also the longest a batch may stay in flight")
 	f.IntVar(&c.Health.SlowBatches, "health-slow-batches", 3, "this many batches in a row slower than the processingTime trigger, or each with more lag than the one before, are an incident")
@@ -48,7 +56,27 @@ func serveHTTP(ctx context.Context, addr string, tr *monitor.Tracker, ready func
 	return serveHTTPWith(ctx, httpConfig{Addr: addr}, tr, ready, log)
 }
 
+// serveHTTPWith serves c.Addr (when set) and the health port c.HealthAddr
+// (when set).
 func serveHTTPWith(ctx context.Context, c httpConfig, tr *monitor.Tracker, ready func() error, log *slog.Logger) (stop func(), err error) {
+	stopHealth := func() {}
+	if c.HealthAddr != "" {
+		if stopHealth, err = web.ServeHealth(ctx, c.HealthAddr, "driver", ready, log); err != nil {
+			return nil, err
+		}
+	}
+	if c.Addr == "" {
+		return stopHealth, nil
+	}
+	stopHTTP, err := serveMainHTTP(ctx, c, tr, ready, log)
+	if err != nil {
+		stopHealth()
+		return nil, err
+	}
+	return func() { stopHTTP(); stopHealth() }, nil
+}
+
+func serveMainHTTP(ctx context.Context, c httpConfig, tr *monitor.Tracker, ready func() error, log *slog.Logger) (stop func(), err error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewGoCollector(),

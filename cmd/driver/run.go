@@ -49,7 +49,7 @@ func newRunCmd() *cobra.Command {
 			// The HTTP port binds before the progress file is created: a busy
 			// port creates nothing.
 			var tr *monitor.Tracker
-			if hc.Addr != "" {
+			if hc.Addr != "" || hc.HealthAddr != "" {
 				src, err := tlsconf.Open(tlsFlags)
 				if err != nil {
 					return err

@@ -141,7 +141,7 @@ lease is released, the driver exits.`,
 			defer stopServe()
 			served := make(chan error, 1)
 			go func() { served <- drv.Serve(serveCtx) }()
-			if hc.Addr != "" {
+			if hc.Addr != "" || hc.HealthAddr != "" {
 				hc.TLS = opts.TLS
 				stopHTTP, err := serveHTTPWith(ctx, hc, tr, svc.Ready, log)
 				if err != nil {

@@ -15,8 +15,10 @@ import (
 )
 
 // serveHTTP serves the executor's /metrics, /healthz and /readyz (ready
-// while registered with the driver, with a valid lease).
-func serveHTTP(ctx context.Context, addr string, src *tlsconf.Source, node *cluster.Node, driver string, log *slog.Logger) (stop func(), err error) {
+// while registered with the driver, with a valid lease) on addr, and
+// /healthz and /readyz alone in plaintext on healthAddr; either may be
+// empty.
+func serveHTTP(ctx context.Context, addr, healthAddr string, src *tlsconf.Source, node *cluster.Node, driver string, log *slog.Logger) (stop func(), err error) {
 	stats := func() metrics.ExecutorStats {
 		s := node.Stats()
 		return metrics.ExecutorStats{
@@ -37,10 +39,21 @@ func serveHTTP(ctx context.Context, addr string, src *tlsconf.Source, node *clus
 		}
 		return nil
 	}
+	stopHealth := func() {}
+	if healthAddr != "" {
+		if stopHealth, err = web.ServeHealth(ctx, healthAddr, "executor", ready, log); err != nil {
+			return nil, err
+		}
+	}
+	if addr == "" {
+		return stopHealth, nil
+	}
 	ln, err := web.Listen(addr, src)
 	if err != nil {
+		stopHealth()
 		return nil, err
 	}
 	log.Info("serving HTTP: /metrics, /healthz, /readyz", "address", ln.Addr().String())
-	return web.Serve(ctx, ln, web.New(web.Options{Role: "executor", Ready: ready, Gatherer: reg, Logger: log}), log), nil
+	stopHTTP := web.Serve(ctx, ln, web.New(web.Options{Role: "executor", Ready: ready, Gatherer: reg, Logger: log}), log)
+	return func() { stopHTTP(); stopHealth() }, nil
 }

@@ -38,7 +38,7 @@ func main() {
 
 func newRoot() *cobra.Command {
 	var opts cluster.NodeOptions
-	var tokenFile, logLevel, httpAddr string
+	var tokenFile, logLevel, httpAddr, healthAddr string
 	var stateMemoryLimit int64
 	var s3 objstore.S3Options
 	var tlsFlags tlsconf.Config
@@ -74,8 +74,8 @@ func newRoot() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if httpAddr != "" {
-				stop, err := serveHTTP(cmd.Context(), httpAddr, opts.TLS, node, opts.Driver, opts.Logger)
+			if httpAddr != "" || healthAddr != "" {
+				stop, err := serveHTTP(cmd.Context(), httpAddr, healthAddr, opts.TLS, node, opts.Driver, opts.Logger)
 				if err != nil {
 					return err
 				}
@@ -96,6 +96,7 @@ func newRoot() *cobra.Command {
 	f.DurationVar(&opts.DrainTimeout, "drain-timeout", 60*time.Second, "how long SIGTERM waits for running batches and tasks")
 	cliflags.LogLevel(f, &logLevel)
 	f.StringVar(&httpAddr, "http-addr", "", "serve HTTP on this address: /metrics (Prometheus), /healthz, /readyz (registered with the driver)")
+	f.StringVar(&healthAddr, "health-addr", "", "serve only /healthz and /readyz on this address, in plaintext even with TLS on (no metrics): for probes that cannot present a client certificate, such as the kubelet's under mutual TLS (e.g. 0.0.0.0:8082)")
 	cliflags.S3(f, &s3)
 	tlsFlags.Register(f)
 	return cmd

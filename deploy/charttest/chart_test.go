@@ -114,13 +114,7 @@ func checkDriver(t *testing.T, objs []object) {
 			t.Errorf("driver args %q lack %q", c.Args, want)
 		}
 	}
-	tlsOn := hasArgPrefix(c.Args, "--tls-dir=")
-	if p := c.LivenessProbe; !tlsOn && (p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz") {
-		t.Errorf("driver liveness probe = %+v, want httpGet /healthz", p)
-	}
-	if p := c.ReadinessProbe; !tlsOn && (p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz") {
-		t.Errorf("driver readiness probe = %+v, want httpGet /readyz", p)
-	}
+	checkHealthProbes(t, "driver", c)
 	if d.Spec.Template.Annotations["checksum/token"] == "" {
 		t.Error("driver pod template lacks the checksum/token annotation that rolls it on a new token")
 	}
@@ -146,6 +140,7 @@ func checkExecutor(t *testing.T, objs []object) {
 		t.Errorf("executor scratch volume = %+v, want an emptyDir with a sizeLimit", scratch)
 	}
 	c := spec.Containers[0]
+	checkHealthProbes(t, "executor", c)
 	if c.Lifecycle == nil || c.Lifecycle.PreStop == nil {
 		t.Error("executor has no preStop hook")
 	}
@@ -420,9 +415,13 @@ func TestOptionalObjects(t *testing.T) {
 	if d.Spec.Template.Spec.Containers[0].LivenessProbe.PeriodSeconds != 30 {
 		t.Error("driver.livenessProbe override not applied")
 	}
-	if p := d.Spec.Template.Spec.Containers[0].LivenessProbe; p.HTTPGet != nil || p.TCPSocket == nil || p.TCPSocket.Port.String() != "http" {
-		t.Errorf("with (mutual) TLS on, the kubelet cannot present a client certificate: want a tcpSocket probe on http, got %+v", p.ProbeHandler)
+	// The override names port http; with (mutual) TLS on the kubelet cannot
+	// present a client certificate, so it moves to the health port.
+	if p := d.Spec.Template.Spec.Containers[0].LivenessProbe; p.HTTPGet == nil || p.HTTPGet.Port.String() != "health" {
+		t.Errorf("with (mutual) TLS on, want the overridden probe moved to the health port, got %+v", p.ProbeHandler)
 	}
+	checkHealthProbes(t, "driver", d.Spec.Template.Spec.Containers[0])
+	checkHealthProbes(t, "executor", e.Spec.Template.Spec.Containers[0])
 	wi := render(t, renderOpts{values: []string{"workload-identity.yaml"}})
 	wd, _ := deployments(wi)
 	if got := wd.Spec.Template.Spec.Containers[0].Image; got != "123456789012.dkr.ecr.eu-west-1.amazonaws.com/sluice@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" {
@@ -621,4 +620,29 @@ func ptrString[T any](p *T) string {
 		return "unset"
 	}
 	return fmt.Sprint(*p)
+}
+
+// checkHealthProbes: the container serves its health port (--health-addr
+// on the port named health) and its liveness and readiness probes are
+// httpGet /healthz and /readyz in plaintext there, TLS on or off: the
+// kubelet holds no client certificate for the HTTP port.
+func checkHealthProbes(t *testing.T, where string, c corev1.Container) {
+	t.Helper()
+	var port int32
+	for _, p := range c.Ports {
+		if p.Name == "health" {
+			port = p.ContainerPort
+		}
+	}
+	if port == 0 || !hasArgPrefix(c.Args, fmt.Sprintf("--health-addr=0.0.0.0:%d", port)) {
+		t.Errorf("%s: health port %d, args %q: want a port named health served by --health-addr", where, port, c.Args)
+	}
+	for _, pr := range []struct {
+		name, path string
+		p          *corev1.Probe
+	}{{"liveness", "/healthz", c.LivenessProbe}, {"readiness", "/readyz", c.ReadinessProbe}} {
+		if pr.p == nil || pr.p.HTTPGet == nil || pr.p.HTTPGet.Path != pr.path || pr.p.HTTPGet.Port.String() != "health" || pr.p.HTTPGet.Scheme == corev1.URISchemeHTTPS {
+			t.Errorf("%s %s probe = %+v, want httpGet %s on port health", where, pr.name, pr.p, pr.path)
+		}
+	}
 }

@@ -172,15 +172,17 @@ checksum/token: {{ include (print $.Template.BasePath "/token-secret.yaml") . | 
 {{/*
 sluice.probe takes (list $ probe). With TLS on, the HTTP port requires a
 client certificate whenever the Secret holds ca.crt (mutual TLS), which the
-kubelet's probes cannot present: an httpGet probe becomes a tcpSocket probe
-on the same port (the listener is up), keeping its timings.
+kubelet's probes cannot present: an httpGet probe on port "http" moves to
+port "health" (--health-addr: /healthz and /readyz in plaintext), keeping
+its path and timings.
 */}}
 {{- define "sluice.probe" -}}
 {{- $ := index . 0 -}}
 {{- $p := deepCopy (index . 1) -}}
 {{- if and $.Values.tls.enabled $p.httpGet -}}
-{{- $_ := set $p "tcpSocket" (dict "port" $p.httpGet.port) -}}
-{{- $_ := unset $p "httpGet" -}}
+{{- if eq (toString $p.httpGet.port) "http" -}}
+{{- $_ := set $p.httpGet "port" "health" -}}
+{{- end -}}
 {{- end -}}
 {{- toYaml $p -}}
 {{- end -}}
