@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -65,6 +66,15 @@ func LoadToken(file string) (string, error) {
 // query's last progress), which is why it stays at gRPC's default.
 const MaxMessageBytes = 4 << 20
 
+// KeepaliveTime is how long a client's connection may stay silent before
+// it pings its peer (gRPC's minimum for clients), and KeepaliveTimeout how
+// long it waits for the answer before it closes the connection and
+// redials.
+const (
+	KeepaliveTime    = 10 * time.Second
+	KeepaliveTimeout = 5 * time.Second
+)
+
 // refusal is the error a peer without the token gets.
 const refusal = "refused: the call carries no Sluice cluster token or a wrong one; give every driver, executor and CLI the same --token-file or " + TokenEnv
 
@@ -77,7 +87,15 @@ func ServerOptions(token string, tlsCfg *tls.Config, logger *slog.Logger) []grpc
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes)}
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes),
+		// Clients ping every KeepaliveTime, idle or not: allow it (the
+		// default policy answers a ping more often than every 5 minutes
+		// with GOAWAY), and ping silent clients so a dead one's
+		// connection is closed.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveTime / 2, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 3 * KeepaliveTime, Timeout: KeepaliveTimeout}),
+	}
 	if tlsCfg != nil {
 		opts = append(opts, grpc.Creds(loggedCreds{credentials.NewTLS(tlsCfg), logger}))
 	}
@@ -200,6 +218,13 @@ func DialOptions(token string, tlsCfg *tls.Config) []grpc.DialOption {
 			MinConnectTimeout: 5 * time.Second,
 		}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
+		// A connection whose peer went silent without closing it (a pod
+		// deleted with no RST, a stale conntrack entry, a network
+		// partition) still looks ready, and calls on it only time out
+		// until TCP gives up (about 15 minutes). Pings find it dead
+		// within KeepaliveTime + KeepaliveTimeout and the client redials
+		// (resolving the name again).
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout, PermitWithoutStream: true}),
 	}
 	if token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(tokenCreds(token)))
