@@ -202,7 +202,7 @@ func (s *driverService) Register(ctx context.Context, req *sluicepb.RegisterRequ
 }
 
 func (s *driverService) Heartbeat(ctx context.Context, req *sluicepb.HeartbeatRequest) (*sluicepb.HeartbeatResponse, error) {
-	return &sluicepb.HeartbeatResponse{Known: s.d.Members.Heartbeat(s.d.opts.Now(), ExecutorID(req.ExecutorId))}, nil
+	return &sluicepb.HeartbeatResponse{Known: s.d.Members.Heartbeat(s.d.opts.Now(), ExecutorID(req.ExecutorId), req.Address)}, nil
 }
 
 func (s *driverService) Deregister(ctx context.Context, req *sluicepb.DeregisterRequest) (*sluicepb.DeregisterResponse, error) {

@@ -81,13 +81,16 @@ func (ms *Membership) Register(now time.Time, address, name string, slots int) M
 	return m.Member
 }
 
-// Heartbeat records that id is alive at now; false means id is unknown
-// (it must register again).
-func (ms *Membership) Heartbeat(now time.Time, id ExecutorID) bool {
+// Heartbeat records that id, at address, is alive at now; false means id
+// is unknown, or was given to an executor at another address (a restarted
+// driver numbers executors afresh, so an executor registered with the old
+// one may send an id the new one gave another): it must register again.
+// An empty address (an executor that does not send it) matches any.
+func (ms *Membership) Heartbeat(now time.Time, id ExecutorID, address string) bool {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	m := ms.members[id]
-	if m == nil {
+	if m == nil || (address != "" && m.Address != address) {
 		return false
 	}
 	m.lastSeen = now

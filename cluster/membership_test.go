@@ -12,7 +12,7 @@ func TestSilentExecutorExpiresAfterTheTimeoutOnly(t *testing.T) {
 	ms := NewMembership(5*time.Second, nil, nil)
 	a := ms.Register(t0, "127.0.0.1:1", "a", 1)
 	b := ms.Register(t0, "127.0.0.1:2", "b", 1)
-	ms.Heartbeat(t0.Add(4*time.Second), a.ID)
+	ms.Heartbeat(t0.Add(4*time.Second), a.ID, a.Address)
 	if gone := ms.Expire(t0.Add(5 * time.Second)); len(gone) != 0 {
 		t.Fatalf("expired %v at exactly the timeout", gone)
 	}
@@ -25,8 +25,34 @@ func TestSilentExecutorExpiresAfterTheTimeoutOnly(t *testing.T) {
 	default:
 		t.Fatal("Gone channel of the expired executor is open")
 	}
-	if ms.Heartbeat(t0.Add(7*time.Second), b.ID) {
+	if ms.Heartbeat(t0.Add(7*time.Second), b.ID, b.Address) {
 		t.Fatal("an expired executor's heartbeat was accepted; it must register again")
+	}
+}
+
+// A restarted driver numbers executors afresh: the first executor to
+// register with it gets exec-1, which another executor got from the old
+// driver. That other executor's heartbeat, with exec-1 and its own
+// address, is not accepted as the new exec-1's: it must register again
+// (before, it was, and the executor waited as a member the driver did not
+// have, while the driver waited for it to register).
+func TestHeartbeatOfAnIDGivenToAnotherAddressIsUnknown(t *testing.T) {
+	old := NewMembership(5*time.Second, nil, nil)
+	a := old.Register(t0, "127.0.0.1:1", "a", 1)
+	b := old.Register(t0, "127.0.0.1:2", "b", 1)
+	restarted := NewMembership(5*time.Second, nil, nil)
+	b2 := restarted.Register(t0.Add(time.Second), b.Address, "b", 1)
+	if b2.ID != a.ID {
+		t.Fatalf("the restarted driver gave %s to b, want %s (the collision this test is about)", b2.ID, a.ID)
+	}
+	if restarted.Heartbeat(t0.Add(2*time.Second), a.ID, a.Address) {
+		t.Fatalf("a's heartbeat as %s from %s was accepted, but %s is b at %s", a.ID, a.Address, b2.ID, b2.Address)
+	}
+	if !restarted.Heartbeat(t0.Add(2*time.Second), b2.ID, b2.Address) {
+		t.Fatal("b's own heartbeat was refused")
+	}
+	if !restarted.Heartbeat(t0.Add(2*time.Second), b2.ID, "") {
+		t.Fatal("a heartbeat without an address (an older executor) was refused")
 	}
 }
 

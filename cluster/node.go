@@ -382,7 +382,7 @@ func (n *Node) heartbeat(ctx context.Context, driver sluicepb.DriverServiceClien
 		}
 		hctx, cancel := context.WithTimeout(ctx, interval*4)
 		sentAt := time.Now()
-		resp, err := driver.Heartbeat(hctx, &sluicepb.HeartbeatRequest{ExecutorId: string(id), RunningTasks: n.running.Load()})
+		resp, err := driver.Heartbeat(hctx, &sluicepb.HeartbeatRequest{ExecutorId: string(id), RunningTasks: n.running.Load(), Address: n.Addr()})
 		cancel()
 		if err == nil && resp.Known {
 			n.lease.renew(sentAt, n.leaseDuration())

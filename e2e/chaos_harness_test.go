@@ -22,6 +22,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -578,10 +579,25 @@ func checkRerun(t *testing.T, pending *checkpoint.OffsetEntry, first scheduler.P
 // before its first batch).
 func readProgressIf(t *testing.T, path string) []scheduler.Progress {
 	t.Helper()
-	if _, err := os.Stat(path); err != nil {
+	b, err := os.ReadFile(path)
+	if err != nil {
 		return nil
 	}
-	return readProgress(t, path)
+	// The driver may be writing the last line while it is read: only
+	// whole lines count.
+	b = b[:bytes.LastIndexByte(b, '\n')+1]
+	var out []scheduler.Progress
+	for _, line := range bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var p scheduler.Progress
+		if err := json.Unmarshal(line, &p); err != nil {
+			t.Fatalf("progress line %q: %v", line, err)
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // committedAt is when a batch's commit finished, by the driver's clock:

@@ -144,7 +144,12 @@ type HeartbeatRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	ExecutorId string                 `protobuf:"bytes,1,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
 	// running_tasks counts tasks in flight, for logs.
-	RunningTasks  int32 `protobuf:"varint,2,opt,name=running_tasks,json=runningTasks,proto3" json:"running_tasks,omitempty"`
+	RunningTasks int32 `protobuf:"varint,2,opt,name=running_tasks,json=runningTasks,proto3" json:"running_tasks,omitempty"`
+	// address is the executor's advertised address, as registered. A driver
+	// that restarted numbers executors afresh, so an executor that has not
+	// registered with it yet may send an id the new driver gave another
+	// executor: the id is known only with the address it was given to.
+	Address       string `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -191,6 +196,13 @@ func (x *HeartbeatRequest) GetRunningTasks() int32 {
 		return x.RunningTasks
 	}
 	return 0
+}
+
+func (x *HeartbeatRequest) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
 }
 
 type HeartbeatResponse struct {
@@ -331,11 +343,12 @@ const file_driver_proto_rawDesc = "" +
 	"\x10RegisterResponse\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\tR\n" +
 	"executorId\x122\n" +
-	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\"X\n" +
+	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\"r\n" +
 	"\x10HeartbeatRequest\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\tR\n" +
 	"executorId\x12#\n" +
-	"\rrunning_tasks\x18\x02 \x01(\x05R\frunningTasks\")\n" +
+	"\rrunning_tasks\x18\x02 \x01(\x05R\frunningTasks\x12\x18\n" +
+	"\aaddress\x18\x03 \x01(\tR\aaddress\")\n" +
 	"\x11HeartbeatResponse\x12\x14\n" +
 	"\x05known\x18\x01 \x01(\bR\x05known\"4\n" +
 	"\x11DeregisterRequest\x12\x1f\n" +
