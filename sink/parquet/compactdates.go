@@ -70,8 +70,11 @@ type CompactedDate struct {
 // CompactDates rewrites the files of every closed window_date= partition
 // of queryID's log into few large ones (see the package doc, "Compaction
 // of closed dates"). It first finishes any replacement a crash left
-// pending. Rows are kept exactly; they are sorted by window_start, then by
-// the other columns.
+// pending. Rows are kept exactly; each new file holds its rows sorted by
+// window_start, then by the other columns. A date is read twice (a pass
+// that counts, then each new file reads the old files its rows come from),
+// so memory is bounded by MaxRowsPerFile rows and one old file, however
+// large the date.
 func CompactDates(ctx context.Context, store objstore.Store, opts CompactOptions) ([]CompactedDate, error) {
 	if err := checkQueryID(opts.QueryID); err != nil {
 		return nil, err
@@ -202,21 +205,16 @@ func compactDate(ctx context.Context, store objstore.Store, l logLayout, f *fold
 		res.Skipped = "already one file"
 		return res, nil
 	}
-	cols, rows, err := readFiles(ctx, store, old)
+	// A first pass learns the columns, each file's row count and the
+	// longest window, holding one file's rows at a time; each new file
+	// then reads only the files its rows come from. Memory is bounded by
+	// MaxRowsPerFile rows and one old file, not by the date.
+	scan, err := scanDate(ctx, store, old)
 	if err != nil {
 		return res, err
 	}
-	res.Rows = len(rows)
-	ws, we := slices.IndexFunc(cols, func(c query.Column) bool { return c.Name == query.WindowStart }), slices.IndexFunc(cols, func(c query.Column) bool { return c.Name == query.WindowEnd })
-	if ws < 0 || we < 0 {
-		return res, fmt.Errorf("the files have no %s and %s columns: only windowed output is compacted", query.WindowStart, query.WindowEnd)
-	}
-	var maxLenMicros int64
-	for _, r := range rows {
-		if !r[ws].IsNull() && !r[we].IsNull() {
-			maxLenMicros = max(maxLenMicros, r[we].I-r[ws].I)
-		}
-	}
+	cols, ws, maxLenMicros := scan.cols, scan.ws, scan.maxLenMicros
+	res.Rows = scan.total
 	// A window starting on the date ends before the date's end plus the
 	// window length; all of them were emitted and no later row can reach
 	// them once the watermark is there.
@@ -224,8 +222,7 @@ func compactDate(ctx context.Context, store objstore.Store, l logLayout, f *fold
 		res.Skipped = fmt.Sprintf("open: its last windows end up to %s, after the committed watermark %s", row.FormatTimestamp(need*1000), row.FormatTimestamp(opts.WatermarkMs*1000))
 		return res, nil
 	}
-	slices.SortStableFunc(rows, func(a, b row.Row) int { return compareRows(a, b, ws) })
-	chunks := (len(rows) + opts.MaxRowsPerFile - 1) / opts.MaxRowsPerFile
+	chunks := (scan.total + opts.MaxRowsPerFile - 1) / opts.MaxRowsPerFile
 	res.FilesAfter = chunks
 	if opts.DryRun {
 		return res, nil
@@ -247,7 +244,11 @@ func compactDate(ctx context.Context, store objstore.Store, l logLayout, f *fold
 	}
 	// Each new file is encoded as it is written (see uploadStreamed).
 	data := func(c int, w io.Writer) error {
-		part := rows[c*opts.MaxRowsPerFile : min(len(rows), (c+1)*opts.MaxRowsPerFile)]
+		part, err := scan.rows(ctx, store, old, c*opts.MaxRowsPerFile, min(scan.total, (c+1)*opts.MaxRowsPerFile))
+		if err != nil {
+			return err
+		}
+		slices.SortStableFunc(part, func(a, b row.Row) int { return compareRows(a, b, ws) })
 		popts, cleanup, err := pageBuffers(part, objstore.DefaultPartSize, "")
 		if err != nil {
 			return err
@@ -267,6 +268,70 @@ func compactDate(ctx context.Context, store objstore.Store, l logLayout, f *fold
 		return res, fmt.Errorf("the store stages no files invisibly (no multipart uploads): compaction would show readers both sets")
 	}
 	return res, replaceByUploads(ctx, store, mp, l, rep, data, step)
+}
+
+// dateScan is what a first pass over a date's files learned.
+type dateScan struct {
+	cols         []query.Column
+	ws           int // window_start's column
+	counts       []int
+	total        int
+	maxLenMicros int64
+}
+
+// scanDate reads files one at a time and keeps only their columns, row
+// counts and longest window.
+func scanDate(ctx context.Context, store objstore.Store, files []string) (dateScan, error) {
+	var d dateScan
+	we := -1
+	for _, f := range files {
+		cols, rows, err := readFiles(ctx, store, []string{f})
+		if err != nil {
+			return d, err
+		}
+		if d.cols == nil {
+			d.cols = cols
+			d.ws = slices.IndexFunc(cols, func(c query.Column) bool { return c.Name == query.WindowStart })
+			we = slices.IndexFunc(cols, func(c query.Column) bool { return c.Name == query.WindowEnd })
+			if d.ws < 0 || we < 0 {
+				return d, fmt.Errorf("the files have no %s and %s columns: only windowed output is compacted", query.WindowStart, query.WindowEnd)
+			}
+		} else if !slices.Equal(d.cols, cols) {
+			return d, fmt.Errorf("read sink file %s: columns %v differ from the first file's %v", f, cols, d.cols)
+		}
+		for _, r := range rows {
+			if !r[d.ws].IsNull() && !r[we].IsNull() {
+				d.maxLenMicros = max(d.maxLenMicros, r[we].I-r[d.ws].I)
+			}
+		}
+		d.counts = append(d.counts, len(rows))
+		d.total += len(rows)
+	}
+	return d, nil
+}
+
+// rows returns rows [from, to) of the files' rows in order, reading only
+// the files that hold them, one at a time.
+func (d dateScan) rows(ctx context.Context, store objstore.Store, files []string, from, to int) ([]row.Row, error) {
+	out := make([]row.Row, 0, to-from)
+	start := 0
+	for i, f := range files {
+		end := start + d.counts[i]
+		if end > from && start < to {
+			_, rows, err := readFiles(ctx, store, []string{f})
+			if err != nil {
+				return nil, err
+			}
+			if len(rows) != d.counts[i] {
+				return nil, fmt.Errorf("sink file %s changed while it was compacted: %d rows, %d at the first read", f, len(rows), d.counts[i])
+			}
+			out = append(out, rows[max(from, start)-start:min(to, end)-start]...)
+		}
+		if start = end; start >= to {
+			break
+		}
+	}
+	return out, nil
 }
 
 // compareRows orders by window_start, then every column in order.

@@ -426,3 +426,75 @@ func TestOneCompactionAtATime(t *testing.T) {
 	release() // the old holder's release leaves the new state alone
 	checkCompacted(t, st, want)
 }
+
+// TestCompactionReadsADateInBoundedPieces: with a small MaxRowsPerFile a
+// date becomes several files of at most that many rows, each sorted by
+// window; rows are identical; and each new file reads only the old files
+// its rows come from (a first pass reads each once to count), so memory
+// is bounded by MaxRowsPerFile rows and one old file, not by the date.
+func TestCompactionReadsADateInBoundedPieces(t *testing.T) {
+	ctx := context.Background()
+	st := objstore.NewCounting(objstore.NewMem())
+	s := New(st, tileSchema, Options{PartitionBy: "window_date", CompactInterval: 5, MinBatchesToRetain: 5})
+	if err := s.Prepare(ctx, queryA, query.Lab); err != nil {
+		t.Fatal(err)
+	}
+	want := runBatches(t, s, 0, 40) // 2024-03-01 .. 2024-03-04
+	s.Wait()
+	oldFiles := map[string]bool{}
+	files, err := ListDirectory(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		oldFiles[f] = true
+	}
+	const maxRows = 3
+	wm := time.Date(2024, 3, 10, 0, 0, 0, 0, time.UTC).UnixMilli()
+	st.StartTrace()
+	res, err := CompactDates(ctx, st, CompactOptions{QueryID: queryA, WatermarkMs: wm, MaxRowsPerFile: maxRows})
+	st.StopTrace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var filesBefore, chunks int
+	for _, r := range res {
+		if r.Skipped != "" {
+			t.Fatalf("date %s skipped: %s", r.Date, r.Skipped)
+		}
+		if want := (r.Rows + maxRows - 1) / maxRows; r.FilesAfter != want || want < 2 {
+			t.Fatalf("%s: %d rows into %d files, want %d (and at least 2)", r.Date, r.Rows, r.FilesAfter, want)
+		}
+		filesBefore += r.FilesBefore
+		chunks += r.FilesAfter
+	}
+	checkCompacted(t, st, want)
+	gets := 0
+	for _, e := range st.Trace() {
+		if e.Op == objstore.OpGet && oldFiles[e.Key] {
+			gets++
+		}
+	}
+	// One read per old file to count, then each new file reads the old
+	// files holding its rows: each old file once, plus one more for each
+	// new file that starts inside a file. A compaction that read a whole
+	// date for every new file would read about filesBefore*chunks/dates.
+	if gets > 2*filesBefore+chunks {
+		t.Fatalf("%d reads of the %d old files for %d new files: more than each new file's own rows need", gets, filesBefore, chunks)
+	}
+	t.Logf("%d dates, %d old files, %d new files, %d reads of old files", len(res), filesBefore, chunks, gets)
+	files, err = ListDirectory(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		cols, rows, err := readFiles(ctx, st, []string{f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws := slices.IndexFunc(cols, func(c query.Column) bool { return c.Name == query.WindowStart })
+		if len(rows) > maxRows || !slices.IsSortedFunc(rows, func(a, b row.Row) int { return compareRows(a, b, ws) }) {
+			t.Fatalf("%s: %d rows (at most %d), sorted %v", f, len(rows), maxRows, slices.IsSortedFunc(rows, func(a, b row.Row) int { return compareRows(a, b, ws) }))
+		}
+	}
+}
