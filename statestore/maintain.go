@@ -95,15 +95,35 @@ func kick(ch chan struct{}) {
 	}
 }
 
-// committedAs reports whether commits/v-1 records partition p's version v
-// as made by a delta of attempt: only then may a snapshot of v be written
-// under that attempt's name.
-func (r *records) committedAs(ctx context.Context, p int, v Version, attempt string) (bool, error) {
-	changed, recorded, known, err := r.changedAt(ctx, p, v)
-	if err != nil {
-		return false, err
+// recordWait is how long the pebble provider's maintenance waits for the
+// commit record of the version it holds a snapshot of.
+const recordWait = time.Second
+
+// waitCommittedAs reports whether commits/v-1 records partition p's
+// version v as made by a delta of attempt (only then may a snapshot of v
+// be written under that attempt's name), waiting up to wait for a record
+// that is not written yet.
+func (r *records) waitCommittedAs(ctx context.Context, p int, v Version, attempt string, wait time.Duration) (bool, error) {
+	deadline := time.Now().Add(wait)
+	pause := 10 * time.Millisecond
+	for {
+		changed, recorded, known, err := r.changedAt(ctx, p, v)
+		if err != nil {
+			return false, err
+		}
+		if known {
+			return changed && recorded == attempt, nil
+		}
+		if !time.Now().Before(deadline) {
+			return false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 200*time.Millisecond)
 	}
-	return known && changed && recorded == attempt, nil
 }
 
 // MaintenanceDue implements Maintainer.
@@ -144,20 +164,48 @@ type memEntry struct {
 	val []byte
 }
 
+// pendingSnap is a partition's version copied while it was the newest
+// version a delta made, to be written once its commit record names it.
+type pendingSnap struct {
+	v       Version
+	attempt string
+	entries []memEntry
+}
+
+// snapshot writes partition p's snapshot when one is due. The version is
+// copied while it is the newest (under the read lock, so the copy is that
+// version), then its commit record is checked; a copy whose record is not
+// written yet is kept as pending and written by a later pass once the
+// record names it, even if batches made newer versions since. (Checking
+// the record first and copying after lost the race to every next batch on
+// a loaded machine: small batches commit faster than a pass reads a
+// record, and no snapshot was ever written, so state files grew without
+// bound.)
 func (m *Memory) snapshot(ctx context.Context, p int, part *memPart) (bool, error) {
+	part.snapMu.Lock()
+	defer part.snapMu.Unlock()
+	if ps := part.pending; ps != nil {
+		changed, recorded, known, err := m.recs.changedAt(ctx, p, ps.v)
+		if err != nil {
+			return false, err
+		}
+		part.mu.RLock()
+		newest := part.lastDelta
+		part.mu.RUnlock()
+		if !known && int(newest-ps.v) < m.opts.SnapshotInterval {
+			return false, nil // its batch is still committing
+		}
+		part.pending = nil
+		if known && changed && recorded == ps.attempt {
+			return m.writeSnapshot(ctx, p, part, ps)
+		}
+		// An abandoned attempt's version, or a record that never came:
+		// dropped; a copy of the newest version is taken below.
+	}
 	part.mu.RLock()
 	v, attempt, last := part.lastDelta, part.lastAttempt, part.lastSnap
-	part.mu.RUnlock()
 	if v == 0 || int(v-last) < m.opts.SnapshotInterval {
-		return false, nil
-	}
-	ok, err := m.recs.committedAs(ctx, p, v, attempt)
-	if err != nil || !ok {
-		return false, err
-	}
-	part.mu.RLock()
-	if part.lastDelta != v || part.lastAttempt != attempt {
-		part.mu.RUnlock() // a batch moved on meanwhile: the next pass
+		part.mu.RUnlock()
 		return false, nil
 	}
 	entries := make([]memEntry, 0, len(part.data))
@@ -165,9 +213,28 @@ func (m *Memory) snapshot(ctx context.Context, p int, part *memPart) (bool, erro
 		entries = append(entries, memEntry{k, val})
 	}
 	part.mu.RUnlock()
+	ps := &pendingSnap{v: v, attempt: attempt, entries: entries}
+	changed, recorded, known, err := m.recs.changedAt(ctx, p, v)
+	if err != nil {
+		return false, err
+	}
+	if !known {
+		part.pending = ps
+		return false, nil
+	}
+	if !changed || recorded != attempt {
+		return false, nil
+	}
+	return m.writeSnapshot(ctx, p, part, ps)
+}
+
+// writeSnapshot sorts ps's entries and streams them to the snapshot file
+// of ps.v, without a lock.
+func (m *Memory) writeSnapshot(ctx context.Context, p int, part *memPart, ps *pendingSnap) (bool, error) {
+	entries := ps.entries
 	slices.SortFunc(entries, func(a, b memEntry) int { return cmp.Compare(a.key, b.key) })
-	key := snapKey(m.opts.Operator, p, v, attempt)
-	err = objstore.PutWriter(ctx, m.store, key, func(w io.Writer) error {
+	key := snapKey(m.opts.Operator, p, ps.v, ps.attempt)
+	err := objstore.PutWriter(ctx, m.store, key, func(w io.Writer) error {
 		fw, err := newFileWriter(w, kindSnap, uint64(len(entries)))
 		if err != nil {
 			return err
@@ -180,10 +247,10 @@ func (m *Memory) snapshot(ctx context.Context, p int, part *memPart) (bool, erro
 		return fw.close()
 	})
 	if err != nil {
-		return false, fmt.Errorf("snapshot state partition %d version %d: %w", p, v, err)
+		return false, fmt.Errorf("snapshot state partition %d version %d: %w", p, ps.v, err)
 	}
 	part.mu.Lock()
-	part.lastSnap = max(part.lastSnap, v)
+	part.lastSnap = max(part.lastSnap, ps.v)
 	part.mu.Unlock()
 	return true, nil
 }
@@ -249,7 +316,11 @@ func (pb *Pebble) snapshot(ctx context.Context, p int, part *pebPart) (bool, err
 		return false, nil
 	}
 	v := m.lastDelta
-	if ok, err := pb.recs.committedAs(ctx, p, v, m.lastAttempt); err != nil || !ok {
+	// The pebble snapshot keeps version v whatever batches write next, so
+	// a record not written yet is waited for a little (the batch is
+	// committing) rather than lost to the next batch, as every pass would
+	// be on a loaded machine whose batches commit faster than a pass runs.
+	if ok, err := pb.recs.waitCommittedAs(ctx, p, v, m.lastAttempt, recordWait); err != nil || !ok {
 		return false, err
 	}
 	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: []byte{dataPrefix}, UpperBound: []byte{dataEnd}})

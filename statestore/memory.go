@@ -59,6 +59,12 @@ type memPart struct {
 	data    map[string][]byte
 	bytes   int64
 	open    bool
+
+	// snapMu serializes maintenance of the partition; pending (under it)
+	// is a version copied while it was the newest, waiting for its commit
+	// record (see Memory.snapshot).
+	snapMu  sync.Mutex
+	pending *pendingSnap
 }
 
 // mapEntryBytes estimates Go's map overhead per entry.
