@@ -241,28 +241,35 @@ func sinkCat(ctx context.Context, path string, opts objstore.Options, w io.Write
 		}
 		return notFound{fmt.Errorf("sink %s: no %s directory: not a Parquet sink, or no batch has committed to it yet%s", path, parquet.LogDir, hint)}
 	}
-	cols, rows, err := parquet.ReadCommitted(ctx, store)
-	if err != nil {
-		return fmt.Errorf("sink %s: %w", path, err)
-	}
-	order := columnOrder(cols)
+	// One file's rows at a time: the output may be larger than memory.
 	bw := bufio.NewWriter(w)
-	for _, r := range rows {
-		bw.WriteByte('{')
-		for n, i := range order {
-			if n > 0 {
-				bw.WriteByte(',')
-			}
-			k, _ := json.Marshal(cols[i].Name)
-			v, err := json.Marshal(jsonValue(r[i]))
-			if err != nil {
-				return err
-			}
-			bw.Write(k)
-			bw.WriteByte(':')
-			bw.Write(v)
+	var order []int
+	err = parquet.EachCommitted(ctx, store, func(cols []query.Column, rows []row.Row) error {
+		if order == nil {
+			order = columnOrder(cols)
 		}
-		bw.WriteString("}\n")
+		for _, r := range rows {
+			bw.WriteByte('{')
+			for n, i := range order {
+				if n > 0 {
+					bw.WriteByte(',')
+				}
+				k, _ := json.Marshal(cols[i].Name)
+				v, err := json.Marshal(jsonValue(r[i]))
+				if err != nil {
+					return err
+				}
+				bw.Write(k)
+				bw.WriteByte(':')
+				bw.Write(v)
+			}
+			bw.WriteString("}\n")
+		}
+		return nil
+	})
+	if err != nil {
+		bw.Flush()
+		return fmt.Errorf("sink %s: %w", path, err)
 	}
 	return bw.Flush()
 }

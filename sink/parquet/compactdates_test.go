@@ -498,3 +498,54 @@ func TestCompactionReadsADateInBoundedPieces(t *testing.T) {
 		}
 	}
 }
+
+// EachCommitted hands over the rows ReadCommitted returns, in the same
+// order, one committed file at a time (before and after a compaction of
+// closed dates), so `driver sink cat` holds one file's rows, not the sink.
+func TestEachCommittedIsReadCommittedOneFileAtATime(t *testing.T) {
+	ctx := context.Background()
+	for name, newSt := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			st := newSt(t)
+			s := New(st, tileSchema, Options{PartitionBy: "window_date", CompactInterval: 5, MinBatchesToRetain: 5})
+			if err := s.Prepare(ctx, queryA, query.Lab); err != nil {
+				t.Fatal(err)
+			}
+			runBatches(t, s, 0, 40)
+			s.Wait()
+			check := func(when string) {
+				_, want, err := ReadCommitted(ctx, st)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []row.Row
+				calls := 0
+				if err := EachCommitted(ctx, st, func(_ []query.Column, rows []row.Row) error {
+					calls++
+					got = append(got, rows...)
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+				files, err := ListDirectory(ctx, st)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if calls != len(files) || len(got) != len(want) {
+					t.Fatalf("%s: %d calls for %d files, %d rows for %d", when, calls, len(files), len(got), len(want))
+				}
+				for i := range want {
+					if rowKey(got[i]) != rowKey(want[i]) {
+						t.Fatalf("%s: row %d is %v, ReadCommitted's %v", when, i, got[i], want[i])
+					}
+				}
+			}
+			check("before compaction")
+			wm := time.Date(2024, 3, 10, 0, 0, 0, 0, time.UTC).UnixMilli()
+			if _, err := CompactDates(ctx, st, CompactOptions{QueryID: queryA, WatermarkMs: wm}); err != nil {
+				t.Fatal(err)
+			}
+			check("after compaction")
+		})
+	}
+}

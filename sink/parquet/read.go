@@ -201,6 +201,68 @@ func ReadCommitted(ctx context.Context, store objstore.Store) ([]query.Column, [
 	}
 }
 
+// EachCommitted calls fn with the rows of each committed file in turn (the
+// rows ReadCommitted returns, in the same order) and holds one file's rows
+// at a time. A file that a compaction replaced after the log was read
+// makes it read the log again if fn has not been called yet, and fail
+// otherwise (fn has seen part of the rows; run it again).
+func EachCommitted(ctx context.Context, store objstore.Store, fn func(cols []query.Column, rows []row.Row) error) error {
+	for attempt := 1; ; attempt++ {
+		called, err := eachCommitted(ctx, store, fn)
+		if err != nil && !called && errors.Is(err, objstore.ErrNotExist) && attempt < readAttempts {
+			time.Sleep(time.Duration(attempt) * 20 * time.Millisecond)
+			continue
+		}
+		return err
+	}
+}
+
+func eachCommitted(ctx context.Context, store objstore.Store, fn func(cols []query.Column, rows []row.Row) error) (called bool, err error) {
+	snap, err := snapshot(ctx, store)
+	if err != nil {
+		return false, err
+	}
+	var files []string
+	staged := map[string]bool{}
+	for _, f := range snap.logs {
+		files = append(files, f.files()...)
+		for _, e := range f.entries {
+			for _, u := range e.Uploads {
+				staged[u.Key] = true
+			}
+		}
+	}
+	var first []query.Column
+	for _, f := range files {
+		cols, rows, skipped, err := readFilesSkipping(ctx, store, []string{f}, staged)
+		if err != nil {
+			return called, err
+		}
+		if len(skipped) > 0 {
+			// Not completed yet (skipped, as ReadCommitted does), or
+			// deleted by a replacement the log did not show when read.
+			listed, err := stillListed(ctx, store, skipped)
+			if err != nil {
+				return called, err
+			}
+			if !listed {
+				return called, fmt.Errorf("read sink file %s: replaced meanwhile: %w", f, objstore.ErrNotExist)
+			}
+			continue
+		}
+		if first == nil {
+			first = cols
+		} else if !slices.Equal(first, cols) {
+			return called, fmt.Errorf("read sink file %s: columns %v differ from the first file's %v", f, cols, first)
+		}
+		called = true
+		if err := fn(cols, rows); err != nil {
+			return called, err
+		}
+	}
+	return called, nil
+}
+
 // ReadAllFiles reads every .parquet file in the directory, in key order,
 // whether the log lists it or not: what a reader that just lists the
 // directory sees.
