@@ -366,7 +366,10 @@ func TestHealthPortsAnswerProbesWithoutACertificateUnderMutualTLS(t *testing.T) 
 	driver := NewProc(t, "driver", bins.driver, append([]string{"serve", "--listen", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
 		"--health-addr", "127.0.0.1:0", "--query", writeSpec(t, spec)}, p.args()...)...)
 	driver.Start()
+	// The three ports log as they start, in no fixed order.
 	driver.WaitForLog(`msg="driver listening"`, 30*time.Second)
+	driver.WaitForLog(`msg="serving HTTP`, 30*time.Second)
+	driver.WaitForLog(`msg="serving the health port`, 30*time.Second)
 	daddr, dhttp, dhealth := logMatch(t, driver, serverAddrInLog), logMatch(t, driver, httpAddrInLog), logMatch(t, driver, healthAddrInLog)
 
 	plain := &http.Client{Timeout: 10 * time.Second}
@@ -410,6 +413,7 @@ func TestHealthPortsAnswerProbesWithoutACertificateUnderMutualTLS(t *testing.T) 
 	exec := NewProc(t, "executor", bins.executor, append([]string{"--driver", daddr, "--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0"}, p.args()...)...)
 	exec.Start()
 	exec.WaitForLog(`msg="executor registered"`, 30*time.Second)
+	exec.WaitForLog(`msg="serving the health port`, 30*time.Second)
 	ehealth := logMatch(t, exec, healthAddrInLog)
 	waitReady("executor", ehealth)
 
