@@ -10,9 +10,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/syncbuf"
 	"github.com/sluicehq/sluice/query"
 )
 
@@ -35,24 +35,6 @@ type ExecutorsResult struct {
 }
 
 var driverAddrInLog = regexp.MustCompile(`msg="driver listening" address=(\S+)`)
-
-// syncBuffer is a strings.Builder safe for a process's output and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // buildExecutor builds cmd/executor into dir.
 func buildExecutor(ctx context.Context, dir string) (string, error) {
@@ -84,7 +66,7 @@ func runClusterLog(ctx context.Context, driver, executor, specFile, runDir strin
 	if err := os.WriteFile(token, []byte("sluicebench-cluster-token\n"), 0o600); err != nil {
 		return 0, err
 	}
-	var dlog syncBuffer
+	var dlog syncbuf.Buffer
 	start := time.Now()
 	drv := exec.CommandContext(ctx, driver, "serve", "--listen", "127.0.0.1:0", "--token-file", token, "--min-executors", fmt.Sprint(n),
 		"--exit-when-done", "--query", specFile, "--progress-json", filepath.Join(runDir, "progress.jsonl"),
@@ -122,7 +104,7 @@ func runClusterLog(ctx context.Context, driver, executor, specFile, runDir strin
 			return 0, fmt.Errorf("driver serve did not log its address within a minute:\n%s", tail(dlog.String(), 1500))
 		}
 	}
-	elog := &syncBuffer{}
+	elog := &syncbuf.Buffer{}
 	for i := range n {
 		e := exec.CommandContext(ctx, executor, "--driver", addr, "--token-file", token, "--data-dir", filepath.Join(runDir, fmt.Sprintf("executor-%d", i)))
 		e.Stdout, e.Stderr = elog, elog

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/syncbuf"
 	"github.com/sluicehq/sluice/query"
 )
 
@@ -196,7 +197,7 @@ func runExecutorRecovery(ctx context.Context, driver, executor, dir string, kill
 		return nil, err
 	}
 	progress := filepath.Join(dir, "progress.jsonl")
-	var dlog, elog syncBuffer
+	var dlog, elog syncbuf.Buffer
 	start := time.Now()
 	drv := exec.CommandContext(ctx, driver, "serve", "--listen", "127.0.0.1:0", "--token-file", token, "--min-executors", "2",
 		"--exit-when-done", "--query", specFile, "--progress-json", progress, "--registry", filepath.Join(dir, "registry"))
@@ -308,7 +309,7 @@ func runExecutorRecovery(ctx context.Context, driver, executor, dir string, kill
 }
 
 // waitDriverAddr waits for `driver serve` to log its address.
-func waitDriverAddr(dlog *syncBuffer, exited <-chan error) (string, error) {
+func waitDriverAddr(dlog *syncbuf.Buffer, exited <-chan error) (string, error) {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		if m := driverAddrInLog.FindStringSubmatch(dlog.String()); m != nil {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/s3test"
+	"github.com/sluicehq/sluice/internal/syncbuf"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/scheduler"
@@ -223,7 +224,7 @@ type versityGW struct {
 	Endpoint, AccessKey, SecretKey string
 	cmd                            *exec.Cmd
 	exited                         chan struct{}
-	log                            *syncBuffer
+	log                            *syncbuf.Buffer
 }
 
 // startVersityGW runs versitygw (s3test.Binary: $SLUICE_VERSITYGW or the
@@ -242,7 +243,7 @@ func startVersityGW(ctx context.Context, dataDir, bucket string) (*versityGW, er
 	}
 	addr := l.Addr().String()
 	l.Close()
-	g := &versityGW{Endpoint: "http://" + addr, AccessKey: "SLUICEBENCHACCESSKEY", SecretKey: "sluicebenchsecretkeysluicebenchsecretkey", exited: make(chan struct{}), log: &syncBuffer{}}
+	g := &versityGW{Endpoint: "http://" + addr, AccessKey: "SLUICEBENCHACCESSKEY", SecretKey: "sluicebenchsecretkeysluicebenchsecretkey", exited: make(chan struct{}), log: &syncbuf.Buffer{}}
 	g.cmd = exec.Command(bin, "--port", addr, "-a", g.AccessKey, "-s", g.SecretKey, "posix", dataDir)
 	g.cmd.Stdout, g.cmd.Stderr = g.log, g.log
 	for _, kv := range os.Environ() {

@@ -1,14 +1,12 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,30 +14,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/internal/syncbuf"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/internal/tlstest"
 	"github.com/sluicehq/sluice/proto/sluicepb"
 	"github.com/sluicehq/sluice/query"
 )
-
-// syncBuffer collects log output written from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // pki is a test CA with a server/client certificate directory.
 type pki struct {
@@ -107,7 +88,7 @@ func TestTLSRefusalsNameTheCauseOnTheServer(t *testing.T) {
 	tlstest.WriteDir(t, foreign, other.Issue(t, "intruder", time.Time{}, time.Time{}), p.ca)
 	expired := filepath.Join(base, "expired")
 	tlstest.WriteDir(t, expired, p.ca.Issue(t, "old", time.Now().Add(-72*time.Hour), time.Now().Add(-24*time.Hour)), p.ca)
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	c := newSecureTestCluster(t, 1, "", tlsSource(t, tlsconf.Config{Dir: p.dir}), log)
 	execAddr := c.nodes[0].Addr()
@@ -190,7 +171,7 @@ func TestNonLoopbackListenNeedsAuthentication(t *testing.T) {
 		{"mutual TLS", DriverOptions{TLS: tlsSource(t, tlsconf.Config{Dir: p.dir})}, ""},
 		{"insecure", DriverOptions{Insecure: true}, ""},
 	} {
-		var logs syncBuffer
+		var logs syncbuf.Buffer
 		tc.opts.Listen, tc.opts.Logger = "0.0.0.0:0", slog.New(slog.NewTextHandler(&logs, nil))
 		d, err := NewDriver(tc.opts)
 		if tc.want != "" {

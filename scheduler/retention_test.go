@@ -1,7 +1,6 @@
 package scheduler_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -11,28 +10,11 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/internal/syncbuf"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/scheduler"
 )
-
-// syncBuffer is a log sink safe for the cleaner's goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // Deletes that fail make the background cleaner log and count a failed
 // pass; no batch fails, and a later pass deletes what the failed one left,
@@ -44,7 +26,7 @@ func TestCleanupFailuresAreLoggedAndNeverFailABatch(t *testing.T) {
 	}
 	faulty := objstore.NewFaulty(objstore.NewMem())
 	faulty.AddRule(objstore.FaultRule{Op: objstore.OpDelete, KeyPrefix: "offsets/", Limit: 1})
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	const retain = 10
 	// Batch 40 waits (after its commit) for a pass to reach the log, so
 	// passes run during the run, not only at its end.

@@ -10,39 +10,21 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/syncbuf"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/source"
 )
-
-// syncBuffer is a log sink safe for the logger's use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 type fixture struct {
 	t     *testing.T
 	dir   string
 	opts  query.FileSource
 	src   *Source
-	logs  *syncBuffer
+	logs  *syncbuf.Buffer
 	clock time.Time // the modification time of the next file written
 }
 
@@ -54,7 +36,7 @@ func newFixtureOpts(t *testing.T, opts query.FileSource) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	opts.Path = dir
-	f := &fixture{t: t, dir: dir, opts: opts, logs: &syncBuffer{}, clock: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)}
+	f := &fixture{t: t, dir: dir, opts: opts, logs: &syncbuf.Buffer{}, clock: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)}
 	f.restart()
 	return f
 }
