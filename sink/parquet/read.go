@@ -173,25 +173,10 @@ func ReadCommitted(ctx context.Context, store objstore.Store) ([]query.Column, [
 		if err != nil {
 			return nil, nil, err
 		}
-		var files []string
-		staged := map[string]bool{}
-		for _, f := range snap.logs {
-			files = append(files, f.files()...)
-			for _, e := range f.entries {
-				for _, u := range e.Uploads {
-					staged[u.Key] = true
-				}
-			}
-		}
+		files, staged := snap.committedFiles()
 		cols, rows, skipped, err := readFilesSkipping(ctx, store, files, staged)
 		if err == nil && len(skipped) > 0 {
-			// A staged file not there: not completed yet, or deleted by
-			// a replacement (driver compact) the log did not show when
-			// read. Only the latter makes a reader read the log again.
-			var listed bool
-			if listed, err = stillListed(ctx, store, skipped); err == nil && !listed {
-				err = fmt.Errorf("read sink file %s: replaced meanwhile: %w", skipped[0], objstore.ErrNotExist)
-			}
+			err = checkSkipped(ctx, store, skipped)
 		}
 		if err != nil && errors.Is(err, objstore.ErrNotExist) && attempt < readAttempts {
 			time.Sleep(time.Duration(attempt) * 20 * time.Millisecond)
@@ -222,16 +207,7 @@ func eachCommitted(ctx context.Context, store objstore.Store, fn func(cols []que
 	if err != nil {
 		return false, err
 	}
-	var files []string
-	staged := map[string]bool{}
-	for _, f := range snap.logs {
-		files = append(files, f.files()...)
-		for _, e := range f.entries {
-			for _, u := range e.Uploads {
-				staged[u.Key] = true
-			}
-		}
-	}
+	files, staged := snap.committedFiles()
 	var first []query.Column
 	for _, f := range files {
 		cols, rows, skipped, err := readFilesSkipping(ctx, store, []string{f}, staged)
@@ -239,14 +215,8 @@ func eachCommitted(ctx context.Context, store objstore.Store, fn func(cols []que
 			return called, err
 		}
 		if len(skipped) > 0 {
-			// Not completed yet (skipped, as ReadCommitted does), or
-			// deleted by a replacement the log did not show when read.
-			listed, err := stillListed(ctx, store, skipped)
-			if err != nil {
+			if err := checkSkipped(ctx, store, skipped); err != nil {
 				return called, err
-			}
-			if !listed {
-				return called, fmt.Errorf("read sink file %s: replaced meanwhile: %w", f, objstore.ErrNotExist)
 			}
 			continue
 		}
@@ -309,6 +279,37 @@ func hiddenPath(key string) bool {
 func readFiles(ctx context.Context, store objstore.Store, files []string) ([]query.Column, []row.Row, error) {
 	cols, rows, _, err := readFilesSkipping(ctx, store, files, nil)
 	return cols, rows, err
+}
+
+// committedFiles returns the files the snapshot's logs list, in order,
+// and which of them are staged uploads (a staged file not there yet is one
+// whose completion has not run: it is skipped, not an error).
+func (snap *sinkSnapshot) committedFiles() (files []string, staged map[string]bool) {
+	staged = map[string]bool{}
+	for _, f := range snap.logs {
+		files = append(files, f.files()...)
+		for _, e := range f.entries {
+			for _, u := range e.Uploads {
+				staged[u.Key] = true
+			}
+		}
+	}
+	return files, staged
+}
+
+// checkSkipped decides about staged files that were not there: not
+// completed yet (nil: skipped), or deleted by a replacement (driver
+// compact) the log did not show when read, an error wrapping
+// objstore.ErrNotExist that makes a reader read the log again.
+func checkSkipped(ctx context.Context, store objstore.Store, skipped []string) error {
+	listed, err := stillListed(ctx, store, skipped)
+	if err != nil {
+		return err
+	}
+	if !listed {
+		return fmt.Errorf("read sink file %s: replaced meanwhile: %w", skipped[0], objstore.ErrNotExist)
+	}
+	return nil
 }
 
 // stillListed reports whether the sink log, read again now, still lists
