@@ -3,8 +3,8 @@ package engine_test
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/rewrite"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -24,8 +24,6 @@ import (
 	"github.com/sluicehq/sluice/scheduler"
 	"github.com/sluicehq/sluice/sink/parquet"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 // Two drivers on one checkpoint on S3: the first pauses mid-batch, the
 // second takes over, re-runs the batch and finishes; when the first resumes
@@ -110,17 +108,17 @@ func TestBatchWriteTraceMatchesGolden(t *testing.T) {
 	progress := run(t, spec, opts)
 	got := strings.Join(normalizeTrace(trace, progress[0].ID), "\n") + "\n"
 	golden := filepath.Join("testdata", "write_trace.golden")
-	if *update {
+	if rewrite.Enabled() {
 		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	want, err := os.ReadFile(golden)
 	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
+		t.Fatalf("%v (run with -rewrite to create it)", err)
 	}
 	if got != string(want) {
-		t.Fatalf("write trace changed (run go test ./engine -run Trace -update and review the diff):\n%s", got)
+		t.Fatalf("write trace changed (run go test ./engine -run Trace -rewrite and review the diff):\n%s", got)
 	}
 }
 

@@ -2,7 +2,7 @@ package explain_test
 
 import (
 	"errors"
-	"flag"
+	"github.com/sluicehq/sluice/internal/rewrite"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,11 +13,9 @@ import (
 	"github.com/sluicehq/sluice/query"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files")
-
 // TestGolden explains every query in examples/ and testdata/specs/ and
 // compares with testdata/NAME.golden (go test ./explain -run TestGolden
-// -update rewrites them).
+// -rewrite rewrites them).
 func TestGolden(t *testing.T) {
 	examples, _ := filepath.Glob("../examples/*.yaml")
 	specs, _ := filepath.Glob("testdata/specs/*.yaml")
@@ -36,7 +34,7 @@ func TestGolden(t *testing.T) {
 				t.Fatalf("%s: %v", f, err)
 			}
 			golden := filepath.Join("testdata", name+".golden")
-			if *update {
+			if rewrite.Enabled() {
 				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
 					t.Fatal(err)
 				}
@@ -44,10 +42,10 @@ func TestGolden(t *testing.T) {
 			}
 			want, err := os.ReadFile(golden)
 			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
+				t.Fatalf("%v (run with -rewrite to create it)", err)
 			}
 			if got != string(want) {
-				t.Fatalf("plan of %s differs from %s (run with -update if intended):\n%s", f, golden, got)
+				t.Fatalf("plan of %s differs from %s (run with -rewrite if intended):\n%s", f, golden, got)
 			}
 		})
 	}

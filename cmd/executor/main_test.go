@@ -1,7 +1,7 @@
 package main
 
 import (
-	"flag"
+	"github.com/sluicehq/sluice/internal/rewrite"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,11 +18,9 @@ func TestExecutorRefusesUnknownLogLevel(t *testing.T) {
 	}
 }
 
-var update = flag.Bool("update", false, "rewrite docs/cli-executor.md from the command tree")
-
 // TestCLIReference keeps docs/cli-executor.md equal to the command tree;
-// regenerate with go test ./cmd/driver ./cmd/executor -run TestCLIReference -update
+// regenerate with go test ./cmd/driver ./cmd/executor -run TestCLIReference -rewrite
 func TestCLIReference(t *testing.T) {
 	clidoc.CleanEnv(t)
-	clidoc.Check(t, newRoot(), filepath.Join("..", "..", "docs", "cli-executor.md"), *update)
+	clidoc.Check(t, newRoot(), filepath.Join("..", "..", "docs", "cli-executor.md"), rewrite.Enabled())
 }

@@ -21,7 +21,7 @@ func Render(root *cobra.Command) string {
 	name := root.Name()
 	fmt.Fprintf(&b, "# `%s` command reference\n\n", name)
 	b.WriteString("<!-- Generated from the command tree; do not edit. Regenerate with:\n")
-	b.WriteString("     go test ./cmd/driver ./cmd/executor -run TestCLIReference -update -->\n\n")
+	b.WriteString("     go test ./cmd/driver ./cmd/executor -run TestCLIReference -rewrite -->\n\n")
 	if root.Long != "" {
 		b.WriteString(root.Long + "\n\n")
 	} else {
@@ -97,10 +97,10 @@ func Check(t *testing.T, root *cobra.Command, path string, update bool) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v: generate it with: go test ./cmd/driver ./cmd/executor -run TestCLIReference -update", err)
+		t.Fatalf("%v: generate it with: go test ./cmd/driver ./cmd/executor -run TestCLIReference -rewrite", err)
 	}
 	if string(want) != got {
-		t.Fatalf("%s is stale: the commands changed. Regenerate it with:\n  go test ./cmd/driver ./cmd/executor -run TestCLIReference -update\nfirst difference near: %s", path, firstDiff(string(want), got))
+		t.Fatalf("%s is stale: the commands changed. Regenerate it with:\n  go test ./cmd/driver ./cmd/executor -run TestCLIReference -rewrite\nfirst difference near: %s", path, firstDiff(string(want), got))
 	}
 }
 

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
+	"github.com/sluicehq/sluice/internal/rewrite"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,12 +15,10 @@ import (
 	"github.com/sluicehq/sluice/row"
 )
 
-var rewrite = flag.Bool("rewrite", false, "rewrite testdata/*.golden from the current output")
-
 func golden(t *testing.T, name, got string) {
 	t.Helper()
 	path := filepath.Join("testdata", name)
-	if *rewrite {
+	if rewrite.Enabled() {
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
 		}
