@@ -18,7 +18,6 @@ import (
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
 	"github.com/sluicehq/sluice/sink/parquet"
-	"github.com/sluicehq/sluice/statestore"
 )
 
 func newCheckpointCmd() *cobra.Command {
@@ -34,7 +33,7 @@ func newCheckpointCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return rep.write(cmd.OutOrStdout(), asJSON)
+			return rep.Write(cmd.OutOrStdout(), asJSON)
 		},
 	}
 	inspect.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -43,110 +42,25 @@ func newCheckpointCmd() *cobra.Command {
 	return cmd
 }
 
-// inspectReport is the output of checkpoint inspect; its JSON field names
-// are stable for scripts.
-type inspectReport struct {
-	QueryID              string            `json:"queryId"`
-	Name                 string            `json:"name"`
-	LastBatchID          int64             `json:"lastBatchId"`
-	LastCommittedBatchID int64             `json:"lastCommittedBatchId"`
-	NextBatchWatermark   string            `json:"nextBatchWatermark"`
-	PendingRerun         bool              `json:"pendingRerun"`
-	StateRows            int64             `json:"stateRows"`
-	StateStore           string            `json:"stateStore"`
-	ShufflePartitions    int               `json:"shufflePartitions"`
-	Offsets              json.RawMessage   `json:"offsets"`
-	Conf                 map[string]string `json:"conf,omitempty"`
-	// Approvals are the production guards' consents the checkpoint was
-	// created under (absent for old checkpoints and lab queries).
-	Approvals []checkpoint.Approval `json:"approvals,omitempty"`
-	// Manifest is the join snapshot the last planned batch joins against
-	// (absent for a query without a join).
-	Manifest *checkpoint.ManifestRef `json:"manifest,omitempty"`
-}
-
-func inspectCheckpoint(ctx context.Context, path string, opts objstore.Options) (*inspectReport, error) {
+// inspectCheckpoint opens path and inspects it (checkpoint.Inspect). A path
+// that is not a checkpoint is errNotFound, with a hint when it is a sink.
+func inspectCheckpoint(ctx context.Context, path string, opts objstore.Options) (*checkpoint.Report, error) {
 	store, err := openExisting(ctx, path, opts)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
 	}
-	log := checkpoint.New(store)
-	meta, err := log.ReadMetadata(ctx)
-	if errors.Is(err, objstore.ErrNotExist) {
+	rep, err := checkpoint.Inspect(ctx, store)
+	if errors.Is(err, checkpoint.ErrNoMetadata) {
 		hint := ""
 		if isSink(ctx, store) {
 			hint = " (it is a Parquet sink: read it with driver sink cat)"
 		}
-		return nil, notFound{fmt.Errorf("checkpoint %s: no metadata file: not a checkpoint, or no query has started on it%s", path, hint)}
+		return nil, notFound{fmt.Errorf("checkpoint %s: %w%s", path, err, hint)}
 	}
 	if err != nil {
-		return nil, err
-	}
-	last, commit, err := log.Latest(ctx)
-	if err != nil {
-		return nil, err
-	}
-	res, err := checkpoint.Decide(last, commit)
-	if err != nil {
-		return nil, err
-	}
-	rep := &inspectReport{QueryID: meta.QueryID, Name: meta.Name, LastBatchID: -1, LastCommittedBatchID: -1,
-		StateStore: meta.StateStore, ShufflePartitions: meta.ShufflePartitions, Offsets: json.RawMessage("null"),
-		Approvals: meta.Approvals}
-	wm := res.WatermarkMs
-	if last != nil {
-		rep.LastBatchID = last.BatchID
-		rep.Conf = last.Conf
-		rep.Manifest = last.Manifest
-		if len(last.Sources) > 0 {
-			rep.Offsets = last.Sources[0].End
-		}
-	}
-	if res.Rerun != nil {
-		rep.PendingRerun = true
-		wm = res.Rerun.BatchWatermarkMs
-	}
-	if commit != nil {
-		rep.LastCommittedBatchID = commit.BatchID
-	}
-	rep.NextBatchWatermark = row.FormatTimestamp(wm * 1000)
-	// The pebble provider writes the memory provider's files, so one loader reads both.
-	if commit != nil && (meta.StateStore == "memory" || meta.StateStore == "pebble") {
-		prov := statestore.NewMemory(store, statestore.MemoryOptions{})
-		for p := 0; p < meta.ShufflePartitions; p++ {
-			st, err := prov.Open(ctx, p, statestore.Version(commit.BatchID+1))
-			if err != nil {
-				return nil, fmt.Errorf("read state partition %d: %w", p, err)
-			}
-			rep.StateRows += st.NumRows()
-			st.Abort()
-		}
+		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
 	}
 	return rep, nil
-}
-
-func (r *inspectReport) write(w io.Writer, asJSON bool) error {
-	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
-	}
-	fmt.Fprintf(w, "query              %s (%s)\n", r.Name, r.QueryID)
-	fmt.Fprintf(w, "last batch         %d\n", r.LastBatchID)
-	fmt.Fprintf(w, "last committed     %d\n", r.LastCommittedBatchID)
-	if r.PendingRerun {
-		fmt.Fprintf(w, "pending            batch %d is planned but not committed: the next start re-runs it as logged\n", r.LastBatchID)
-	}
-	fmt.Fprintf(w, "next watermark     %s\n", r.NextBatchWatermark)
-	fmt.Fprintf(w, "state              %d rows in %d partitions (%s)\n", r.StateRows, r.ShufflePartitions, r.StateStore)
-	fmt.Fprintf(w, "offsets            %s\n", r.Offsets)
-	if m := r.Manifest; m != nil {
-		fmt.Fprintf(w, "join manifest      %s (snapshot manifests/%s.json)\n", m.ID, m.Hash)
-	}
-	for _, a := range r.Approvals {
-		fmt.Fprintf(w, "approval           %s: ticket %s, by %s, at %s\n", a.Kind, a.Ticket, a.By, a.At)
-	}
-	return nil
 }
 
 func newSinkCmd() *cobra.Command {
