@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/scheduler"
@@ -182,10 +183,7 @@ func runEmbeddedCluster(cmd *cobra.Command, dir string, progress func(*scheduler
 		Schema: query.GeneratorSchema(),
 	})
 	announce(out, spec, fmt.Sprintf("an embedded broker (%s, topic %s) fed at 2000 events/s, a driver and 2 executors over gRPC", addr, demoTopic))
-	opts := engine.Options{Logger: log, Stdout: out, SourceRetryFor: time.Minute, Progress: func(p *scheduler.Progress) {
-		fmt.Fprintln(os.Stderr, p.Line())
-		progress(p)
-	}}
+	opts := engine.Options{Logger: log, Stdout: out, SourceRetryFor: time.Minute, Progress: monitor.Fanout(monitor.LinePrinter(os.Stderr), progress)}
 	err = serveQuery(ctx, drv, spec, 2, opts)
 	if ctx.Err() != nil {
 		return nil

@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -68,7 +65,7 @@ func newRunCmd() *cobra.Command {
 				}
 				defer stop()
 			}
-			progress, closeProgress, err := progressWriter(progressJSON)
+			progress, closeProgress, err := monitor.OpenJSONLog(progressJSON)
 			if err != nil {
 				return err
 			}
@@ -120,7 +117,7 @@ func runSpecTracked(cmd *cobra.Command, spec query.Spec, opts engine.Options, tr
 	opts.Logger = logger(cmd)
 	opts.Stdout = cmd.OutOrStdout()
 	next := opts.Progress
-	printLine := func(p *scheduler.Progress) { fmt.Fprintln(cmd.ErrOrStderr(), p.Line()) }
+	printLine := monitor.LinePrinter(cmd.ErrOrStderr())
 	if spec.Trigger.AvailableNow && isTerminal(cmd.ErrOrStderr()) {
 		// On a terminal an availableNow run shows how far it is: offsets
 		// done of offsets to do, rows/s and the time left.
@@ -206,35 +203,4 @@ func idleLine(spec query.Spec, i scheduler.Idle) string {
 	}
 	return fmt.Sprintf("%s: no new data and no window for the watermark to close; %s, watermark %s",
 		what, at, row.FormatTimestamp(i.WatermarkMs*1000))
-}
-
-// progressWriter appends progress objects as JSON lines to path.
-func progressWriter(path string) (func(*scheduler.Progress), func(), error) {
-	if path == "" {
-		return nil, func() {}, nil
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return nil, nil, fmt.Errorf("open --progress-json: %w", err)
-	}
-	var mu sync.Mutex
-	enc := json.NewEncoder(f)
-	return func(p *scheduler.Progress) {
-		mu.Lock()
-		defer mu.Unlock()
-		_ = enc.Encode(p)
-		_ = f.Sync()
-	}, func() { f.Close() }, nil
-}
-
-// chain calls both progress callbacks (either may be nil).
-func chain(a, b func(*scheduler.Progress)) func(*scheduler.Progress) {
-	return func(p *scheduler.Progress) {
-		if a != nil {
-			a(p)
-		}
-		if b != nil {
-			b(p)
-		}
-	}
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/registry"
-	"github.com/sluicehq/sluice/scheduler"
 )
 
 // defaultRegistry is the registry of a driver given no --registry: a
@@ -100,7 +99,7 @@ lease is released, the driver exits.`,
 			if err != nil {
 				return err
 			}
-			progress, closeProgress, err := progressWriter(progressJSON)
+			progress, closeProgress, err := monitor.OpenJSONLog(progressJSON)
 			if err != nil {
 				return err
 			}
@@ -109,12 +108,7 @@ lease is released, the driver exits.`,
 			engineOpts := engine.Options{
 				Logger: log, Hook: hook, Stdout: cmd.OutOrStdout(),
 				Store: store, SourceRetryFor: sourceRetry,
-				Progress: func(p *scheduler.Progress) {
-					fmt.Fprintln(os.Stderr, p.Line())
-					if progress != nil {
-						progress(p)
-					}
-				},
+				Progress: monitor.Fanout(monitor.LinePrinter(os.Stderr), progress),
 			}
 			if hc.Addr != "" {
 				engineOpts.WrapStore = countStores(tr)
