@@ -2,7 +2,7 @@
 // query's aggregate into a Layout, folds decoded rows into partial
 // aggregates (the map side), encodes group keys and partial values, hashes
 // keys to state partitions, and decides what a state partition emits and
-// evicts per output mode (the reduce side, SEMANTICS.md rules 7-10).
+// evicts per output mode (the reduce side, docs/semantics.md "Emit and evict per output mode").
 //
 // It performs no I/O and reads no clock; state is reached through the small
 // State interface its caller provides.

@@ -28,7 +28,7 @@ func (t *Table) Len() int { return len(t.keys) }
 // Add folds one decoded row into the table, assigning it to its windows.
 // In append and update modes with a watermark on the grouping's event-time
 // column, a (row, window) whose bound is at or before wLate is dropped as
-// late (SEMANTICS.md rule 7); Add returns how many were dropped. A row with
+// late (docs/semantics.md, "Late rows"); Add returns how many were dropped. A row with
 // a null event time is skipped before windowing and not counted.
 func (t *Table) Add(r row.Row, wLate eventtime.Watermark) (dropped int) {
 	l := t.l

@@ -338,7 +338,10 @@ type Resume struct {
 	WatermarkMs, LateWatermarkMs int64
 }
 
-// Decide applies SEMANTICS.md rule 13 to the newest offsets and commit.
+// Decide applies the restart rule (docs/semantics.md, "Restart") to the
+// newest offsets and commit: with commits up to N, the next batch is N+1
+// with watermark max(offsets[N]'s, commits[N]'s next); with offsets/N and no
+// commits/N, batch N runs again exactly as logged.
 func Decide(last *OffsetEntry, commit *CommitEntry) (Resume, error) {
 	switch {
 	case last == nil && commit == nil:

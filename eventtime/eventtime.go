@@ -75,7 +75,7 @@ func Late(end int64, wLate Watermark) bool { return end <= int64(wLate) }
 // it; update drops it silently.
 func Evictable(end int64, wEvict Watermark) bool { return end <= int64(wEvict) }
 
-// Batch holds the two watermarks a batch uses (SEMANTICS.md rules 7-9):
+// Batch holds the two watermarks a batch uses (docs/semantics.md, "Late rows"):
 // Late is the previous batch's watermark (rows at or before it are dropped),
 // Evict is this batch's (groups at or before it are final).
 type Batch struct {
@@ -83,7 +83,7 @@ type Batch struct {
 }
 
 // NeedsNoDataBatch reports whether a no-data batch should run after a batch
-// that used watermark used and produced next (SEMANTICS.md rule 11): the
+// that used watermark used and produced next (docs/semantics.md, "No-data batches"): the
 // query has a stateful operator that evicts by watermark (append or update
 // with a watermark), the setting is on, and the watermark rose.
 func NeedsNoDataBatch(evictsByWatermark, enabled bool, used, next Watermark) bool {

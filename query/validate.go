@@ -85,7 +85,9 @@ var (
 // and returns nil or a *ValidationError listing every problem: required
 // fields, value ranges, columns that do not exist or have the wrong type,
 // and the combinations Spark's unsupported-operation checker refuses
-// (SEMANTICS.md rules 4 and 14-18). It does not change s.
+// (docs/semantics.md, "Emit and evict per output mode" and "Watermark": a negative delay, append
+// without a watermarked window, complete without an aggregation, the Parquet
+// sink outside append, exact distinct counts, a bad watermark column). It does not change s.
 func (s *Spec) Validate() error {
 	d := s.WithDefaults()
 	v := &validator{s: &d, cols: map[string]row.Kind{}, badCols: map[string]bool{}}
