@@ -31,7 +31,7 @@ import (
 	"github.com/sluicehq/sluice/row"
 	"github.com/sluicehq/sluice/shuffle"
 	"github.com/sluicehq/sluice/source"
-	"github.com/sluicehq/sluice/source/kafka"
+	"github.com/sluicehq/sluice/source/catalog"
 	"github.com/sluicehq/sluice/statestore"
 )
 
@@ -144,10 +144,10 @@ func NewNode(opts NodeOptions) (*Node, error) {
 	if opts.ReduceWait <= 0 {
 		opts.ReduceWait = 30 * time.Second
 	}
-	if opts.Engine.KafkaClients == nil {
+	if opts.Engine.SharedClients == nil {
 		// One client per Kafka cluster for all the queries this executor
 		// runs, kept across their batches, closed with the last of them.
-		opts.Engine.KafkaClients = kafka.NewClients()
+		opts.Engine.SharedClients = source.NewShared()
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -529,7 +529,7 @@ func (s *executorService) PrepareQuery(ctx context.Context, req *sluicepb.Prepar
 		return nil, status.Errorf(codes.InvalidArgument, "prepare query %s: %v", req.QueryId, err)
 	}
 	spec = spec.WithDefaults()
-	if err := spec.Validate(); err != nil {
+	if err := catalog.Validate(spec); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "prepare query %s: %v", req.QueryId, err)
 	}
 	opts := n.opts.Engine

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/query"
+	"github.com/sluicehq/sluice/source/catalog"
 )
 
 // Executors rebuild the query from the JSON the runner sends: every kind of
@@ -14,7 +15,7 @@ func TestSpecSurvivesTheTripToExecutors(t *testing.T) {
 	for _, y := range []string{
 		`name: k
 source:
-  kafka: {bootstrapServers: "a:9092", subscribe: t, startingOffsets: '{"t":{"0":5}}', kafka.security.protocol: SASL_SSL, maxOffsetsPerTrigger: 10, minPartitions: 4, failOnDataLoss: false}
+  kafka: {bootstrapServers: "a:9092", subscribe: t, startingOffsets: '{"t":{"0":5}}', kafka.security.protocol: SASL_SSL, kafka.sasl.mechanism: PLAIN, kafka.sasl.username: u, kafka.sasl.password: p, maxOffsetsPerTrigger: 10, minPartitions: 4, failOnDataLoss: false}
   schema: [{name: event_time, type: timestamp, nullable: false}, {name: c, type: string}, {name: v, type: double}]
 watermark: {column: event_time, delay: 10 minutes}
 aggregate: {window: {column: event_time, size: 5m, slide: 1m}, groupBy: [c], measures: [{name: cnt, fn: count}, {name: s, fn: sum, column: v}]}
@@ -39,7 +40,7 @@ noDataMicroBatches: false
 			t.Fatal(err)
 		}
 		s = s.WithDefaults()
-		if err := s.Validate(); err != nil {
+		if err := catalog.Validate(s); err != nil {
 			t.Fatal(err)
 		}
 		js, err := json.Marshal(s)

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluicehq/sluice/query"
+	"github.com/sluicehq/sluice/source/catalog"
 )
 
 // specFields lists every field path of query.Spec by its JSON name, as a
@@ -183,13 +184,13 @@ func TestEveryYAMLExampleValidates(t *testing.T) {
 		if slices.Contains(strings.Fields(f.info), "invalid") {
 			if err != nil {
 				t.Errorf("%s: example marked invalid does not even parse: %v", where, err)
-			} else if err := spec.Validate(); err == nil {
+			} else if err := catalog.Validate(spec); err == nil {
 				t.Errorf("%s: example marked invalid validates", where)
 			}
 			continue
 		}
 		if err == nil {
-			err = spec.Validate()
+			err = catalog.Validate(spec)
 		}
 		if err != nil {
 			t.Errorf("%s: example does not validate:\n%v\n%s", where, err, data)

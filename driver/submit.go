@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/registry"
 	"github.com/sluicehq/sluice/scheduler"
+	"github.com/sluicehq/sluice/source/catalog"
 )
 
 // Registry changes, as recorded in Record.Change.
@@ -57,7 +58,7 @@ func Parse(data []byte) (query.Spec, error) {
 	if err != nil {
 		return query.Spec{}, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
 	}
-	if err := spec.Validate(); err != nil {
+	if err := catalog.Validate(spec); err != nil {
 		return query.Spec{}, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
 	}
 	return spec, nil

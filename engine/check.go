@@ -10,7 +10,7 @@ import (
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/scheduler"
-	"github.com/sluicehq/sluice/source/kafka"
+	"github.com/sluicehq/sluice/source/catalog"
 )
 
 // Check is everything that can be known about spec before anything is
@@ -100,19 +100,11 @@ func Check(spec query.Spec) error {
 	return scheduler.CheckProductionCheckpoint(&s, objstore.IsObjectStore(s.CheckpointLocation))
 }
 
-// CheckSpec is the part of Check that reads nothing: Validate, then the
-// Kafka client options (kafka.Validate), which Validate leaves to the
-// source. driver explain refuses a spec on exactly these errors.
+// CheckSpec is the part of Check that reads nothing: the one validation
+// of the spec, its source's options included (catalog.Validate). driver
+// explain refuses a spec on exactly these errors.
 func CheckSpec(spec query.Spec) error {
-	if err := spec.Validate(); err != nil {
-		return err
-	}
-	if k := spec.Source.Kafka; k != nil {
-		if err := kafka.Validate(*k); err != nil {
-			return err
-		}
-	}
-	return nil
+	return catalog.Validate(spec)
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -30,9 +30,7 @@ import (
 	"github.com/sluicehq/sluice/sink/jsonbatches"
 	"github.com/sluicehq/sluice/sink/parquet"
 	"github.com/sluicehq/sluice/source"
-	"github.com/sluicehq/sluice/source/file"
-	"github.com/sluicehq/sluice/source/generator"
-	"github.com/sluicehq/sluice/source/kafka"
+	"github.com/sluicehq/sluice/source/catalog"
 	"github.com/sluicehq/sluice/statestore"
 )
 
@@ -84,10 +82,10 @@ type Options struct {
 	// databases (a cache); empty means a temporary directory removed on
 	// Close.
 	StateDir string
-	// KafkaClients, if set, is the process's Kafka client cache: queries
+	// SharedClients, if set, is the process's source client cache: queries
 	// reading the same Kafka cluster with the same connection settings
 	// share a client (nil: one client per query).
-	KafkaClients *kafka.Clients
+	SharedClients *source.Shared
 	// StateMemoryLimit, when set, bounds the in-memory state provider's
 	// state (shared by every query of the process that uses it): a batch
 	// past it fails with statestore.ErrMemoryLimit, whose message says to
@@ -330,43 +328,15 @@ func Build(ctx context.Context, spec query.Spec, opts Options) (_ *Job, err erro
 	return j, nil
 }
 
-// openSource opens the spec's source.
+// openSource opens the spec's source through the catalog.
 func openSource(ctx context.Context, spec *query.Spec, opts Options) (source.Source, error) {
-	switch {
-	case spec.Source.File != nil:
-		path := spec.Source.File.Path
-		if !objstore.IsObjectStore(path) {
-			u, err := objstore.ParseURI(path)
-			if err != nil {
-				return nil, fmt.Errorf("source.file.path: %w", err)
-			}
-			if fi, err := os.Stat(u.Path); err != nil || !fi.IsDir() {
-				return nil, fmt.Errorf("source.file.path %q: not a readable directory", path)
-			}
-		}
-		st, err := opts.open(ctx, RoleSource, path)
-		if err != nil {
-			return nil, fmt.Errorf("open source.file.path: %w", err)
-		}
-		src := file.New(st, *spec.Source.File, opts.Logger)
-		if dir := spec.Source.File.SourceArchiveDir; dir != "" && spec.Source.File.CleanSource == query.CleanSourceArchive {
-			ast, err := opts.open(ctx, RoleSource, dir)
-			if err != nil {
-				return nil, fmt.Errorf("open source.file.sourceArchiveDir: %w", err)
-			}
-			src.SetArchive(ast)
-		}
-		return src, nil
-	case spec.Source.Generator != nil:
-		return generator.New(*spec.Source.Generator), nil
-	case spec.Source.Kafka != nil:
-		src, err := kafka.New(kafka.Config{Kafka: *spec.Source.Kafka, Logger: opts.Logger, Clients: opts.KafkaClients})
-		if err != nil {
-			return nil, fmt.Errorf("source.kafka: %w", err)
-		}
-		return src, nil
-	}
-	return nil, fmt.Errorf("source: none configured")
+	return catalog.Open(ctx, spec, source.Env{
+		Logger: opts.Logger,
+		OpenStore: func(ctx context.Context, uri string) (objstore.Store, error) {
+			return opts.open(ctx, RoleSource, uri)
+		},
+		Shared: opts.SharedClients,
+	})
 }
 
 // Run runs the job in this process until its trigger stops or ctx ends.

@@ -230,11 +230,11 @@ func TestKafkaRecordColumnsAreAvailable(t *testing.T) {
 	spec.Watermark, spec.Aggregate = nil, nil
 	spec.Source.Schema = []query.Field{
 		{Name: "v", Type: "long"},
-		{Name: "k", Type: "string", From: query.FromKafkaKey},
-		{Name: "t", Type: "string", From: query.FromKafkaTopic},
-		{Name: "p", Type: "long", From: query.FromKafkaPartition},
-		{Name: "o", Type: "long", From: query.FromKafkaOffset},
-		{Name: "ts", Type: "timestamp", From: query.FromKafkaTimestamp},
+		{Name: "k", Type: "string", From: "kafka.key"},
+		{Name: "t", Type: "string", From: "kafka.topic"},
+		{Name: "p", Type: "long", From: "kafka.partition"},
+		{Name: "o", Type: "long", From: "kafka.offset"},
+		{Name: "ts", Type: "timestamp", From: "kafka.timestamp"},
 	}
 	spec.Sink = query.Sink{Parquet: &query.ParquetSink{Path: filepath.Join(dir, "out")}}
 	run(t, spec, engine.Options{})

@@ -4,11 +4,13 @@ import (
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
 	"github.com/sluicehq/sluice/source"
+	"github.com/sluicehq/sluice/source/catalog"
 )
 
 // recordDecoder turns a source record into a row of the declared schema:
 // columns without From are decoded from the record's JSON value; columns
-// with From take the record's own Kafka columns.
+// with From take the record's metadata column of that name (the source
+// kind's MetaColumns, e.g. Kafka's key or partition).
 type recordDecoder struct {
 	dec      *row.Decoder
 	valueIdx []int // row position of each decoded value column
@@ -17,15 +19,17 @@ type recordDecoder struct {
 }
 
 type metaCol struct {
-	idx  int
-	from string
+	idx  int // row position
+	meta int // index in the source kind's MetaColumns
 }
 
 func newRecordDecoder(s *query.Spec) *recordDecoder {
 	d := &recordDecoder{}
 	for i, f := range s.Source.Schema {
 		if f.From != "" {
-			d.meta = append(d.meta, metaCol{idx: i, from: f.From})
+			// Validation resolved every from against the source's kind.
+			m, _, _ := catalog.MetaColumn(&s.Source, f.From)
+			d.meta = append(d.meta, metaCol{idx: i, meta: m})
 			continue
 		}
 		d.valueIdx = append(d.valueIdx, i)
@@ -71,19 +75,8 @@ func (d *recordDecoder) decode(rec *source.Record, dst row.Row) (row.Row, error)
 	}
 	for _, m := range d.meta {
 		var v row.Value
-		switch m.from {
-		case query.FromKafkaKey:
-			if rec.Key != nil {
-				v = row.StringValue(string(rec.Key))
-			}
-		case query.FromKafkaTopic:
-			v = row.StringValue(rec.Topic)
-		case query.FromKafkaPartition:
-			v = row.LongValue(int64(rec.Partition))
-		case query.FromKafkaOffset:
-			v = row.LongValue(rec.Offset)
-		case query.FromKafkaTimestamp:
-			v = row.TimestampValue(rec.Timestamp)
+		if rec.Meta != nil {
+			v = rec.Meta.Column(m.meta)
 		}
 		dst[m.idx] = v
 	}

@@ -8,12 +8,13 @@ import (
 
 	"github.com/sluicehq/sluice/agg"
 	"github.com/sluicehq/sluice/query"
+	"github.com/sluicehq/sluice/source/catalog"
 )
 
 // Plan validates spec (the same Validate run uses, so a wrong spec gets
 // the same *query.ValidationError) and returns its incremental plan.
 func Plan(spec query.Spec) (string, error) {
-	if err := spec.Validate(); err != nil {
+	if err := catalog.Validate(spec); err != nil {
 		return "", err
 	}
 	s := spec.WithDefaults()
@@ -124,77 +125,8 @@ func (p *planner) join(j *query.Join) node {
 }
 
 func (p *planner) source() node {
-	s := p.s
-	switch {
-	case s.Source.Kafka != nil:
-		k := s.Source.Kafka
-		topics := "subscribe " + k.Subscribe
-		switch {
-		case k.SubscribePattern != "":
-			topics = "subscribePattern " + k.SubscribePattern
-		case k.Assign != "":
-			topics = "assign " + k.Assign
-		}
-		starting := k.StartingOffsets
-		if starting == "" {
-			starting = "latest"
-		}
-		n := node{title: fmt.Sprintf("KafkaSource [%s] bootstrapServers %s", topics, k.BootstrapServers)}
-		n.detail = append(n.detail,
-			fmt.Sprintf("start: the checkpoint's last offsets; startingOffsets %s only when the checkpoint has none", starting),
-			"plan: read each partition's latest offset, the batch is [last end, latest) per partition, logged in offsets/N before any task runs")
-		if k.MaxOffsetsPerTrigger > 0 {
-			n.detail = append(n.detail, fmt.Sprintf("cap: maxOffsetsPerTrigger %d records per batch, split over partitions in proportion to their backlog (Spark's rateLimit)", k.MaxOffsetsPerTrigger))
-		} else {
-			n.detail = append(n.detail, "cap: none (maxOffsetsPerTrigger unset): a batch takes every record available when it is planned")
-		}
-		if k.MinPartitions > 0 {
-			n.detail = append(n.detail, fmt.Sprintf("tasks: one per topic-partition range, ranges split until there are at least minPartitions %d", k.MinPartitions))
-		} else {
-			n.detail = append(n.detail, "tasks: one per topic-partition range")
-		}
-		if k.FailsOnDataLoss() {
-			n.detail = append(n.detail, "failOnDataLoss true: an offset the checkpoint needs that the broker no longer has stops the query, naming topic, partition and offsets")
-		} else {
-			n.detail = append(n.detail, "failOnDataLoss false: offsets the broker no longer has are skipped with a warning")
-		}
-		if k.CommitOffsetsToGroup != "" {
-			n.detail = append(n.detail, fmt.Sprintf("after each commit, offsets are published to consumer group %s for display (never read back)", k.CommitOffsetsToGroup))
-		}
-		return n
-	case s.Source.File != nil:
-		f := s.Source.File
-		n := node{title: fmt.Sprintf("FileSource %s (JSON lines)", f.Path)}
-		n.detail = append(n.detail,
-			"plan: list the directory, take the files not taken yet; each batch's files are recorded in offsets/N so a re-run reads the same files",
-			"names starting with . or _ are not data")
-		if f.MaxFilesPerTrigger > 0 {
-			n.detail = append(n.detail, fmt.Sprintf("cap: maxFilesPerTrigger %d files per batch", f.MaxFilesPerTrigger))
-		} else {
-			n.detail = append(n.detail, "cap: none (maxFilesPerTrigger unset): a batch takes every new file")
-		}
-		if f.FullListingInterval > 0 {
-			n.detail = append(n.detail, fmt.Sprintf("listing: the whole directory every %v (fullListingInterval); triggers between list from the directory of the newest file taken, so a file landing in an older directory waits for the next full listing", f.FullListingInterval.D()))
-		}
-		n.detail = append(n.detail, "tasks: one per file")
-		return n
-	default:
-		g := s.Source.Generator
-		n := node{title: fmt.Sprintf("GeneratorSource rowsPerSecond %d, seed %d", g.RowsPerSecond, g.Seed)}
-		n.detail = append(n.detail, "plan: the offset is a row number; the rows due by wall time since the start (deterministic from the seed)")
-		if g.Rows > 0 {
-			n.detail = append(n.detail, fmt.Sprintf("stops after %d rows", g.Rows))
-		}
-		if g.LateFraction > 0 {
-			n.detail = append(n.detail, fmt.Sprintf("lateFraction %g of the rows get an event time older than the watermark would accept", g.LateFraction))
-		}
-		if g.MaxRowsPerTrigger > 0 {
-			n.detail = append(n.detail, fmt.Sprintf("cap: maxRowsPerTrigger %d rows per batch", g.MaxRowsPerTrigger))
-		} else {
-			n.detail = append(n.detail, "cap: none (maxRowsPerTrigger unset)")
-		}
-		return n
-	}
+	e := catalog.Explain(&p.s.Source)
+	return node{title: e.Title, detail: e.Detail}
 }
 
 func (p *planner) decode() node {
@@ -414,14 +346,8 @@ func (p *planner) numbers() [][2]string {
 }
 
 func (p *planner) cap() string {
-	src := p.s.Source
-	switch {
-	case src.Kafka != nil && src.Kafka.MaxOffsetsPerTrigger > 0:
-		return fmt.Sprintf("%d records (maxOffsetsPerTrigger)", src.Kafka.MaxOffsetsPerTrigger)
-	case src.File != nil && src.File.MaxFilesPerTrigger > 0:
-		return fmt.Sprintf("%d files (maxFilesPerTrigger)", src.File.MaxFilesPerTrigger)
-	case src.Generator != nil && src.Generator.MaxRowsPerTrigger > 0:
-		return fmt.Sprintf("%d rows (maxRowsPerTrigger)", src.Generator.MaxRowsPerTrigger)
+	if c := catalog.Explain(&p.s.Source).Cap; c != "" {
+		return c
 	}
 	return "none"
 }

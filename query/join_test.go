@@ -23,7 +23,7 @@ func TestJoinValidation(t *testing.T) {
 		return &Join{Path: "m", Keys: []string{"lesson_id"}, Columns: []JoinColumn{{Name: "module", Type: "string"}}}
 	}
 	s := joinTestSpec(Update, ok())
-	if err := s.Validate(); err != nil {
+	if err := s.Validate(coreSources{}); err != nil {
 		t.Fatalf("a join in update mode grouping by a joined column: %v", err)
 	}
 	if got := s.InputSchema(); len(got) != 4 || got[3].Name != "module" {
@@ -49,7 +49,7 @@ func TestJoinValidation(t *testing.T) {
 		j := ok()
 		c.edit(j)
 		s := joinTestSpec(c.mode, j)
-		err := s.Validate()
+		err := s.Validate(coreSources{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err %v, want %q", c.name, err, c.want)
 		}

@@ -126,31 +126,15 @@ type Source struct {
 
 // Field is one column of the declared schema. Nullable defaults to true.
 // From says where the value comes from: empty for a key of the record's
-// JSON value, or one of the Kafka record's own columns (FromKafkaKey, ...),
-// as Spark's Kafka source exposes them.
+// JSON value, or the name of one of the record's metadata columns its
+// source kind offers (source.Kind.MetaColumns: kafka.key, kafka.topic,
+// kafka.partition, kafka.offset, kafka.timestamp, as Spark's Kafka source
+// exposes them).
 type Field struct {
 	Name     string `json:"name"`
 	Type     string `json:"type"`
 	Nullable *bool  `json:"nullable,omitempty"`
 	From     string `json:"from,omitempty"`
-}
-
-// Kafka record columns a schema field can take with From, and their types.
-const (
-	FromKafkaKey       = "kafka.key"
-	FromKafkaTopic     = "kafka.topic"
-	FromKafkaPartition = "kafka.partition"
-	FromKafkaOffset    = "kafka.offset"
-	FromKafkaTimestamp = "kafka.timestamp"
-)
-
-// KafkaColumnTypes maps each From value to the type its column must have.
-var KafkaColumnTypes = map[string]string{
-	FromKafkaKey:       "string",
-	FromKafkaTopic:     "string",
-	FromKafkaPartition: "long",
-	FromKafkaOffset:    "long",
-	FromKafkaTimestamp: "timestamp",
 }
 
 // IsNullable reports the field's nullability (default true).

@@ -1,10 +1,7 @@
 package query
 
 import (
-	"encoding/json"
 	"fmt"
-	"math"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -77,20 +74,36 @@ const (
 )
 
 var (
-	nameRE  = regexp.MustCompile(`^[a-z0-9-]+$`)
-	topicRE = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
+	nameRE = regexp.MustCompile(`^[a-z0-9-]+$`)
 )
+
+// Sources is what Validate needs of the source kinds, which live in
+// packages that import this one; package source/catalog implements it
+// (catalog.Validate is Validate with it).
+type Sources interface {
+	// Check returns the problems of the spec's source section: exactly one
+	// kind set, and that kind's own options (each kind checks them once).
+	Check(s *Spec) []Problem
+	// FixedSchema returns the name of src's kind and the columns it emits
+	// itself (the generator's), nil when the query declares the schema.
+	FixedSchema(src *Source) (kind string, schema []Field)
+	// MetaColumn returns the type of the record metadata column name (a
+	// schema entry's from:) for src, or the rule it breaks.
+	MetaColumn(src *Source, name string) (typ, problem string)
+}
 
 // Validate checks the whole spec once, with defaults applied (WithDefaults),
 // and returns nil or a *ValidationError listing every problem: required
 // fields, value ranges, columns that do not exist or have the wrong type,
-// and the combinations Spark's unsupported-operation checker refuses
-// (docs/semantics.md, "Emit and evict per output mode" and "Watermark": a negative delay, append
-// without a watermarked window, complete without an aggregation, the Parquet
-// sink outside append, exact distinct counts, a bad watermark column). It does not change s.
-func (s *Spec) Validate() error {
+// the source's own options (through src), and the combinations Spark's
+// unsupported-operation checker refuses (docs/semantics.md, "Watermark" and
+// "Emit and evict per output mode": a negative delay, append without a
+// watermarked window, complete without an aggregation, the Parquet sink
+// outside append, exact distinct counts, a bad watermark column). It does
+// not change s.
+func (s *Spec) Validate(src Sources) error {
 	d := s.WithDefaults()
-	v := &validator{s: &d, cols: map[string]row.Kind{}, badCols: map[string]bool{}}
+	v := &validator{s: &d, src: src, cols: map[string]row.Kind{}, badCols: map[string]bool{}}
 	v.name()
 	v.source()
 	v.watermark()
@@ -107,6 +120,7 @@ func (s *Spec) Validate() error {
 
 type validator struct {
 	s        *Spec
+	src      Sources
 	problems []Problem
 	// cols holds the well-formed schema columns; badCols the declared ones
 	// whose type is wrong (already reported, so not reported again).
@@ -161,63 +175,8 @@ func (v *validator) name() {
 }
 
 func (v *validator) source() {
-	src := v.s.Source
-	var set []string
-	if src.Kafka != nil {
-		set = append(set, "kafka")
-	}
-	if src.File != nil {
-		set = append(set, "file")
-	}
-	if src.Generator != nil {
-		set = append(set, "generator")
-	}
-	switch len(set) {
-	case 0:
-		v.add("source", "", "required: set exactly one of kafka, file or generator")
-	case 1:
-	default:
-		v.add("source", strings.Join(set, ", "), "sets more than one source: set exactly one of kafka, file or generator")
-	}
-	if src.Kafka != nil {
-		v.kafka(src.Kafka)
-	}
-	if f := src.File; f != nil {
-		if f.Path == "" {
-			v.add("source.file.path", "", "required: the directory (or URI) the JSON-lines files land in")
-		}
-		if f.MaxFilesPerTrigger < 0 {
-			v.add("source.file.maxFilesPerTrigger", strconv.Itoa(f.MaxFilesPerTrigger), "must be >= 0 (0 means no cap)")
-		}
-		if f.MaxFileAge < 0 {
-			v.add("source.file.maxFileAge", f.MaxFileAge.D().String(), "must be positive (default 7d): files older than this, relative to the newest file, are ignored")
-		}
-		switch {
-		case f.FullListingInterval < 0:
-			v.add("source.file.fullListingInterval", f.FullListingInterval.D().String(), "must be positive (0, the default, lists the whole directory at every trigger)")
-		case f.FullListingInterval > 0 && !(f.LatestFirst && f.MaxFilesPerTrigger > 0) && f.FullListingInterval.D() >= f.FileAge():
-			v.add("source.file.fullListingInterval", f.FullListingInterval.D().String(), "must be less than maxFileAge (%s): a late file in an older directory is found only at the next full listing, and must still be within maxFileAge then", f.FileAge())
-		}
-		switch f.CleanSource {
-		case "", CleanSourceOff, CleanSourceDelete:
-			if f.SourceArchiveDir != "" {
-				v.add("source.file.sourceArchiveDir", f.SourceArchiveDir, "is only used with cleanSource: archive")
-			}
-		case CleanSourceArchive:
-			switch {
-			case f.SourceArchiveDir == "":
-				v.add("source.file.sourceArchiveDir", "", "required with cleanSource: archive: the directory consumed files are moved to")
-			case f.Path != "" && underDir(f.SourceArchiveDir, f.Path):
-				v.add("source.file.sourceArchiveDir", f.SourceArchiveDir, "must not be inside source.file.path %q: archived files would be read again", f.Path)
-			}
-		default:
-			v.add("source.file.cleanSource", f.CleanSource, "must be off, delete or archive")
-		}
-	}
-	if src.Generator != nil {
-		v.generator(src.Generator)
-	}
-	if src.Format != DefaultFormat {
+	v.problems = append(v.problems, v.src.Check(v.s)...)
+	if src := v.s.Source; src.Format != DefaultFormat {
 		v.add("source.format", src.Format, "is not supported: Sluice reads JSON lines only; use format json")
 	}
 	v.schema()
@@ -229,10 +188,11 @@ func (v *validator) schema() {
 		v.add("source.schema", "", "required: list the columns, e.g. - {name: event_time, type: timestamp}")
 		return
 	}
+	kind, fixed := v.src.FixedSchema(&src)
 	var gen map[string]string
-	if src.Generator != nil {
+	if fixed != nil {
 		gen = map[string]string{}
-		for _, f := range GeneratorSchema() {
+		for _, f := range fixed {
 			gen[f.Name] = f.Type
 		}
 	}
@@ -259,14 +219,10 @@ func (v *validator) schema() {
 			continue
 		}
 		if f.From != "" {
-			want, known := KafkaColumnTypes[f.From]
+			want, problem := v.src.MetaColumn(&src, f.From)
 			switch {
-			case !known:
-				v.add(p+".from", f.From, "is not a record column: use kafka.key, kafka.topic, kafka.partition, kafka.offset or kafka.timestamp, or omit it to read the JSON value")
-				v.badCols[f.Name] = true
-				continue
-			case src.Kafka == nil:
-				v.add(p+".from", f.From, "needs source.kafka: only Kafka records have these columns")
+			case problem != "":
+				v.add(p+".from", f.From, "%s", problem)
 				v.badCols[f.Name] = true
 				continue
 			case want != f.Type:
@@ -279,11 +235,11 @@ func (v *validator) schema() {
 			gt, isGen := gen[f.Name]
 			switch {
 			case !isGen:
-				v.add(p+".name", f.Name, "is not a column the generator emits: it emits event_id, course_id, lesson_id and event_time (omit source.schema to take them all)")
+				v.add(p+".name", f.Name, "is not a column the %s emits: it emits %s (omit source.schema to take them all)", kind, columnNames(fixed))
 				v.badCols[f.Name] = true
 				continue
 			case gt != f.Type:
-				v.add(p+".type", f.Type, "does not match the generator: it emits %s as %s", f.Name, gt)
+				v.add(p+".type", f.Type, "does not match the %s: it emits %s as %s", kind, f.Name, gt)
 				v.badCols[f.Name] = true
 				continue
 			}
@@ -307,161 +263,6 @@ func typeHint(t string) string {
 		return " (write string)"
 	}
 	return ""
-}
-
-func (v *validator) kafka(k *KafkaSource) {
-	const p = "source.kafka."
-	if strings.TrimSpace(k.BootstrapServers) == "" {
-		v.add(p+"bootstrapServers", "", "required: host:port of the brokers, comma-separated")
-	} else {
-		for _, b := range strings.Split(k.BootstrapServers, ",") {
-			if strings.TrimSpace(b) == "" {
-				v.add(p+"bootstrapServers", k.BootstrapServers, "has an empty entry: write host:port[,host:port...]")
-				break
-			}
-		}
-	}
-	var subs []string
-	if k.Subscribe != "" {
-		subs = append(subs, "subscribe")
-	}
-	if k.SubscribePattern != "" {
-		subs = append(subs, "subscribePattern")
-	}
-	if k.Assign != "" {
-		subs = append(subs, "assign")
-	}
-	switch len(subs) {
-	case 0:
-		v.add("source.kafka", "", "names no topics: set exactly one of subscribe, subscribePattern or assign")
-	case 1:
-	default:
-		v.add("source.kafka", strings.Join(subs, ", "), "sets more than one subscription: set exactly one of subscribe, subscribePattern or assign")
-	}
-	var topics map[string]bool
-	if k.Subscribe != "" {
-		topics = map[string]bool{}
-		for _, t := range strings.Split(k.Subscribe, ",") {
-			t = strings.TrimSpace(t)
-			if !topicRE.MatchString(t) {
-				v.add(p+"subscribe", k.Subscribe, "has an invalid topic name %q: a topic name is 1-249 of a-z A-Z 0-9 . _ -; separate topics with commas", t)
-				continue
-			}
-			topics[t] = true
-		}
-	}
-	var pattern *regexp.Regexp
-	if k.SubscribePattern != "" {
-		re, err := regexp.Compile(k.SubscribePattern)
-		if err != nil {
-			v.add(p+"subscribePattern", k.SubscribePattern, "is not a valid regular expression: %v", err)
-		} else {
-			pattern = re
-		}
-	}
-	var assigned map[string][]int64
-	if k.Assign != "" {
-		if err := json.Unmarshal([]byte(k.Assign), &assigned); err != nil || len(assigned) == 0 {
-			v.add(p+"assign", k.Assign, `is not a JSON map of topic to partitions, e.g. {"learning.progress":[0,1]}`)
-			assigned = nil
-		}
-		for _, t := range sortedKeysOf(assigned) {
-			if !topicRE.MatchString(t) {
-				v.add(p+"assign", k.Assign, "has an invalid topic name %q", t)
-			}
-			for _, part := range assigned[t] {
-				if part < 0 || part > math.MaxInt32 {
-					v.add(p+"assign", k.Assign, "has partition %d of topic %s: partitions are 0 or more", part, t)
-				}
-			}
-		}
-	}
-	v.startingOffsets(k, topics, pattern, assigned)
-	if k.MaxOffsetsPerTrigger < 0 {
-		v.add(p+"maxOffsetsPerTrigger", strconv.FormatInt(k.MaxOffsetsPerTrigger, 10), "must be >= 0 (0 means no cap)")
-	}
-	if k.MinPartitions < 0 {
-		v.add(p+"minPartitions", strconv.Itoa(k.MinPartitions), "must be >= 0 (0 means one task per topic-partition)")
-	}
-	if k.MinOffsetsPerTask < 0 {
-		v.add(p+"minOffsetsPerTask", strconv.FormatInt(k.MinOffsetsPerTask, 10), "must be >= 0 (0 means 65536, 1 one task per topic-partition)")
-	}
-	for _, name := range sortedKeysOf(k.Options) {
-		field := p + kafkaOptionPrefix + name
-		switch name {
-		case "auto.offset.reset":
-			v.add(field, k.Options[name], "is not used: set startingOffsets (it applies only when the checkpoint has no offsets)")
-		case "enable.auto.commit":
-			v.add(field, k.Options[name], "is not used: the checkpoint is the query's cursor and offsets are never committed to Kafka as one (commitOffsetsToGroup publishes them for display)")
-		case "key.deserializer", "value.deserializer":
-			v.add(field, k.Options[name], "is not used: records are read as bytes and decoded with source.format and source.schema")
-		case "interceptor.classes":
-			v.add(field, k.Options[name], "is not supported")
-		}
-	}
-}
-
-func (v *validator) startingOffsets(k *KafkaSource, topics map[string]bool, pattern *regexp.Regexp, assigned map[string][]int64) {
-	const field = "source.kafka.startingOffsets"
-	so := k.StartingOffsets
-	if so == "" || so == "earliest" || so == "latest" {
-		return
-	}
-	var m map[string]map[string]int64
-	if err := json.Unmarshal([]byte(so), &m); err != nil || len(m) == 0 {
-		v.add(field, so, `is not earliest, latest or a JSON map of topic to partition to offset, e.g. {"learning.progress":{"0":42}}`)
-		return
-	}
-	for _, t := range sortedKeysOf(m) {
-		switch {
-		case topics != nil && !topics[t]:
-			v.add(field, so, "names topic %s, which subscribe does not list", t)
-		case pattern != nil && !pattern.MatchString(t):
-			v.add(field, so, "names topic %s, which subscribePattern does not match", t)
-		case assigned != nil && assigned[t] == nil:
-			v.add(field, so, "names topic %s, which assign does not list", t)
-		}
-		for _, ps := range sortedKeysOf(m[t]) {
-			part, err := strconv.ParseInt(ps, 10, 32)
-			if err != nil || part < 0 {
-				v.add(field, so, "has partition %q of topic %s: partitions are whole numbers, 0 or more", ps, t)
-				continue
-			}
-			if off := m[t][ps]; off < -2 {
-				v.add(field, so, "has offset %d for %s-%s: offsets are 0 or more, or -2 (earliest) or -1 (latest)", off, t, ps)
-			}
-		}
-	}
-}
-
-func (v *validator) generator(g *GeneratorSource) {
-	const p = "source.generator."
-	if g.RowsPerSecond <= 0 {
-		v.add(p+"rowsPerSecond", strconv.FormatInt(g.RowsPerSecond, 10), "must be > 0")
-	}
-	if g.Rows < 0 {
-		v.add(p+"rows", strconv.FormatInt(g.Rows, 10), "must be >= 0 (0 means unbounded)")
-	}
-	if g.Courses < 0 {
-		v.add(p+"courses", strconv.Itoa(g.Courses), "must be >= 0")
-	}
-	if math.IsNaN(g.LateFraction) || g.LateFraction < 0 || g.LateFraction > 1 {
-		v.add(p+"lateFraction", strconv.FormatFloat(g.LateFraction, 'g', -1, 64), "must be between 0 and 1")
-	}
-	if g.Jitter < 0 {
-		v.add(p+"jitter", dur(g.Jitter), "must not be negative")
-	}
-	if g.StartTime != "" {
-		if _, err := time.Parse(time.RFC3339Nano, g.StartTime); err != nil {
-			v.add(p+"startTime", g.StartTime, "is not an RFC 3339 time, e.g. 2026-01-01T00:00:00Z")
-		}
-	}
-	if g.EventTimePerRow < 0 {
-		v.add(p+"eventTimePerRow", dur(g.EventTimePerRow), "must not be negative")
-	}
-	if g.MaxRowsPerTrigger < 0 {
-		v.add(p+"maxRowsPerTrigger", strconv.FormatInt(g.MaxRowsPerTrigger, 10), "must be >= 0 (0 means no cap)")
-	}
 }
 
 // watermark checks SEMANTICS rules 4 and 18.
@@ -817,14 +618,14 @@ func sortedKeysOf[V any](m map[string]V) []string {
 	return keys
 }
 
-// underDir reports whether path is dir or inside it, comparing cleaned
-// slash paths (URIs compare as strings).
-func underDir(path, dir string) bool {
-	p := strings.TrimSuffix(strings.TrimPrefix(path, "file://"), "/") + "/"
-	d := strings.TrimSuffix(strings.TrimPrefix(dir, "file://"), "/") + "/"
-	if !strings.Contains(p, "://") {
-		p = filepath.ToSlash(filepath.Clean(p)) + "/"
-		d = filepath.ToSlash(filepath.Clean(d)) + "/"
+// columnNames lists the names of fs as "a, b and c".
+func columnNames(fs []Field) string {
+	names := make([]string, len(fs))
+	for i, f := range fs {
+		names[i] = f.Name
 	}
-	return strings.HasPrefix(p, d)
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }

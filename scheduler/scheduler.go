@@ -913,7 +913,7 @@ func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *exec
 			cfg.Logger.Warn("state budget exceeded", "query", cfg.Spec.Name, "batch", e.BatchID, "detail", sb.Message)
 		}
 	}
-	sp := SourceProgress{Description: sourceDescription(&cfg.Spec), NumInputRows: res.InputRows, InputRowsPerSecond: inRate, ProcessedRowsPerSecond: p.ProcessedRowsPerSecond}
+	sp := SourceProgress{Description: sourceDescription(cfg.Source), NumInputRows: res.InputRows, InputRowsPerSecond: inRate, ProcessedRowsPerSecond: p.ProcessedRowsPerSecond}
 	if len(e.Sources) > 0 {
 		sp.StartOffset, sp.EndOffset, sp.LatestOffset = e.Sources[0].Start, e.Sources[0].End, latest
 		if po, ok := cfg.Source.(source.ProgressOffsetter); ok {
@@ -967,16 +967,13 @@ func stateBudget(s *query.Spec, op *StateOperatorProgress) *StateBudgetProgress 
 	return sb
 }
 
-func sourceDescription(s *query.Spec) string {
-	switch {
-	case s.Source.Kafka != nil:
-		return "KafkaV2[" + s.Source.Kafka.Subscribe + s.Source.Kafka.SubscribePattern + s.Source.Kafka.Assign + "]"
-	case s.Source.File != nil:
-		return "FileStreamSource[" + s.Source.File.Path + "]"
-	case s.Source.Generator != nil:
-		return "Generator[seed=" + strconv.FormatInt(s.Source.Generator.Seed, 10) + "]"
+// sourceDescription is progress's sources[].description: what the source
+// says of itself (source.Describer), else its Go type.
+func sourceDescription(src source.Source) string {
+	if d, ok := src.(source.Describer); ok {
+		return d.Description()
 	}
-	return ""
+	return fmt.Sprintf("%T", src)
 }
 
 func sinkDescription(s *query.Spec) string {

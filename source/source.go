@@ -1,6 +1,8 @@
 // Package source defines how the driver plans offset ranges and how map
-// tasks read them. Implementations live in sub-packages: file, generator,
-// kafka.
+// tasks read them, and (kind.go) the seam every kind of source plugs into:
+// its options' validation, its record metadata columns, its part of driver
+// explain and how it is opened. Implementations live in sub-packages:
+// file, generator, kafka; source/catalog lists them.
 //
 // Offsets are JSON documents owned by each source (Spark's
 // {"topic":{"0":42}} for Kafka). They are written verbatim into offsets/N,
@@ -33,7 +35,7 @@ type Split struct {
 }
 
 // Record is one input record as Read hands it to its callback. Its slices
-// are valid only during the callback.
+// and Meta are valid only during the callback.
 type Record struct {
 	// Value is the payload, one JSON document.
 	Value []byte
@@ -42,12 +44,9 @@ type Record struct {
 	// reports.
 	Part   string
 	Offset int64
-	// Kafka columns; zero for other sources.
-	Key       []byte
-	Topic     string
-	Partition int32
-	// Timestamp is the broker timestamp, microseconds since the epoch.
-	Timestamp int64
+	// Meta gives the record's metadata columns (Kind.MetaColumns), nil for
+	// sources whose records have none.
+	Meta Metadata
 }
 
 // Source plans offset ranges and reads them.

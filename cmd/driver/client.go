@@ -26,6 +26,7 @@ import (
 	"github.com/sluicehq/sluice/proto/sluicepb"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/scheduler"
+	"github.com/sluicehq/sluice/source/catalog"
 )
 
 // Exit codes of the client commands.
@@ -200,7 +201,7 @@ func loadSpec(file string) ([]byte, query.Spec, error) {
 	}
 	spec, err := query.Load(file)
 	if err == nil {
-		err = spec.Validate()
+		err = catalog.Validate(spec)
 	}
 	if err != nil {
 		return nil, query.Spec{}, &cliError{code: exitUsage, msg: err.Error()}

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -67,36 +67,49 @@ type splitDesc struct {
 }
 
 // Validate reports every option that is out of range, naming the field,
-// the value and the rule.
+// the value and the rule, as a *query.ValidationError. It is the one check
+// of these options: the query validator gets the same problems through
+// Kind.
 func Validate(opts query.GeneratorSource) error {
-	var errs []error
-	if opts.RowsPerSecond <= 0 {
-		errs = append(errs, fmt.Errorf("generator rowsPerSecond %d: must be greater than 0", opts.RowsPerSecond))
+	if problems := check(opts); len(problems) > 0 {
+		return &query.ValidationError{Problems: problems}
 	}
-	if opts.Rows < 0 {
-		errs = append(errs, fmt.Errorf("generator rows %d: must be 0 (unbounded) or more", opts.Rows))
+	return nil
+}
+
+func check(g query.GeneratorSource) []query.Problem {
+	const p = "source.generator."
+	var problems []query.Problem
+	add := func(field, value, rule string) {
+		problems = append(problems, query.Problem{Field: p + field, Value: value, Rule: rule})
 	}
-	if opts.Courses < 0 {
-		errs = append(errs, fmt.Errorf("generator courses %d: must be 0 (default %d) or more", opts.Courses, DefaultCourses))
+	if g.RowsPerSecond <= 0 {
+		add("rowsPerSecond", strconv.FormatInt(g.RowsPerSecond, 10), "must be > 0")
 	}
-	if !(opts.LateFraction >= 0 && opts.LateFraction <= 1) {
-		errs = append(errs, fmt.Errorf("generator lateFraction %v: must be between 0 and 1", opts.LateFraction))
+	if g.Rows < 0 {
+		add("rows", strconv.FormatInt(g.Rows, 10), "must be >= 0 (0 means unbounded)")
 	}
-	if opts.Jitter < 0 {
-		errs = append(errs, fmt.Errorf("generator jitter %v: must not be negative", opts.Jitter.D()))
+	if g.Courses < 0 {
+		add("courses", strconv.Itoa(g.Courses), "must be >= 0")
 	}
-	if opts.EventTimePerRow < 0 {
-		errs = append(errs, fmt.Errorf("generator eventTimePerRow %v: must not be negative", opts.EventTimePerRow.D()))
+	if math.IsNaN(g.LateFraction) || g.LateFraction < 0 || g.LateFraction > 1 {
+		add("lateFraction", strconv.FormatFloat(g.LateFraction, 'g', -1, 64), "must be between 0 and 1")
 	}
-	if opts.MaxRowsPerTrigger < 0 {
-		errs = append(errs, fmt.Errorf("generator maxRowsPerTrigger %d: must be 0 (no cap) or more", opts.MaxRowsPerTrigger))
+	if g.Jitter < 0 {
+		add("jitter", g.Jitter.D().String(), "must not be negative")
 	}
-	if opts.StartTime != "" {
-		if _, err := time.Parse(time.RFC3339Nano, opts.StartTime); err != nil {
-			errs = append(errs, fmt.Errorf("generator startTime %q: must be an RFC 3339 time such as %s", opts.StartTime, DefaultStartTime))
+	if g.StartTime != "" {
+		if _, err := time.Parse(time.RFC3339Nano, g.StartTime); err != nil {
+			add("startTime", g.StartTime, "is not an RFC 3339 time, e.g. 2026-01-01T00:00:00Z")
 		}
 	}
-	return errors.Join(errs...)
+	if g.EventTimePerRow < 0 {
+		add("eventTimePerRow", g.EventTimePerRow.D().String(), "must not be negative")
+	}
+	if g.MaxRowsPerTrigger < 0 {
+		add("maxRowsPerTrigger", strconv.FormatInt(g.MaxRowsPerTrigger, 10), "must be >= 0 (0 means no cap)")
+	}
+	return problems
 }
 
 // Source generates course events. It is safe for concurrent use.

@@ -282,7 +282,7 @@ func TestInvalidOptionsAreReportedByEveryMethod(t *testing.T) {
 	if err == nil {
 		t.Fatal("want an error")
 	}
-	for _, part := range []string{"rowsPerSecond 0", "lateFraction 1.5", `startTime "tomorrow"`} {
+	for _, part := range []string{"source.generator.rowsPerSecond: 0", "source.generator.lateFraction: 1.5", `source.generator.startTime: "tomorrow"`} {
 		if !strings.Contains(err.Error(), part) {
 			t.Errorf("error %q does not mention %s", err, part)
 		}

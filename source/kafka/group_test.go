@@ -289,8 +289,8 @@ func TestBatchOverManyPartitionsOpensFewConnectionsAndReadsExactRanges(t *testin
 						}
 						var last TopicPartition
 						errs[w] = s.Read(ctx, splits[i], func(r *source.Record) error {
-							tp := TopicPartition{r.Topic, r.Partition}
-							if want := fmt.Sprintf(`{"p":%d,"i":%d}`, r.Partition, r.Offset); string(r.Value) != want || r.Part != tp.String() {
+							tp := TopicPartition{recTopic(r), recPartition(r)}
+							if want := fmt.Sprintf(`{"p":%d,"i":%d}`, recPartition(r), r.Offset); string(r.Value) != want || r.Part != tp.String() {
 								return fmt.Errorf("record %s@%d is %s", r.Part, r.Offset, r.Value)
 							}
 							mu.Lock()
@@ -333,7 +333,7 @@ func TestSourcesWithTheSameSettingsShareOneClientUntilTheLastCloses(t *testing.T
 	for p := int32(0); p < partitions; p++ {
 		c.ProduceN("events", p, 20, kafkatest.Value)
 	}
-	clients := NewClients()
+	clients := source.NewShared()
 	k := query.KafkaSource{BootstrapServers: c.Addr, Subscribe: "events", StartingOffsets: "earliest"}
 	other := k
 	other.Options = map[string]string{"client.id": "another-app"}

@@ -28,9 +28,12 @@ type Config struct {
 	// discards them.
 	Logger *slog.Logger
 	// Clients, if set, is the process's client cache: sources with the
-	// same connection settings share one client (see Clients). Nil gives
-	// the source a client of its own.
-	Clients *Clients
+	// same connection settings (bootstrap servers, security protocol, SASL
+	// and TLS settings, client.id) share one client, so a process keeps one
+	// set of broker connections per Kafka cluster. Fetch settings (sizes,
+	// isolation, wait) are per request and do not split the cache. Nil
+	// gives the source a client of its own.
+	Clients *source.Shared
 	// PollTimeout bounds how long Read waits for the next record of its
 	// range before it fails, like Spark's kafkaConsumer.pollTimeoutMs.
 	// Zero means two minutes.
@@ -46,6 +49,7 @@ const maxSkipRecords = 256
 // Source is the Kafka source. Its methods are safe for concurrent use.
 type Source struct {
 	set         *settings
+	desc        string // the subscription, for Description
 	log         *slog.Logger
 	base        []kgo.Opt   // seeds, auth, TLS, logger: shared by every client
 	admin       *kgo.Client // shared with other sources when Config.Clients is set
@@ -101,7 +105,17 @@ func New(cfg Config) (*Source, error) {
 		release func()
 	)
 	if cfg.Clients != nil {
-		admin, release, err = cfg.Clients.acquire(connectionKey(set.seeds, set.client), mk)
+		var shared any
+		shared, release, err = cfg.Clients.Acquire("kafka:"+connectionKey(set.seeds, set.client), func() (any, func(), error) {
+			cl, err := mk()
+			if err != nil {
+				return nil, nil, err
+			}
+			return cl, cl.Close, nil
+		})
+		if err == nil {
+			admin = shared.(*kgo.Client)
+		}
 	} else if admin, err = mk(); err == nil {
 		release = admin.Close
 	}
@@ -114,6 +128,7 @@ func New(cfg Config) (*Source, error) {
 	}
 	s := &Source{
 		set:         set,
+		desc:        cfg.Kafka.Subscribe + cfg.Kafka.SubscribePattern + cfg.Kafka.Assign,
 		log:         log,
 		base:        base,
 		admin:       admin,

@@ -73,7 +73,7 @@ func readBatch(t *testing.T, s *Source, start, end source.Offset) []readRecord {
 	var out []readRecord
 	for _, sp := range splits {
 		err := s.Read(ctx, sp, func(r *source.Record) error {
-			out = append(out, readRecord{r.Part, r.Topic, r.Partition, r.Offset, string(r.Key), string(r.Value), r.Timestamp})
+			out = append(out, readRecord{r.Part, recTopic(r), recPartition(r), recOffsetColumn(r), recKey(r), string(r.Value), recTimestamp(r)})
 			return nil
 		})
 		if err != nil {

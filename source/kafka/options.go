@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"regexp"
 	"slices"
@@ -84,17 +85,17 @@ var supportedOptions = []string{
 	"ssl.truststore.type",
 }
 
-// Options refused with a reason, as Spark refuses them.
+// Options refused, with the rule, as Spark refuses them.
 var refusedOptions = map[string]string{
-	"group.id":                "the source never joins a consumer group; offsets live in the checkpoint (commitOffsetsToGroup publishes them for display)",
-	"auto.offset.reset":       "use startingOffsets, and failOnDataLoss for offsets that are gone",
-	"enable.auto.commit":      "the source never commits to a consumer group (see commitOffsetsToGroup)",
-	"key.deserializer":        "keys and values are read as bytes and decoded with the query's format",
-	"value.deserializer":      "keys and values are read as bytes and decoded with the query's format",
-	"interceptor.classes":     "interceptors are Java classes",
-	"ssl.key.password":        "encrypted private keys are not supported: give an unencrypted PEM key",
-	"ssl.keystore.password":   "only PEM keystores are supported, and they take no password",
-	"ssl.truststore.password": "only PEM truststores are supported, and they take no password",
+	"group.id":                "is not supported: the source never joins a consumer group; offsets live in the checkpoint (commitOffsetsToGroup publishes them for display)",
+	"auto.offset.reset":       "is not used: set startingOffsets (it applies only when the checkpoint has no offsets), and failOnDataLoss for offsets that are gone",
+	"enable.auto.commit":      "is not used: the checkpoint is the query's cursor and offsets are never committed to Kafka as one (commitOffsetsToGroup publishes them for display)",
+	"key.deserializer":        "is not used: records are read as bytes and decoded with source.format and source.schema",
+	"value.deserializer":      "is not used: records are read as bytes and decoded with source.format and source.schema",
+	"interceptor.classes":     "is not supported: interceptors are Java classes",
+	"ssl.key.password":        "is not supported: encrypted private keys are not; give an unencrypted PEM key",
+	"ssl.keystore.password":   "is not supported: only PEM keystores are, and they take no password",
+	"ssl.truststore.password": "is not supported: only PEM truststores are, and they take no password",
 }
 
 // tokenSourceHelp says where each token-based mechanism gets its
@@ -135,15 +136,36 @@ func Redacted(k query.KafkaSource) query.KafkaSource {
 
 // Validate checks the Kafka source options without contacting a broker or
 // reading files, and reports every problem it finds, each naming the
-// option, the value (never a secret) and the rule.
+// option, the value (never a secret) and the rule, as a
+// *query.ValidationError. It is the one check of these options: the query
+// validator gets the same problems through Kind.
 func Validate(k query.KafkaSource) error {
 	_, err := parse(k)
 	return err
 }
 
+// parse checks the options (Problems) and, when they hold, returns the
+// settings a Source runs with.
 func parse(k query.KafkaSource) (*settings, error) {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	s, problems := check(k)
+	if len(problems) > 0 {
+		return nil, &query.ValidationError{Problems: problems}
+	}
+	return s, nil
+}
+
+const field = "source.kafka."
+
+// topicRE is Kafka's rule for topic names.
+var topicRE = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
+
+// check parses and checks every option, returning the settings (meaningful
+// only without problems) and every problem.
+func check(k query.KafkaSource) (*settings, []query.Problem) {
+	var problems []query.Problem
+	bad := func(f, value, rule string, args ...any) {
+		problems = append(problems, query.Problem{Field: f, Value: value, Rule: fmt.Sprintf(rule, args...)})
+	}
 	s := &settings{
 		failOnLoss:    k.FailsOnDataLoss(),
 		maxPerTrigger: k.MaxOffsetsPerTrigger,
@@ -155,27 +177,27 @@ func parse(k query.KafkaSource) (*settings, error) {
 		s.minPerTask = DefaultMinOffsetsPerTask
 	}
 
-	servers := k.BootstrapServers
-	if v, ok := k.Options["bootstrap.servers"]; ok && servers == "" {
-		servers = v
-	}
-	for _, h := range strings.Split(servers, ",") {
-		if h = strings.TrimSpace(h); h != "" {
+	if strings.TrimSpace(k.BootstrapServers) == "" {
+		bad(field+"bootstrapServers", "", "required: host:port of the brokers, comma-separated")
+	} else {
+		for _, h := range strings.Split(k.BootstrapServers, ",") {
+			if h = strings.TrimSpace(h); h == "" {
+				bad(field+"bootstrapServers", k.BootstrapServers, "has an empty entry: write host:port[,host:port...]")
+				s.seeds = nil
+				break
+			}
 			s.seeds = append(s.seeds, h)
 		}
 	}
-	if len(s.seeds) == 0 {
-		bad("source.kafka.bootstrapServers is required: a comma-separated list of host:port")
-	}
 
-	modes := 0
+	var modes []string
 	if k.Subscribe != "" {
-		modes++
+		modes = append(modes, "subscribe")
 		seen := map[string]bool{}
 		for _, t := range strings.Split(k.Subscribe, ",") {
 			t = strings.TrimSpace(t)
-			if t == "" {
-				bad("source.kafka.subscribe %q: empty topic name in the comma-separated list", k.Subscribe)
+			if !topicRE.MatchString(t) {
+				bad(field+"subscribe", k.Subscribe, "has an invalid topic name %q: a topic name is 1-249 of a-z A-Z 0-9 . _ -; separate topics with commas", t)
 				continue
 			}
 			if !seen[t] {
@@ -186,111 +208,151 @@ func parse(k query.KafkaSource) (*settings, error) {
 		slices.Sort(s.topics)
 	}
 	if k.SubscribePattern != "" {
-		modes++
+		modes = append(modes, "subscribePattern")
 		// Kafka matches the whole topic name (Java's Matcher.matches).
-		re, err := regexp.Compile("^(?:" + k.SubscribePattern + ")$")
-		if err != nil {
-			bad("source.kafka.subscribePattern %q is not a valid regular expression: %v", k.SubscribePattern, err)
+		if _, err := regexp.Compile(k.SubscribePattern); err != nil {
+			bad(field+"subscribePattern", k.SubscribePattern, "is not a valid regular expression: %v", err)
+		} else {
+			s.pattern = regexp.MustCompile("^(?:" + k.SubscribePattern + ")$")
 		}
-		s.pattern = re
 	}
 	if k.Assign != "" {
-		modes++
-		var m map[string][]int32
+		modes = append(modes, "assign")
+		var m map[string][]int64
 		if err := json.Unmarshal([]byte(k.Assign), &m); err != nil || len(m) == 0 {
-			bad(`source.kafka.assign %q: want a JSON object of topic to partitions, like {"topicA":[0,1]}`, k.Assign)
+			bad(field+"assign", k.Assign, `is not a JSON map of topic to partitions, e.g. {"learning.progress":[0,1]}`)
 		} else {
 			s.assign = map[string][]int32{}
-			for t, ps := range m {
-				if t == "" || len(ps) == 0 {
-					bad("source.kafka.assign %q: topic %q needs a name and at least one partition", k.Assign, t)
+			for _, t := range slices.Sorted(maps.Keys(m)) {
+				if !topicRE.MatchString(t) {
+					bad(field+"assign", k.Assign, "has an invalid topic name %q", t)
 					continue
 				}
-				ps = slices.Clone(ps)
-				slices.Sort(ps)
-				ps = slices.Compact(ps)
-				if ps[0] < 0 {
-					bad("source.kafka.assign %q: topic %s: partition %d is negative", k.Assign, t, ps[0])
+				if len(m[t]) == 0 {
+					bad(field+"assign", k.Assign, "gives topic %s no partition: list at least one", t)
+					continue
 				}
-				s.assign[t] = ps
+				var ps []int32
+				for _, p := range m[t] {
+					if p < 0 || p > math.MaxInt32 {
+						bad(field+"assign", k.Assign, "has partition %d of topic %s: partitions are 0 or more", p, t)
+						continue
+					}
+					ps = append(ps, int32(p))
+				}
+				slices.Sort(ps)
+				s.assign[t] = slices.Compact(ps)
 			}
 		}
 	}
-	if modes != 1 {
-		bad("source.kafka needs exactly one of subscribe, subscribePattern or assign (got %d)", modes)
+	switch len(modes) {
+	case 0:
+		bad("source.kafka", "", "names no topics: set exactly one of subscribe, subscribePattern or assign")
+	case 1:
+	default:
+		bad("source.kafka", strings.Join(modes, ", "), "sets more than one subscription: set exactly one of subscribe, subscribePattern or assign")
 	}
 
-	switch so := strings.TrimSpace(k.StartingOffsets); strings.ToLower(so) {
-	case "", "latest": // Spark's default for streaming queries
-		s.starting = "latest"
-	case "earliest":
-		s.starting = "earliest"
-	default:
-		s.starting = "specific"
-		o, err := DecodeOffsets([]byte(so))
-		if err != nil || len(o) == 0 {
-			bad(`source.kafka.startingOffsets %q: want earliest, latest or a JSON object like {"topic":{"0":42}} (-2 earliest, -1 latest)`, so)
-			break
-		}
-		s.startOffsets = o
-		for _, tp := range o.Partitions() {
-			off, _ := o.Get(tp)
-			if off < -2 {
-				bad("source.kafka.startingOffsets: %s offset %d: offsets are >= 0, or -2 for earliest, -1 for latest", tp, off)
-			}
-			switch {
-			case s.topics != nil && !slices.Contains(s.topics, tp.Topic):
-				bad("source.kafka.startingOffsets names topic %s, which is not in subscribe %q", tp.Topic, k.Subscribe)
-			case s.pattern != nil && !s.pattern.MatchString(tp.Topic):
-				bad("source.kafka.startingOffsets names topic %s, which does not match subscribePattern %q", tp.Topic, k.SubscribePattern)
-			case s.assign != nil && !slices.Contains(s.assign[tp.Topic], tp.Partition):
-				bad("source.kafka.startingOffsets names %s, which is not in assign %q", tp, k.Assign)
-			}
-		}
-		if s.assign != nil {
-			for t, ps := range s.assign {
-				for _, p := range ps {
-					if _, ok := o.Get(TopicPartition{t, p}); !ok {
-						bad("source.kafka.startingOffsets must give an offset for every assigned partition (-2 earliest, -1 latest): %s is missing", TopicPartition{t, p})
-					}
-				}
-			}
-		}
-	}
+	s.starting = startingOffsets(k, s, bad)
 
 	if k.MaxOffsetsPerTrigger < 0 {
-		bad("source.kafka.maxOffsetsPerTrigger %d must be positive (or absent for no cap)", k.MaxOffsetsPerTrigger)
+		bad(field+"maxOffsetsPerTrigger", strconv.FormatInt(k.MaxOffsetsPerTrigger, 10), "must be >= 0 (0 means no cap)")
 	}
 	if k.MinPartitions < 0 {
-		bad("source.kafka.minPartitions %d must be positive (or absent)", k.MinPartitions)
+		bad(field+"minPartitions", strconv.Itoa(k.MinPartitions), "must be >= 0 (0 means one task per topic-partition)")
 	}
 	if k.MinOffsetsPerTask < 0 {
-		bad("source.kafka.minOffsetsPerTask %d must be positive (or absent for %d)", k.MinOffsetsPerTask, DefaultMinOffsetsPerTask)
+		bad(field+"minOffsetsPerTask", strconv.FormatInt(k.MinOffsetsPerTask, 10), "must be >= 0 (0 means %d, 1 one task per topic-partition)", DefaultMinOffsetsPerTask)
 	}
 
-	c, cerrs := parseClient(k.Options)
+	c, cprobs := parseClient(k.Options)
 	s.client = c
-	errs = append(errs, cerrs...)
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return s, nil
+	problems = append(problems, cprobs...)
+	return s, problems
 }
 
-func parseClient(raw map[string]string) (clientSettings, []error) {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+// startingOffsets checks startingOffsets against the subscription in s
+// and returns "earliest", "latest" or "specific" (with s.startOffsets set).
+func startingOffsets(k query.KafkaSource, s *settings, bad func(f, value, rule string, args ...any)) string {
+	const f = field + "startingOffsets"
+	so := strings.TrimSpace(k.StartingOffsets)
+	switch strings.ToLower(so) {
+	case "", "latest": // Spark's default for streaming queries
+		return "latest"
+	case "earliest":
+		return "earliest"
+	}
+	var m map[string]map[string]int64
+	if err := json.Unmarshal([]byte(so), &m); err != nil || len(m) == 0 {
+		bad(f, so, `is not earliest, latest or a JSON map of topic to partition to offset, e.g. {"learning.progress":{"0":42}}`)
+		return "specific"
+	}
+	ok := true
+	for _, t := range slices.Sorted(maps.Keys(m)) {
+		switch {
+		case s.topics != nil && !slices.Contains(s.topics, t):
+			bad(f, so, "names topic %s, which subscribe does not list", t)
+			ok = false
+		case s.pattern != nil && !s.pattern.MatchString(t):
+			bad(f, so, "names topic %s, which subscribePattern does not match", t)
+			ok = false
+		case s.assign != nil && s.assign[t] == nil:
+			bad(f, so, "names topic %s, which assign does not list", t)
+			ok = false
+		}
+		for _, ps := range slices.Sorted(maps.Keys(m[t])) {
+			part, err := strconv.ParseInt(ps, 10, 32)
+			if err != nil || part < 0 {
+				bad(f, so, "has partition %q of topic %s: partitions are whole numbers, 0 or more", ps, t)
+				ok = false
+				continue
+			}
+			if off := m[t][ps]; off < -2 {
+				bad(f, so, "has offset %d for %s-%s: offsets are 0 or more, or -2 (earliest) or -1 (latest)", off, t, ps)
+				ok = false
+			}
+			if s.assign[t] != nil && !slices.Contains(s.assign[t], int32(part)) {
+				bad(f, so, "names %s-%d, which assign does not list", t, part)
+				ok = false
+			}
+		}
+	}
+	for _, t := range slices.Sorted(maps.Keys(s.assign)) {
+		for _, p := range s.assign[t] {
+			if _, given := m[t][strconv.Itoa(int(p))]; !given {
+				bad(f, so, "gives no offset for assigned partition %s-%d: give one for every assigned partition (-2 earliest, -1 latest)", t, p)
+				ok = false
+			}
+		}
+	}
+	if ok {
+		o, err := DecodeOffsets([]byte(so))
+		if err != nil {
+			bad(f, so, "%v", err)
+		}
+		s.startOffsets = o
+	}
+	return "specific"
+}
+
+func parseClient(raw map[string]string) (clientSettings, []query.Problem) {
+	var problems []query.Problem
 	c := clientSettings{protocol: "PLAINTEXT", verifyHostname: true}
 	opts := map[string]string{}
 	for name, v := range raw {
 		opts[strings.TrimPrefix(name, "kafka.")] = v
 	}
-	// shown is the value for messages: secrets are never shown.
-	shown := func(name string) string {
-		if secretOptions[name] {
-			return redactedValue
+	// opt is a problem with option name, its value shown unless it is a
+	// secret; all is a problem of several options together.
+	opt := func(name, rule string, args ...any) {
+		v := opts[name]
+		if secretOptions[name] || query.SecretOption(name) {
+			v = redactedValue
 		}
-		return strconv.Quote(opts[name])
+		problems = append(problems, query.Problem{Field: field + "kafka." + name, Value: v, Rule: fmt.Sprintf(rule, args...)})
+	}
+	all := func(rule string, args ...any) {
+		problems = append(problems, query.Problem{Field: "source.kafka", Rule: fmt.Sprintf(rule, args...)})
 	}
 	var unknown []string
 	for _, name := range slices.Sorted(maps.Keys(opts)) {
@@ -298,7 +360,7 @@ func parseClient(raw map[string]string) (clientSettings, []error) {
 			continue
 		}
 		if why, ok := refusedOptions[name]; ok {
-			bad("source.kafka option kafka.%s is not supported: %s", name, why)
+			opt(name, "%s", why)
 			continue
 		}
 		if !slices.Contains(supportedOptions, name) {
@@ -310,7 +372,7 @@ func parseClient(raw map[string]string) (clientSettings, []error) {
 		for i, n := range supportedOptions {
 			sup[i] = "kafka." + n
 		}
-		bad("source.kafka: unsupported Kafka client option(s) %s; supported: %s",
+		all("unsupported Kafka client option(s) %s; supported: %s",
 			strings.Join(unknown, ", "), strings.Join(sup, ", "))
 	}
 
@@ -319,7 +381,7 @@ func parseClient(raw map[string]string) (clientSettings, []error) {
 		switch c.protocol {
 		case "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL":
 		default:
-			bad("source.kafka option kafka.security.protocol %s: want PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", shown("security.protocol"))
+			opt("security.protocol", "is not a protocol: want PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
 		}
 	}
 	saslOn := strings.HasPrefix(c.protocol, "SASL_")
@@ -327,14 +389,14 @@ func parseClient(raw map[string]string) (clientSettings, []error) {
 
 	for _, name := range []string{"sasl.mechanism", "sasl.jaas.config", "sasl.username", "sasl.password", "sasl.oauthbearer.token.file"} {
 		if _, ok := opts[name]; ok && !saslOn {
-			bad("source.kafka option kafka.%s needs kafka.security.protocol SASL_PLAINTEXT or SASL_SSL (it is %s)", name, c.protocol)
+			opt(name, "needs kafka.security.protocol SASL_PLAINTEXT or SASL_SSL (it is %s)", c.protocol)
 		}
 	}
 	for _, name := range []string{"ssl.truststore.location", "ssl.truststore.certificates", "ssl.truststore.type",
 		"ssl.keystore.location", "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.keystore.type",
 		"ssl.endpoint.identification.algorithm"} {
 		if _, ok := opts[name]; ok && !tlsOn {
-			bad("source.kafka option kafka.%s needs kafka.security.protocol SSL or SASL_SSL (it is %s)", name, c.protocol)
+			opt(name, "needs kafka.security.protocol SSL or SASL_SSL (it is %s)", c.protocol)
 		}
 	}
 
@@ -343,27 +405,27 @@ func parseClient(raw map[string]string) (clientSettings, []error) {
 		switch c.mechanism {
 		case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM":
 		case "":
-			bad("source.kafka: kafka.security.protocol %s needs kafka.sasl.mechanism: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM", c.protocol)
+			opt("security.protocol", "needs kafka.sasl.mechanism: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM")
 		default:
-			bad("source.kafka option kafka.sasl.mechanism %s: want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM", shown("sasl.mechanism"))
+			opt("sasl.mechanism", "is not supported: want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM")
 		}
 		_, hasTokenFile := opts["sasl.oauthbearer.token.file"]
 		if hasTokenFile && c.mechanism != "OAUTHBEARER" {
-			bad("source.kafka option kafka.sasl.oauthbearer.token.file needs kafka.sasl.mechanism OAUTHBEARER (it is %s)", c.mechanism)
+			opt("sasl.oauthbearer.token.file", "needs kafka.sasl.mechanism OAUTHBEARER (it is %s)", c.mechanism)
 		}
 		if c.mechanism == "OAUTHBEARER" || c.mechanism == "AWS_MSK_IAM" {
 			for _, name := range []string{"sasl.jaas.config", "sasl.username", "sasl.password"} {
 				if _, ok := opts[name]; ok {
-					bad("source.kafka option kafka.%s does not apply to kafka.sasl.mechanism %s (%s)", name, c.mechanism, tokenSourceHelp[c.mechanism])
+					opt(name, "does not apply to kafka.sasl.mechanism %s (%s)", c.mechanism, tokenSourceHelp[c.mechanism])
 				}
 			}
 			switch {
 			case c.mechanism == "AWS_MSK_IAM" && c.protocol != "SASL_SSL":
-				bad("source.kafka: kafka.sasl.mechanism AWS_MSK_IAM needs kafka.security.protocol SASL_SSL (MSK serves IAM on its TLS listener)")
+				opt("sasl.mechanism", "needs kafka.security.protocol SASL_SSL (MSK serves IAM on its TLS listener)")
 			case c.mechanism == "OAUTHBEARER":
 				c.tokenFile = strings.TrimSpace(opts["sasl.oauthbearer.token.file"])
 				if c.tokenFile == "" {
-					bad("source.kafka: kafka.sasl.mechanism OAUTHBEARER needs kafka.sasl.oauthbearer.token.file (%s)", tokenSourceHelp[c.mechanism])
+					opt("sasl.mechanism", "needs kafka.sasl.oauthbearer.token.file (%s)", tokenSourceHelp[c.mechanism])
 				}
 			}
 		}
@@ -373,11 +435,11 @@ func parseClient(raw map[string]string) (clientSettings, []error) {
 		switch {
 		case c.mechanism == "OAUTHBEARER" || c.mechanism == "AWS_MSK_IAM":
 		case hasJAAS && (hasUser || hasPass):
-			bad("source.kafka: give the SASL credentials either in kafka.sasl.jaas.config or in kafka.sasl.username and kafka.sasl.password, not both")
+			all("give the SASL credentials either in kafka.sasl.jaas.config or in kafka.sasl.username and kafka.sasl.password, not both")
 		case hasJAAS:
 			module, kv, err := parseJAAS(jaas)
 			if err != nil {
-				bad("source.kafka option kafka.sasl.jaas.config (value %s): %v", redactedValue, err)
+				opt("sasl.jaas.config", "is not a JAAS login line: %v", err)
 				break
 			}
 			wantModule := "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -385,16 +447,16 @@ func parseClient(raw map[string]string) (clientSettings, []error) {
 				wantModule = "org.apache.kafka.common.security.scram.ScramLoginModule"
 			}
 			if c.mechanism != "" && module != wantModule {
-				bad("source.kafka option kafka.sasl.jaas.config uses login module %s; kafka.sasl.mechanism %s needs %s", module, c.mechanism, wantModule)
+				opt("sasl.jaas.config", "uses login module %s; kafka.sasl.mechanism %s needs %s", module, c.mechanism, wantModule)
 			}
 			c.user, c.pass = kv["username"], kv["password"]
 			if c.user == "" || c.pass == "" {
-				bad("source.kafka option kafka.sasl.jaas.config (value %s) needs username=\"...\" and password=\"...\"", redactedValue)
+				opt("sasl.jaas.config", "needs username=\"...\" and password=\"...\"")
 			}
 		default:
 			c.user, c.pass = user, pass
 			if c.user == "" || c.pass == "" {
-				bad("source.kafka: SASL needs kafka.sasl.jaas.config, or kafka.sasl.username and kafka.sasl.password")
+				all("SASL needs kafka.sasl.jaas.config, or kafka.sasl.username and kafka.sasl.password")
 			}
 		}
 	}
@@ -402,22 +464,22 @@ func parseClient(raw map[string]string) (clientSettings, []error) {
 	if tlsOn {
 		for _, name := range []string{"ssl.truststore.type", "ssl.keystore.type"} {
 			if v, ok := opts[name]; ok && !strings.EqualFold(strings.TrimSpace(v), "PEM") {
-				bad("source.kafka option kafka.%s %s: only PEM is supported (convert JKS or PKCS12 stores with keytool and openssl)", name, shown(name))
+				opt(name, "is not supported: only PEM is (convert JKS or PKCS12 stores with keytool and openssl)")
 			}
 		}
 		c.trustFile = opts["ssl.truststore.location"]
 		c.trustPEM = opts["ssl.truststore.certificates"]
 		if c.trustFile != "" && c.trustPEM != "" {
-			bad("source.kafka: give kafka.ssl.truststore.location or kafka.ssl.truststore.certificates, not both")
+			all("give kafka.ssl.truststore.location or kafka.ssl.truststore.certificates, not both")
 		}
 		c.keystoreFile = opts["ssl.keystore.location"]
 		c.certChainPEM = opts["ssl.keystore.certificate.chain"]
 		c.keyPEM = opts["ssl.keystore.key"]
 		if c.keystoreFile != "" && (c.certChainPEM != "" || c.keyPEM != "") {
-			bad("source.kafka: give kafka.ssl.keystore.location or kafka.ssl.keystore.certificate.chain with kafka.ssl.keystore.key, not both")
+			all("give kafka.ssl.keystore.location or kafka.ssl.keystore.certificate.chain with kafka.ssl.keystore.key, not both")
 		}
 		if (c.certChainPEM == "") != (c.keyPEM == "") {
-			bad("source.kafka: kafka.ssl.keystore.certificate.chain and kafka.ssl.keystore.key go together")
+			all("kafka.ssl.keystore.certificate.chain and kafka.ssl.keystore.key go together")
 		}
 		if v, ok := opts["ssl.endpoint.identification.algorithm"]; ok {
 			switch strings.ToLower(strings.TrimSpace(v)) {
@@ -425,7 +487,7 @@ func parseClient(raw map[string]string) (clientSettings, []error) {
 			case "":
 				c.verifyHostname = false
 			default:
-				bad("source.kafka option kafka.ssl.endpoint.identification.algorithm %s: want https (verify the broker host name, the default) or empty (do not)", shown("ssl.endpoint.identification.algorithm"))
+				opt("ssl.endpoint.identification.algorithm", "is not supported: want https (verify the broker host name, the default) or empty (do not)")
 			}
 		}
 	}
@@ -437,7 +499,7 @@ func parseClient(raw map[string]string) (clientSettings, []error) {
 		case "read_committed":
 			c.readCommitted = true
 		default:
-			bad("source.kafka option kafka.isolation.level %s: want read_uncommitted (the default) or read_committed", shown("isolation.level"))
+			opt("isolation.level", "is not supported: want read_uncommitted (the default) or read_committed")
 		}
 	}
 	posInt := func(name string, max int64) int64 {
@@ -447,7 +509,7 @@ func parseClient(raw map[string]string) (clientSettings, []error) {
 		}
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		if err != nil || n <= 0 || n > max {
-			bad("source.kafka option kafka.%s %s: want a whole number from 1 to %d", name, shown(name), max)
+			opt(name, "must be a whole number from 1 to %d", max)
 			return 0
 		}
 		return n
@@ -455,7 +517,7 @@ func parseClient(raw map[string]string) (clientSettings, []error) {
 	c.fetchMaxBytes = int32(posInt("fetch.max.bytes", 1<<30))
 	c.partFetchBytes = int32(posInt("max.partition.fetch.bytes", 1<<30))
 	c.fetchMaxWait = time.Duration(posInt("fetch.max.wait.ms", 60000)) * time.Millisecond
-	return c, errs
+	return c, problems
 }
 
 // parseJAAS reads a Kafka sasl.jaas.config value:

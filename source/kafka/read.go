@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluicehq/sluice/row"
 	"github.com/sluicehq/sluice/source"
 )
 
@@ -113,12 +114,21 @@ func (s *Source) Read(ctx context.Context, split source.Split, fn func(*source.R
 	for i, r := range ranges {
 		rs[i] = &rangeRead{Range: r, tp: r.TP(), next: r.From}
 	}
-	var rec source.Record
+	var (
+		rec  source.Record
+		meta recordMeta
+		last *rangeRead
+	)
 	emit := func(r *rangeRead, kr record) error {
-		rec = source.Record{
-			Value: kr.value, Key: kr.key, Part: r.tp.String(), Topic: r.Topic, Partition: r.Partition,
-			Offset: kr.offset, Timestamp: kr.timestamp,
+		if r != last {
+			// Per range, not per record: its name and its topic and
+			// partition columns.
+			last = r
+			rec.Part = r.tp.String()
+			meta.topic, meta.partition = row.StringValue(r.Topic), row.LongValue(int64(r.Partition))
 		}
+		meta.key, meta.offset, meta.ts = kr.key, kr.offset, kr.timestamp
+		rec.Value, rec.Offset, rec.Meta = kr.value, kr.offset, &meta
 		return fn(&rec)
 	}
 	cur := 0

@@ -106,7 +106,7 @@ func TestTokenMechanismOptionErrors(t *testing.T) {
 		want string
 	}{
 		{map[string]string{"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER"}, "kafka.sasl.oauthbearer.token.file"},
-		{map[string]string{"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.token.file": "/t", "sasl.password": "hunter2"}, "kafka.sasl.password does not apply"},
+		{map[string]string{"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.token.file": "/t", "sasl.password": "hunter2"}, "kafka.sasl.password: [redacted] does not apply"},
 		{map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "AWS_MSK_IAM"}, "needs kafka.security.protocol SASL_SSL"},
 		{map[string]string{"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.username": "u", "sasl.password": "hunter2", "sasl.oauthbearer.token.file": "/t"}, "needs kafka.sasl.mechanism OAUTHBEARER"},
 		{map[string]string{"sasl.oauthbearer.token.file": "/t"}, "needs kafka.security.protocol SASL_PLAINTEXT or SASL_SSL"},

@@ -1,0 +1,81 @@
+package catalog
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/query"
+)
+
+// Every source section of the spec (a pointer field of query.Source) is
+// one kind of the catalog, under the same name, and setting it makes that
+// kind, and only that one, Configured: a source added to the spec but not
+// to the catalog fails here.
+func TestEverySpecSourceIsOneKind(t *testing.T) {
+	st := reflect.TypeOf(query.Source{})
+	seen := map[string]bool{}
+	for i := 0; i < st.NumField(); i++ {
+		f := st.Field(i)
+		if f.Type.Kind() != reflect.Pointer {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		var src query.Source
+		reflect.ValueOf(&src).Elem().Field(i).Set(reflect.New(f.Type.Elem()))
+		k := Of(&src)
+		if k == nil {
+			t.Errorf("source.%s is in the spec but no kind of the catalog is configured by it", name)
+			continue
+		}
+		if k.Name() != name {
+			t.Errorf("source.%s configures kind %q", name, k.Name())
+		}
+		seen[name] = true
+	}
+	for _, k := range Kinds() {
+		if !seen[k.Name()] {
+			t.Errorf("kind %s is not a section of query.Source", k.Name())
+		}
+	}
+}
+
+func TestValidateNamesTheSourceRule(t *testing.T) {
+	spec := query.Spec{Name: "q", Source: query.Source{
+		Kafka:     &query.KafkaSource{BootstrapServers: "b:9092", Subscribe: "t"},
+		Generator: &query.GeneratorSource{RowsPerSecond: 1},
+	}, OutputMode: query.Append, Sink: query.Sink{Console: &query.ConsoleSink{}}, CheckpointLocation: "cp"}
+	err := Validate(spec)
+	if err == nil || !strings.Contains(err.Error(), `source: "kafka, generator" sets more than one source: set exactly one of kafka, file or generator`) {
+		t.Fatalf("two sources: %v", err)
+	}
+	spec.Source.Kafka = nil
+	spec.Source.Schema = []query.Field{{Name: "k", Type: "string", From: "kafka.key"}}
+	err = Validate(spec)
+	if err == nil || !strings.Contains(err.Error(), `source.schema[0].from: "kafka.key" needs source.kafka`) {
+		t.Fatalf("a Kafka column on the generator: %v", err)
+	}
+	spec.Source.Schema = []query.Field{{Name: "course_id", Type: "long"}}
+	err = Validate(spec)
+	if err == nil || !strings.Contains(err.Error(), `source.schema[0].type: "long" does not match the generator: it emits course_id as string`) {
+		t.Fatalf("a generator column with another type: %v", err)
+	}
+	spec.Source.Schema = nil
+	if err := Validate(spec); err != nil {
+		t.Fatalf("the generator with its own schema: %v", err)
+	}
+}
+
+func TestMetaColumnResolvesTheKindsColumn(t *testing.T) {
+	src := query.Source{Kafka: &query.KafkaSource{}}
+	i, c, ok := MetaColumn(&src, "kafka.partition")
+	if !ok || c.Name != "kafka.partition" || c.Type.String() != "long" {
+		t.Fatalf("kafka.partition: %d %+v %v", i, c, ok)
+	}
+	if _, _, ok := MetaColumn(&src, "kafka.headers"); ok {
+		t.Fatal("kafka.headers is not a column")
+	}
+	if _, _, ok := MetaColumn(&query.Source{File: &query.FileSource{}}, "kafka.key"); ok {
+		t.Fatal("file records have no kafka.key")
+	}
+}
