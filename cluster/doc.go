@@ -38,7 +38,7 @@
 // are cancelled. Losing the owner of a partition aborts the batch at once.
 //
 // Draining: SIGTERM makes an executor call Deregister; the driver stops
-// giving it batches and answers once no running batch holds it (Lease), so
+// giving it batches and answers once no running batch holds it (BatchHold), so
 // its partitions are handed back at a batch boundary; then it finishes its
 // tasks and exits. Joining: an executor that registers while a query runs
 // gets its share of partitions at the next batch.

@@ -23,16 +23,16 @@ var ErrLeaseExpired = errors.New("executor lease expired: cut off from the drive
 // it (at its last heartbeat plus the whole timeout).
 const leaseFraction = 0.8
 
-// lease tracks until when this executor may write, on a monotonic clock.
-type lease struct {
+// writeLease tracks until when this executor may write, on a monotonic clock.
+type writeLease struct {
 	start time.Time
 	until atomic.Int64 // nanoseconds since start
 }
 
-func newLease() *lease { return &lease{start: time.Now()} }
+func newWriteLease() *writeLease { return &writeLease{start: time.Now()} }
 
 // renew extends the lease to sentAt + d, if that is later.
-func (l *lease) renew(sentAt time.Time, d time.Duration) {
+func (l *writeLease) renew(sentAt time.Time, d time.Duration) {
 	until := int64(sentAt.Sub(l.start) + d)
 	for {
 		cur := l.until.Load()
@@ -43,14 +43,14 @@ func (l *lease) renew(sentAt time.Time, d time.Duration) {
 }
 
 // valid reports whether the lease holds at now.
-func (l *lease) valid(now time.Time) bool { return int64(now.Sub(l.start)) < l.until.Load() }
+func (l *writeLease) valid(now time.Time) bool { return int64(now.Sub(l.start)) < l.until.Load() }
 
 // leasedStore refuses writes while the lease is lapsed; reads pass.
 // A write that started before the lease lapsed may still land: task output
 // is deterministic, so it carries the same bytes the new owner writes.
 type leasedStore struct {
 	objstore.Store
-	lease *lease
+	lease *writeLease
 }
 
 func (s *leasedStore) check(op, key string) error {

@@ -14,7 +14,7 @@ import (
 // lease lets writes through again.
 func TestWritesAreRefusedAfterTheLeaseLapses(t *testing.T) {
 	ctx := context.Background()
-	l := newLease()
+	l := newWriteLease()
 	st := &leasedStore{Store: objstore.NewMem(), lease: l}
 	if err := st.Put(ctx, "state/0/0/1.delta", []byte("x")); !errors.Is(err, ErrLeaseExpired) {
 		t.Fatalf("a write before any heartbeat was acknowledged: %v, want ErrLeaseExpired", err)
@@ -23,7 +23,7 @@ func TestWritesAreRefusedAfterTheLeaseLapses(t *testing.T) {
 	if err := st.Put(ctx, "state/0/0/1.delta", []byte("x")); err != nil {
 		t.Fatalf("write under a valid lease: %v", err)
 	}
-	l2 := newLease()
+	l2 := newWriteLease()
 	l2.renew(time.Now().Add(-time.Second), 500*time.Millisecond) // sent a second ago, lasted half a second
 	st2 := &leasedStore{Store: st.Store, lease: l2}
 	for name, write := range map[string]func() error{
@@ -44,7 +44,7 @@ func TestWritesAreRefusedAfterTheLeaseLapses(t *testing.T) {
 // send time does not shorten it), and it is shorter than the driver's
 // timeout so the executor stops writing before the driver removes it.
 func TestLeaseOnlyGrowsAndEndsBeforeTheDriverTimeout(t *testing.T) {
-	l := newLease()
+	l := newWriteLease()
 	now := time.Now()
 	l.renew(now, 4*time.Second)
 	l.renew(now.Add(-time.Second), 4*time.Second)

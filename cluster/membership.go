@@ -38,9 +38,9 @@ type member struct {
 	Member
 	lastSeen time.Time
 	draining bool
-	leases   int
+	holds    int
 	gone     chan struct{}
-	idle     chan struct{} // closed when leases drop to zero; nil when none waits
+	idle     chan struct{} // closed when holds drop to zero; nil when none waits
 }
 
 // NewMembership returns an empty membership that forgets executors silent
@@ -199,27 +199,27 @@ func (ms *Membership) liveLocked() []Member {
 	return out
 }
 
-// Lease is a batch's hold on the executors it uses: a draining executor
-// waits until no lease holds it.
-type Lease struct {
+// BatchHold is a batch's hold on the executors it uses: a draining executor
+// waits until no batch holds it.
+type BatchHold struct {
 	ms      *Membership
 	Members []Member
 	once    sync.Once
 }
 
-// AcquireLive returns the live members, leased until Release.
-func (ms *Membership) AcquireLive() *Lease {
+// AcquireLive returns the live members, held until Release.
+func (ms *Membership) AcquireLive() *BatchHold {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
-	l := &Lease{ms: ms, Members: ms.liveLocked()}
+	l := &BatchHold{ms: ms, Members: ms.liveLocked()}
 	for _, m := range l.Members {
-		ms.members[m.ID].leases++
+		ms.members[m.ID].holds++
 	}
 	return l
 }
 
-// Release ends the lease. It is idempotent.
-func (l *Lease) Release() {
+// Release ends the hold. It is idempotent.
+func (l *BatchHold) Release() {
 	l.once.Do(func() {
 		ms := l.ms
 		ms.mu.Lock()
@@ -229,8 +229,8 @@ func (l *Lease) Release() {
 			if m == nil {
 				continue
 			}
-			m.leases--
-			if m.leases == 0 && m.idle != nil {
+			m.holds--
+			if m.holds == 0 && m.idle != nil {
 				close(m.idle)
 				m.idle = nil
 			}
@@ -250,10 +250,10 @@ func (ms *Membership) Drain(ctx context.Context, id ExecutorID) error {
 	if !m.draining {
 		m.draining = true
 		ms.notify()
-		ms.logger.Info("executor draining: no new batches", "executor", id, "batchesUsingIt", m.leases)
+		ms.logger.Info("executor draining: no new batches", "executor", id, "batchesUsingIt", m.holds)
 	}
 	var wait chan struct{}
-	if m.leases > 0 {
+	if m.holds > 0 {
 		if m.idle == nil {
 			m.idle = make(chan struct{})
 		}

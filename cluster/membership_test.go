@@ -70,7 +70,7 @@ func TestDrainWaitsForBatchesUsingTheExecutor(t *testing.T) {
 	ms := NewMembership(time.Minute, nil, nil)
 	a := ms.Register(t0, "127.0.0.1:1", "a", 1)
 	ms.Register(t0, "127.0.0.1:2", "b", 1)
-	lease := ms.AcquireLive()
+	hold := ms.AcquireLive()
 	done := make(chan error, 1)
 	go func() { done <- ms.Drain(context.Background(), a.ID) }()
 	// Draining at once stops new batches from using a.
@@ -89,7 +89,7 @@ func TestDrainWaitsForBatchesUsingTheExecutor(t *testing.T) {
 	if !ms.IsMember(a.ID) {
 		t.Fatal("draining executor left before the batch released it")
 	}
-	lease.Release()
+	hold.Release()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}

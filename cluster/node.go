@@ -100,7 +100,7 @@ type Node struct {
 	running  atomic.Int32
 	draining atomic.Bool
 	// lease gates this executor's writes (see lease.go).
-	lease *lease
+	lease *writeLease
 	// regCtx is cancelled when this executor's registration ends (the
 	// driver forgot it): tasks of that registration stop, so they cannot
 	// write after the executor registers again with a fresh lease.
@@ -180,7 +180,7 @@ func NewNode(opts NodeOptions) (*Node, error) {
 		slots:   make(chan struct{}, opts.Slots),
 		queries: map[string]*queryEnv{},
 		aborted: make(chan struct{}),
-		lease:   newLease(),
+		lease:   newWriteLease(),
 	}
 	n.life, n.endLife = context.WithCancel(context.Background())
 	n.srv = grpc.NewServer(ServerOptions(opts.Token, serverTLS, opts.Logger)...)

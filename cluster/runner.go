@@ -114,7 +114,7 @@ func (r *Runner) Owners() []ExecutorID {
 type batchRun struct {
 	r           *Runner
 	plan        executor.BatchPlan
-	lease       *Lease
+	hold        *BatchHold
 	owners      []ExecutorID
 	byID        map[ExecutorID]Member
 	protoOwners []*sluicepb.PartitionOwner
@@ -141,15 +141,15 @@ func (r *Runner) RunBatch(ctx context.Context, plan executor.BatchPlan) (*execut
 	r.mu.Lock()
 	r.started = true
 	r.mu.Unlock()
-	lease := r.d.Members.AcquireLive()
-	defer lease.Release()
-	if len(lease.Members) == 0 {
+	hold := r.d.Members.AcquireLive()
+	defer hold.Release()
+	if len(hold.Members) == 0 {
 		return nil, fmt.Errorf("batch %d: no executor available", plan.Batch)
 	}
-	b := &batchRun{r: r, plan: plan, lease: lease, byID: map[ExecutorID]Member{},
+	b := &batchRun{r: r, plan: plan, hold: hold, byID: map[ExecutorID]Member{},
 		log: r.opts.Logger.With("query", r.opts.Spec.Name, "batch", plan.Batch)}
 	var ids []ExecutorID
-	for _, m := range lease.Members {
+	for _, m := range hold.Members {
 		b.byID[m.ID] = m
 		ids = append(ids, m.ID)
 	}
@@ -322,7 +322,7 @@ func (b *batchRun) prepareAll(ctx context.Context) error {
 	}
 	b.r.mu.Unlock()
 	g, gctx := errgroup.WithContext(ctx)
-	for _, m := range b.lease.Members {
+	for _, m := range b.hold.Members {
 		b.r.mu.Lock()
 		done := b.r.prepared[m.ID]
 		b.r.mu.Unlock()
@@ -363,7 +363,7 @@ func (b *batchRun) ownsPartitions(id ExecutorID) []int {
 // tried yet, else any member still registered.
 func (b *batchRun) pick(i int, tried map[ExecutorID]bool) (Member, bool) {
 	var fresh, any []Member
-	for _, m := range b.lease.Members {
+	for _, m := range b.hold.Members {
 		if !b.r.d.Members.IsMember(m.ID) {
 			continue
 		}
@@ -538,7 +538,7 @@ func (b *batchRun) release() {
 	for _, o := range b.protoOwners {
 		req.PartitionOwners = append(req.PartitionOwners, o.ExecutorId)
 	}
-	for _, m := range b.lease.Members {
+	for _, m := range b.hold.Members {
 		if !b.r.d.Members.IsMember(m.ID) {
 			continue
 		}
