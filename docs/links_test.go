@@ -45,6 +45,36 @@ func TestLinksStayInTheRepository(t *testing.T) {
 	}
 }
 
+// Comments and messages in the code cite the repository's own documents
+// (docs/semantics.md, ...) or state the rule in place: a reader of the code
+// has no ../shared/ design notes either.
+func TestCodeCitesOnlyTheRepositorysDocuments(t *testing.T) {
+	err := filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "links_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, bad := range []string{"../shared", "DESIGN.md", "SEMANTICS.md", "STYLE.md", "TOOLS.md", "SEMANTICS rule"} {
+			if strings.Contains(string(b), bad) {
+				t.Errorf("%s cites %s, which is not in the repository: cite docs/ or state the rule", path, bad)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // hasAnchor reports whether a Markdown page has a heading whose GitHub
 // anchor is frag.
 func hasAnchor(page, frag string) bool {

@@ -55,7 +55,7 @@ func (e *ValidationError) Error() string {
 }
 
 // Measure function names users write for an exact distinct count
-// (SEMANTICS rule 17), normalized by normalizeFn.
+// (refused, with a pointer to approx_count_distinct), normalized by normalizeFn.
 var distinctFns = map[string]bool{
 	"countdistinct": true, "distinct": true, "distinctcount": true,
 	"exactcountdistinct": true, "count(distinct)": true, "uniq": true, "uniqexact": true,
@@ -265,7 +265,8 @@ func typeHint(t string) string {
 	return ""
 }
 
-// watermark checks SEMANTICS rules 4 and 18.
+// watermark checks the watermark: a column that exists and is a timestamp,
+// declared once, and a delay that is not negative.
 func (v *validator) watermark() {
 	w := v.s.Watermark
 	if w == nil {
@@ -416,7 +417,8 @@ func (v *validator) measure(i int, m Measure, groups map[string]bool, names map[
 	}
 }
 
-// outputMode checks the output mode and SEMANTICS rules 14-16.
+// outputMode checks the output mode: append needs a watermarked event-time
+// grouping, complete needs an aggregation, the Parquet sink takes append only.
 func (v *validator) outputMode() {
 	s := v.s
 	switch s.OutputMode {
@@ -447,7 +449,7 @@ func (v *validator) outputMode() {
 	}
 }
 
-// appendNeedsWatermark is SEMANTICS rule 14: in append mode an aggregation
+// appendNeedsWatermark: in append mode an aggregation
 // emits a group only once the watermark passes its event-time bound, so the
 // grouping must use a watermarked event-time column (the window's column,
 // or a raw column in groupBy when there is no window).

@@ -12,7 +12,7 @@
 // A batch that fails is retried whole from its logged offsets (failed →
 // retrying), never re-planned. On start, the checkpoint decides: a batch
 // with offsets and no commit runs again exactly as logged; otherwise the
-// next batch is planned from the last commit (SEMANTICS.md rule 13).
+// next batch is planned from the last commit (docs/semantics.md, "Restart").
 //
 // Retention runs beside the loop, never in it: a cleaner goroutine owned by
 // Run (retention.go) deletes the log entries and state files older than
