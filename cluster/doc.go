@@ -37,6 +37,17 @@
 // DriverOptions.HeartbeatTimeout (a hung process); in-flight calls to it
 // are cancelled. Losing the owner of a partition aborts the batch at once.
 //
+// Task errors keep their meaning across gRPC (errs.go): a task failing on
+// a condition callers act on (source.ErrDataLoss, statestore.ErrCorrupt,
+// statestore.ErrMemoryLimit, checkpoint.ErrFenced,
+// checkpoint.ErrIncompatibleCheckpoint, ErrLeaseExpired, ...) returns a
+// status with a DomainError detail naming its kind, and the Runner returns
+// a *RemoteError that matches the same sentinel with the executor's
+// message, so the scheduler stops or retries as in one process. Such a map
+// task is not launched again on another executor (every executor would
+// find the same data loss), except for the executor's own conditions (its
+// lease, its memory limit). Other errors arrive as INTERNAL, unchanged.
+//
 // Draining: SIGTERM makes an executor call Deregister; the driver stops
 // giving it batches and answers once no running batch holds it (BatchHold), so
 // its partitions are handed back at a batch boundary; then it finishes its

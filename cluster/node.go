@@ -486,19 +486,15 @@ func (n *Node) shuffleClient(addr string) (sluicepb.ShuffleServiceClient, error)
 }
 
 // taskError maps a task's error to a status: cancellation stays
-// cancellation, anything else is the task's failure (never UNAVAILABLE,
-// which the driver reads as "executor lost").
+// cancellation, a domain error (data loss, corrupt state, the memory
+// limit, ...; see errs.go) carries its kind for the driver to match, and
+// anything else is the task's failure (never UNAVAILABLE, which the driver
+// reads as "executor lost").
 func taskError(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return status.FromContextError(ctx.Err()).Err()
 	}
-	if _, ok := status.FromError(err); ok && status.Code(err) != codes.Unknown {
-		return err
-	}
-	if errors.Is(err, statestore.ErrMemoryLimit) {
-		return status.Error(codes.ResourceExhausted, err.Error())
-	}
-	return status.Error(codes.Internal, err.Error())
+	return statusOf(err, codes.Internal)
 }
 
 type executorService struct {
@@ -546,7 +542,11 @@ func (s *executorService) PrepareQuery(ctx context.Context, req *sluicepb.Prepar
 	}
 	env, err := engine.NewEnv(n.life, &spec, req.QueryId, opts)
 	if err != nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "prepare query %s: %v", req.QueryId, err)
+		err = fmt.Errorf("prepare query %s: %w", req.QueryId, err)
+		if derr, ok := encodeDomain(err); ok {
+			return nil, derr
+		}
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
 	n.mu.Lock()
 	n.queries[req.QueryId] = &queryEnv{env: env, spec: req.SpecJson, run: req.RunId, parts: map[int]*sync.Mutex{}}

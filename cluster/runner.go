@@ -288,7 +288,9 @@ func (b *batchRun) call(ctx context.Context, m Member, fn func(context.Context, 
 		case <-stop:
 		}
 	}()
-	err = fn(cctx, client)
+	// A domain error (data loss, corrupt state, ...) comes back as the
+	// sentinel it matched on the executor.
+	err = decodeDomain(fn(cctx, client), m.ID)
 	close(stop)
 	switch {
 	case err == nil || ctx.Err() != nil:
@@ -437,6 +439,11 @@ func (b *batchRun) runMap(ctx context.Context, i int) (uint64, *sluicepb.MapMetr
 		}
 		if ctx.Err() != nil {
 			return 0, nil, ctx.Err()
+		}
+		if !elsewhere(err) {
+			// Data loss, a corrupt checkpoint...: every executor would
+			// find the same; the scheduler decides, as in one process.
+			return 0, nil, fmt.Errorf("batch %d: map task %d (split %s) on executor %s: %w", b.plan.Batch, i, sp.ID, m.ID, err)
 		}
 		if f := shuffleFailure(err); f != nil {
 			b.r.d.Members.Remove(ExecutorID(f.ExecutorId), fmt.Sprintf("map task %d of batch %d could not push partials to it: %s", i, b.plan.Batch, status.Convert(err).Message()))

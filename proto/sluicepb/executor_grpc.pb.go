@@ -39,7 +39,9 @@ type ExecutorServiceClient interface {
 	// RunMapTask reads one split, pre-aggregates it and pushes each state
 	// partition's partials to the partition's owner; it returns once every
 	// owner has acknowledged them. A push that fails returns UNAVAILABLE with
-	// a ShuffleFailure detail naming the owner.
+	// a ShuffleFailure detail naming the owner. A task failing on a domain
+	// condition (data loss, corrupt state, ...) returns a DomainError detail
+	// (errors.proto), as RunReduceTask and PrepareQuery do.
 	RunMapTask(ctx context.Context, in *RunMapTaskRequest, opts ...grpc.CallOption) (*RunMapTaskResponse, error)
 	// RunReduceTask merges one state partition's partials (the accepted
 	// attempt of every map task, in map order) into its state, commits the
@@ -120,7 +122,9 @@ type ExecutorServiceServer interface {
 	// RunMapTask reads one split, pre-aggregates it and pushes each state
 	// partition's partials to the partition's owner; it returns once every
 	// owner has acknowledged them. A push that fails returns UNAVAILABLE with
-	// a ShuffleFailure detail naming the owner.
+	// a ShuffleFailure detail naming the owner. A task failing on a domain
+	// condition (data loss, corrupt state, ...) returns a DomainError detail
+	// (errors.proto), as RunReduceTask and PrepareQuery do.
 	RunMapTask(context.Context, *RunMapTaskRequest) (*RunMapTaskResponse, error)
 	// RunReduceTask merges one state partition's partials (the accepted
 	// attempt of every map task, in map order) into its state, commits the
