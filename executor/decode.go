@@ -31,6 +31,7 @@ func newRecordDecoder(s *query.Spec) *recordDecoder {
 		d.valueIdx = append(d.valueIdx, i)
 	}
 	d.dec = row.NewDecoder(ValueFields(s))
+	d.dec.SetSessionTimeZone(s.SessionZone())
 	return d
 }
 

@@ -46,7 +46,8 @@ func (e *MalformedError) Is(target error) bool { return target == ErrMalformed }
 // converting each value as Spark 3.5's JacksonParser does with the default
 // JSON options (allowNonNumericNumbers on, no timestampFormat). Where
 // Spark gives a null field and keeps the row (PERMISSIVE mode), the record
-// is set aside as malformed with the reason; where Sluice is stricter than
+// is set aside as malformed with the reason
+// (docs/spark-differences.md#malformed-records-set-aside); where Sluice is stricter than
 // Spark on purpose, the reason says so and names the entry of
 // docs/spark-differences.md.
 //
@@ -138,7 +139,11 @@ func (d *Decoder) Decode(data []byte, dst Row) (Row, error) {
 		return dst, &MalformedError{Reason: "invalid JSON: " + err.Error()}
 	}
 	if t := v.Type(); t != fastjson.TypeObject {
-		return dst, &MalformedError{Reason: "not a JSON object: got " + t.String()}
+		reason := "not a JSON object: got " + t.String()
+		if t == fastjson.TypeArray {
+			reason += " (Spark reads an array of objects as one row each; Sluice sets it aside: docs/spark-differences.md#top-level-array)"
+		}
+		return dst, &MalformedError{Reason: reason}
 	}
 	o, _ := v.Object()
 	clear(d.slots)

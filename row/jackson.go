@@ -143,7 +143,8 @@ func isJSONInt(b []byte) bool {
 // (JDK 19 and later, which print the shortest digits that read back as
 // f): NaN, Infinity, -Infinity; plain notation with at least one fraction
 // digit for 1e-3 <= |f| < 1e7 (100.0, 0.001); otherwise d.dddE[-]n
-// (1.0E7, 1.234E-5).
+// (1.0E7, 1.234E-5). JDKs before 19, which Spark 3.5 runs on, print a
+// few values with more digits (docs/spark-differences.md#double-text).
 func appendJavaDouble(dst []byte, f float64) []byte {
 	switch {
 	case math.IsNaN(f):

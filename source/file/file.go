@@ -291,7 +291,8 @@ func (s *Source) ageIgnored() bool { return s.opts.LatestFirst && s.opts.MaxFile
 
 // candidates returns the files not yet taken after st and young enough, in
 // the order they are taken: oldest modification time first (newest first
-// with latestFirst), then by name.
+// with latestFirst), as Spark's FileStreamSource sorts them, then by name
+// (Spark keeps the listing's order: docs/spark-differences.md#file-order-ties).
 func (s *Source) candidates(st Offset, files []fileInfo) []fileInfo {
 	threshold := s.threshold(st)
 	var out []fileInfo
@@ -334,7 +335,9 @@ func (s *Source) Latest(ctx context.Context, start source.Offset, now time.Time)
 }
 
 // Next takes the files not yet taken at start, in order, at most
-// maxFilesPerTrigger of them (0: all), only files limit lists. It returns
+// maxFilesPerTrigger of them (0: all), only files limit lists. Spark would
+// take from the files its previous listing left over first
+// (docs/spark-differences.md#file-unread-cache). It returns
 // start when there is none. The end offset's Seen adds the batch's files
 // and drops files older than maxFileAge relative to the newest taken.
 func (s *Source) Next(ctx context.Context, start, limit source.Offset) (source.Offset, error) {

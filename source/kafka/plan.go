@@ -180,7 +180,8 @@ const DefaultMinOffsetsPerTask = 65536
 //
 //   - with more minPartitions than non-empty ranges, ranges are cut
 //     (splitRanges) and each piece is a task, as Spark does;
-//   - otherwise k = ceil(total / minPerTask) tasks, at least
+//   - otherwise k = ceil(total / minPerTask) tasks (Spark makes one per
+//     range: docs/spark-differences.md#kafka-task-grouping), at least
 //     minPartitions and at most one per range; ranges go to tasks largest
 //     first, each to the task with the fewest offsets so far (ties to the
 //     lower task), so tasks are balanced and a range larger than
