@@ -349,6 +349,9 @@ func openSource(ctx context.Context, spec *query.Spec, opts Options) (source.Sou
 			return nil, fmt.Errorf("open source.file.path: %w", err)
 		}
 		src := file.New(st, *spec.Source.File, opts.Logger)
+		if spec.Trigger.AvailableNow {
+			src.SetAvailableNow()
+		}
 		if dir := spec.Source.File.SourceArchiveDir; dir != "" && spec.Source.File.CleanSource == query.CleanSourceArchive {
 			ast, err := opts.open(ctx, RoleSource, dir)
 			if err != nil {
