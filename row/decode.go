@@ -136,6 +136,8 @@ func (d *Decoder) Decode(data []byte, dst Row) (Row, error) {
 	dst = dst[:0]
 	v, err := d.p.ParseBytes(data)
 	if err != nil {
+		// fastjson's JSON is not quite Jackson's with Spark's options
+		// (docs/spark-differences.md#json-syntax).
 		return dst, &MalformedError{Reason: "invalid JSON: " + err.Error()}
 	}
 	if t := v.Type(); t != fastjson.TypeObject {
