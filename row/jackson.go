@@ -100,8 +100,9 @@ func numberToken(b []byte) (int, float64) {
 // value (so -0 is 0; integers past the long range keep their digits, as
 // BigInteger), any other number as the double it parses to, in Java's
 // Double.toString form.
-// A non-numeric token is a double that Jackson writes as a string
-// (WRITE_NAN_AS_STRINGS): "NaN", "Infinity", "-Infinity" with the quotes.
+// A double that is not finite (a NaN or INF token, or a number past the
+// double range) Jackson writes as a string (QUOTE_NON_NUMERIC_NUMBERS):
+// "NaN", "Infinity", "-Infinity" with the quotes.
 func appendJacksonNumber(dst []byte, v *fastjson.Value) ([]byte, bool) {
 	start := len(dst)
 	dst = v.MarshalTo(dst)
@@ -113,12 +114,15 @@ func appendJacksonNumber(dst []byte, v *fastjson.Value) ([]byte, bool) {
 			return append(dst[:start], '0'), true
 		}
 		return dst, true
-	case tokenFloat:
-		f, _ = strconv.ParseFloat(string(text), 64) // ±Inf past the double range, as Java
+	case tokenFloat, tokenNonNumeric:
+		if kind == tokenFloat {
+			f, _ = strconv.ParseFloat(string(text), 64) // ±Inf past the double range, as Java
+		}
+		if math.IsInf(f, 0) || math.IsNaN(f) {
+			dst = append(dst[:start], '"')
+			return append(appendJavaDouble(dst, f), '"'), true
+		}
 		return appendJavaDouble(dst[:start], f), true
-	case tokenNonNumeric:
-		dst = append(dst[:start], '"')
-		return append(appendJavaDouble(dst, f), '"'), true
 	}
 	return dst[:start], false
 }

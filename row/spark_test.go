@@ -50,7 +50,7 @@ func TestConversionIsSparks(t *testing.T) {
 		{String, `-2.5e-10`, StringValue("-2.5E-10")},
 		{String, `0.0`, StringValue("0.0")},
 		{String, `-0.0`, StringValue("-0.0")},
-		{String, `1e400`, StringValue("Infinity")},
+		{String, `1e400`, StringValue(`"Infinity"`)},
 		{String, `true`, StringValue("true")},
 		{String, `false`, StringValue("false")},
 		{String, `NaN`, StringValue(`"NaN"`)},
@@ -244,5 +244,30 @@ func TestJavaDoubleToString(t *testing.T) {
 		if got := string(appendJavaDouble(nil, f)); got != want {
 			t.Errorf("appendJavaDouble(%v) = %s, want %s", f, got, want)
 		}
+	}
+}
+
+// The timestamp forms of the hot path allocate nothing: offsets, and a
+// region session zone for strings without one.
+func TestTimestampStringsWithOffsetsOrSessionZoneDoNotAllocate(t *testing.T) {
+	paris, err := LoadZone("Europe/Paris")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewDecoder([]Field{{Name: "a", Kind: Timestamp}, {Name: "b", Kind: Timestamp}, {Name: "c", Kind: Timestamp}})
+	d.SetSessionTimeZone(paris)
+	data := []byte(`{"a":"2026-03-02T09:01:00.123+05:30","b":"2026-03-02 09:01:00","c":1772442060}`)
+	dst := make(Row, 0, 3)
+	if _, err := d.Decode(data, dst); err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(500, func() {
+		var err error
+		if dst, err = d.Decode(data, dst); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 0 {
+		t.Errorf("Decode allocates %.1f times per record, want 0", allocs)
 	}
 }
