@@ -161,6 +161,9 @@ func (d *Decoder) Decode(data []byte, dst Row) (Row, error) {
 		f := &d.fields[i]
 		jv := d.slots[i]
 		if jv == nil || jv.Type() == fastjson.TypeNull {
+			// Spark reads every column as nullable; Sluice holds a
+			// non-nullable column to it
+			// (docs/spark-differences.md#non-nullable-columns).
 			if !f.Nullable {
 				if jv == nil {
 					return dst[:0], &MalformedError{Field: f.Name, Reason: "missing non-nullable field"}

@@ -113,7 +113,8 @@ func splitRanges(ranges []Range, minPartitions int) []Range {
 		return nonEmpty
 	}
 	partCount := func(size, total int64, minParts int) int64 {
-		return max(int64(int32(javaRound(float64(size)/float64(total)*float64(minParts)))), 1)
+		// Scala: math.max(math.round(size.toDouble / totalSize * minParts), 1).toInt
+		return int64(int32(max(javaRound(float64(size)/float64(total)*float64(minParts)), 1)))
 	}
 	var totalSize int64
 	for _, r := range nonEmpty {
