@@ -2,7 +2,9 @@ package row
 
 import (
 	"errors"
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -269,5 +271,42 @@ func TestTimestampStringsWithOffsetsOrSessionZoneDoNotAllocate(t *testing.T) {
 	})
 	if allocs > 0 {
 		t.Errorf("Decode allocates %.1f times per record, want 0", allocs)
+	}
+}
+
+// The fast path gives stringToTimestamp's result whenever it answers.
+func TestFastTimestampAgreesWithStringToTimestamp(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 8))
+	paris, err := LoadZone("Europe/Paris")
+	if err != nil {
+		t.Fatal(err)
+	}
+	zones := []string{"", "Z", "+05:30", "-18:00", "+18:30", "+1:00", "z", " UTC", "+0530"}
+	answered := 0
+	for range 20000 {
+		tm := time.Unix(rng.Int64N(1<<35)-1<<34, 0).UTC()
+		s := tm.Format("2006-01-02") + string("T "[rng.IntN(2)]) + tm.Format("15:04:05")
+		if n := rng.IntN(11); n > 0 {
+			s += "." + fmt.Sprintf("%09d", rng.IntN(1e9))[:min(n, 9)] + strings.Repeat("7", max(0, n-9))
+		}
+		s += zones[rng.IntN(len(zones))]
+		b := []byte(s)
+		if rng.IntN(8) == 0 {
+			b[rng.IntN(len(b))] = "0x9:-. "[rng.IntN(7)]
+		}
+		for _, session := range []*Zone{nil, paris} {
+			fast, ok := fastTimestamp(b, session)
+			if !ok {
+				continue
+			}
+			answered++
+			slow, st := stringToTimestamp(b, session, nil)
+			if st != tsOK || slow != fast {
+				t.Fatalf("%q (session %v): fast %d, stringToTimestamp %d (%v)", b, session, fast, slow, st)
+			}
+		}
+	}
+	if answered < 10000 {
+		t.Fatalf("the fast path answered only %d times", answered)
 	}
 }

@@ -273,6 +273,9 @@ const (
 // parseSparkTimestamp reads b as Spark's stringToTimestamp in the session
 // zone (nil: UTC), then, if that fails and b holds "GMT", without it.
 func parseSparkTimestamp(b []byte, session *Zone, cache map[string]*Zone) (int64, tsStatus) {
+	if us, ok := fastTimestamp(b, session); ok {
+		return us, tsOK
+	}
 	us, st := stringToTimestamp(b, session, cache)
 	if st == tsInvalid && bytes.Contains(b, []byte("GMT")) {
 		// JacksonParser's fallback: DateTimeUtils.cleanLegacyTimestampStr.
@@ -456,4 +459,75 @@ func (z *Zone) instant(local int64) int64 {
 		return local - o
 	}
 	return local - min(before, after) // a gap: the offset before it
+}
+
+func digits2(b []byte, i int) (int, bool) {
+	c0, c1 := b[i]-'0', b[i+1]-'0'
+	if c0 > 9 || c1 > 9 {
+		return 0, false
+	}
+	return int(c0)*10 + int(c1), true
+}
+
+// fastTimestamp reads the common shape yyyy-MM-dd(T| )HH:mm:ss[.f{1,9}]
+// followed by nothing, Z or ±HH:mm, with stringToTimestamp's result. It
+// reports false for anything else (stringToTimestamp then decides), so it
+// only saves time: the decoding hot path meets this shape almost always.
+func fastTimestamp(b []byte, session *Zone) (int64, bool) {
+	if len(b) < 19 || b[4] != '-' || b[7] != '-' || b[13] != ':' || b[16] != ':' || (b[10] != 'T' && b[10] != ' ') {
+		return 0, false
+	}
+	y1, ok1 := digits2(b, 0)
+	y2, ok2 := digits2(b, 2)
+	mo, ok3 := digits2(b, 5)
+	dd, ok4 := digits2(b, 8)
+	hh, ok5 := digits2(b, 11)
+	mi, ok6 := digits2(b, 14)
+	ss, ok7 := digits2(b, 17)
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7) {
+		return 0, false
+	}
+	year := y1*100 + y2
+	if mo < 1 || mo > 12 || dd < 1 || dd > daysIn(year, mo) || hh > 23 || mi > 59 || ss > 59 {
+		return 0, false
+	}
+	i := 19
+	var frac int64 // microseconds
+	if i < len(b) && b[i] == '.' {
+		i++
+		start := i
+		scale := int64(100_000)
+		for i < len(b) && isDigit(b[i]) {
+			frac += int64(b[i]-'0') * scale
+			scale /= 10
+			i++
+		}
+		if n := i - start; n == 0 || n > 9 {
+			return 0, false
+		}
+	}
+	local := daysFromCivil(year, mo, dd)*86400 + int64(hh*3600+mi*60+ss)
+	var secs int64
+	switch rest := b[i:]; {
+	case len(rest) == 0:
+		switch {
+		case session == nil:
+			secs = local
+		case session.loc != nil:
+			secs = session.instant(local)
+		default:
+			secs = local - int64(session.offset)
+		}
+	case len(rest) == 1 && rest[0] == 'Z':
+		secs = local
+	case len(rest) == 6 && (rest[0] == '+' || rest[0] == '-'):
+		off, ok := zoneOffset(rest)
+		if !ok {
+			return 0, false
+		}
+		secs = local - int64(off)
+	default:
+		return 0, false
+	}
+	return secs*1_000_000 + frac, true
 }
