@@ -98,15 +98,17 @@ type plannedBatch struct {
 // evicts with W(N) = max(W(N-1), max event time of batches < N - delay)
 // (W(0) = 0) and drops a row whose window ends at or before W(N-1) (0 for
 // batch 0); a last no-data batch emits with the final watermark. It
-// returns the batches and the windows an append-mode tile writes.
+// returns the batches, the windows an append-mode tile writes and the
+// number of rows dropped as late.
 func sparkOracle(parts [][]sparkRecord, limit int64, size, delay time.Duration,
-	split func(int64, []int64, []int64) []int64) ([]plannedBatch, []tiletest.Window) {
+	split func(int64, []int64, []int64) []int64) ([]plannedBatch, []tiletest.Window, int) {
 	from := make([]int64, len(parts))
 	until := make([]int64, len(parts))
 	for p := range parts {
 		until[p] = int64(len(parts[p]))
 	}
 	counts := map[tiletest.Window]int64{}
+	dropped := 0
 	var batches []plannedBatch
 	var wm, prevWM, maxMs int64
 	for {
@@ -125,6 +127,7 @@ func sparkOracle(parts [][]sparkRecord, limit int64, size, delay time.Duration,
 				maxMs = max(maxMs, ms)
 				start := r.t.Truncate(size)
 				if start.Add(size).UnixMilli() <= late {
+					dropped++
 					continue // late
 				}
 				counts[tiletest.Window{Start: start, Course: r.course}]++
@@ -141,7 +144,7 @@ func sparkOracle(parts [][]sparkRecord, limit int64, size, delay time.Duration,
 		}
 	}
 	tiletest.Sort(out)
-	return batches, out
+	return batches, out, dropped
 }
 
 func slices64Equal(a, b []int64) bool {
@@ -199,11 +202,14 @@ func TestCappedKafkaBacklogGivesSparksBatchesAndRows(t *testing.T) {
 			recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(p), Value: []byte(v)})
 		}
 	}
-	batches, want := sparkOracle(parts, limit, size, delay, sparkRateLimit)
+	batches, want, dropped := sparkOracle(parts, limit, size, delay, sparkRateLimit)
+	if dropped == 0 {
+		t.Fatal("the case drops no late row")
+	}
 	if got := batches[0].end; !slices64Equal(got, []int64{1, 1, 4, 44}) {
 		t.Fatalf("oracle's first batch %v, want Spark's 1, 1, 4, 44", got)
 	}
-	if _, other := sparkOracle(parts, limit, size, delay, largestRemainder); tiletest.Diff(want, other) == "" {
+	if _, other, _ := sparkOracle(parts, limit, size, delay, largestRemainder); tiletest.Diff(want, other) == "" {
 		t.Fatal("the case does not depend on the split: make the events more out of order")
 	}
 
@@ -249,5 +255,5 @@ func TestCappedKafkaBacklogGivesSparksBatchesAndRows(t *testing.T) {
 	if d := sinkDiff(t, l, want); d != "" {
 		t.Fatalf("the rows differ from Spark's:\n%s", d)
 	}
-	t.Logf("%d batches; %d windows", len(batches), len(want))
+	t.Logf("%d batches; %d windows; %d late rows dropped", len(batches), len(want), dropped)
 }
