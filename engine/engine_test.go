@@ -392,7 +392,7 @@ func TestMalformedRecordsAreCountedAndSetAsideOnce(t *testing.T) {
 	in, out, cp := filepath.Join(dir, "in"), filepath.Join(dir, "out"), filepath.Join(dir, "cp")
 	writeLines(t, filepath.Join(in, "001.jsonl"),
 		ev("e1", "c1", "2026-03-02T09:01:00Z"),
-		`{"event_id":"e2","course_id":42,"event_time":"2026-03-02T09:01:00Z"}`,
+		`{"event_id":"e2","course_id":"c1","event_time":1772442060.5}`,
 		`not json`,
 		`{"event_id":"e4","course_id":"c1","event_time":"yesterday"}`,
 		`{"event_id":"e5","event_time":"2026-03-02T09:01:00Z"}`,

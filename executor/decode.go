@@ -35,6 +35,7 @@ func newRecordDecoder(s *query.Spec) *recordDecoder {
 		d.valueIdx = append(d.valueIdx, i)
 	}
 	d.dec = row.NewDecoder(ValueFields(s))
+	d.dec.SetSessionTimeZone(s.SessionZone())
 	return d
 }
 

@@ -90,8 +90,11 @@ type MapResult struct {
 	// Rows[p] holds pass-through rows for partition p (no aggregate).
 	Rows [][]row.Row
 	// InputRows counts records read, malformed included.
-	InputRows          int64
-	Malformed          int64
+	InputRows int64
+	Malformed int64
+	// DroppedByWatermark counts (row, window) pairs dropped as late on the
+	// map side, where Spark counts partial-aggregate rows
+	// (docs/spark-differences.md#late-rows-count).
 	DroppedByWatermark int64
 	// TooFarAhead counts the malformed rows set aside because their event
 	// time was more than watermark.maxEventTimeAhead ahead of the batch.

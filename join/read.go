@@ -87,7 +87,7 @@ func Read(ctx context.Context, dim objstore.Store, spec *query.Spec) (*Snapshot,
 		}
 		var rs []row.Row
 		if j.JoinFormat() == query.JoinJSON {
-			rs, err = readJSONLines(data, cols)
+			rs, err = readJSONLines(data, cols, spec.SessionZone())
 		} else {
 			rs, err = readParquet(data, cols, separateIDColumn(spec))
 		}
@@ -123,12 +123,13 @@ func hasFormatExt(key, format string) bool {
 	return strings.HasSuffix(key, ".parquet")
 }
 
-func readJSONLines(data []byte, cols []query.Column) ([]row.Row, error) {
+func readJSONLines(data []byte, cols []query.Column, zone *row.Zone) ([]row.Row, error) {
 	fields := make([]row.Field, len(cols))
 	for i, c := range cols {
 		fields[i] = row.Field{Name: c.Name, Kind: c.Kind, Nullable: true}
 	}
 	dec := row.NewDecoder(fields)
+	dec.SetSessionTimeZone(zone) // timestamps without a zone, as the stream's
 	var rows []row.Row
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 64<<10), 16<<20)

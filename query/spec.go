@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/row"
 )
 
 // Spec is a streaming query as submitted: declarative data that any process
@@ -25,6 +27,11 @@ type Spec struct {
 	// ShufflePartitions is the number of state partitions; frozen in the
 	// checkpoint. Zero means DefaultShufflePartitions.
 	ShufflePartitions int `json:"shufflePartitions,omitempty"`
+	// SessionTimeZone is Spark's spark.sql.session.timeZone: the zone of
+	// timestamp strings without one (a region such as Europe/Paris, or an
+	// offset such as +01:00). Empty means UTC, where Spark takes the JVM's
+	// zone (docs/spark-differences.md#session-time-zone-default).
+	SessionTimeZone string `json:"sessionTimeZone,omitempty"`
 	// StateStore is the state provider: "memory" (default) or "pebble";
 	// frozen in the checkpoint.
 	StateStore string `json:"stateStore,omitempty"`
@@ -449,4 +456,17 @@ func ParseDuration(s string) (time.Duration, error) {
 		total += time.Duration(n) * unit
 	}
 	return total, nil
+}
+
+// SessionZone returns the zone of SessionTimeZone (row.UTC when it is
+// empty). Call it on a validated spec: an invalid zone gives row.UTC.
+func (s *Spec) SessionZone() *row.Zone {
+	if s.SessionTimeZone == "" {
+		return row.UTC
+	}
+	z, err := row.LoadZone(s.SessionTimeZone)
+	if err != nil {
+		return row.UTC
+	}
+	return z
 }

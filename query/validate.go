@@ -603,6 +603,11 @@ func (v *validator) rest() {
 	default:
 		v.add("stateStore", s.StateStore, "is not a state store: use memory or pebble")
 	}
+	if s.SessionTimeZone != "" {
+		if _, err := row.LoadZone(s.SessionTimeZone); err != nil {
+			v.add("sessionTimeZone", s.SessionTimeZone, "is not a time zone Spark's spark.sql.session.timeZone takes: use a region such as Europe/Paris or America/Los_Angeles, or an offset such as +01:00 or UTC")
+		}
+	}
 	if s.MinBatchesToRetain < 1 {
 		v.add("minBatchesToRetain", strconv.Itoa(s.MinBatchesToRetain), "must be >= 1 (0 means the default, %d)", DefaultMinBatchesToRetain)
 	}

@@ -42,18 +42,27 @@ func (e *MalformedError) Error() string {
 // Is makes a *MalformedError match ErrMalformed.
 func (e *MalformedError) Is(target error) bool { return target == ErrMalformed }
 
-// Decoder turns one JSON document into a Row against a declared schema.
+// Decoder turns one JSON document into a Row against a declared schema,
+// converting each value as Spark 3.5's JacksonParser does with the default
+// JSON options (allowNonNumericNumbers on, no timestampFormat). Where
+// Spark gives a null field and keeps the row (PERMISSIVE mode), the record
+// is set aside as malformed with the reason
+// (docs/spark-differences.md#malformed-records-set-aside); where Sluice is stricter than
+// Spark on purpose, the reason says so and names the entry of
+// docs/spark-differences.md.
 //
 // Type rules (a value that breaks them makes the record malformed):
-//   - string: a JSON string.
+//   - string: a JSON string; any other value keeps its JSON text as
+//     Spark's parser writes it (12345 gives "12345", true "true", 1.50
+//     "1.5", 1e7 "1.0E7", an object or array compactly).
 //   - long: a JSON integer literal within int64 (no fraction, no exponent).
-//   - double: a JSON number, or the strings "NaN", "Infinity", "-Infinity"
-//     (as Spark's JSON reader accepts).
+//   - double: a JSON number; NaN, +INF, -INF unquoted; or the strings
+//     "NaN", "Infinity", "+Infinity", "+INF", "-Infinity", "-INF".
 //   - boolean: true or false.
-//   - timestamp: an RFC 3339 string with 0 to 9 fraction digits and 'Z' or
-//     a ±HH:MM offset (a space instead of 'T' is accepted, and a missing
-//     zone means UTC), truncated to microseconds; or a JSON number, read as
-//     milliseconds since the epoch.
+//   - timestamp: a string as Spark's CAST reads it (see timestamp.go; no
+//     zone means the session time zone), truncated to microseconds; or a
+//     JSON integer, read as seconds since the epoch. A fractional number is
+//     refused, as in Spark.
 //
 // A missing key or a JSON null gives a null value when the field is
 // nullable and a malformed record otherwise. Keys not in the schema are
@@ -65,11 +74,17 @@ type Decoder struct {
 	fields []Field
 	p      fastjson.Parser
 	// slots[i] is the JSON value of fields[i] in the record being decoded.
-	slots []*fastjson.Value
-	index map[string]int // for wide schemas; nil when fields are few
-	visit func(key []byte, v *fastjson.Value)
-	num   []byte // scratch for number text
+	slots   []*fastjson.Value
+	index   map[string]int // for wide schemas; nil when fields are few
+	visit   func(key []byte, v *fastjson.Value)
+	num     []byte           // scratch for number text and JSON text
+	session *Zone            // nil: UTC
+	zones   map[string]*Zone // region zones met in timestamps, by name
 }
+
+// SetSessionTimeZone sets the zone of timestamp strings without one
+// (Spark's spark.sql.session.timeZone); nil means UTC, the default.
+func (d *Decoder) SetSessionTimeZone(z *Zone) { d.session = z }
 
 // linearLookupMax is the schema width up to which keys are matched by a
 // linear scan rather than a map lookup.
@@ -121,10 +136,16 @@ func (d *Decoder) Decode(data []byte, dst Row) (Row, error) {
 	dst = dst[:0]
 	v, err := d.p.ParseBytes(data)
 	if err != nil {
+		// fastjson's JSON is not quite Jackson's with Spark's options
+		// (docs/spark-differences.md#json-syntax).
 		return dst, &MalformedError{Reason: "invalid JSON: " + err.Error()}
 	}
 	if t := v.Type(); t != fastjson.TypeObject {
-		return dst, &MalformedError{Reason: "not a JSON object: got " + t.String()}
+		reason := "not a JSON object: got " + t.String()
+		if t == fastjson.TypeArray {
+			reason += " (Spark reads an array of objects as one row each; Sluice sets it aside: docs/spark-differences.md#top-level-array)"
+		}
+		return dst, &MalformedError{Reason: reason}
 	}
 	o, _ := v.Object()
 	clear(d.slots)
@@ -140,6 +161,9 @@ func (d *Decoder) Decode(data []byte, dst Row) (Row, error) {
 		f := &d.fields[i]
 		jv := d.slots[i]
 		if jv == nil || jv.Type() == fastjson.TypeNull {
+			// Spark reads every column as nullable; Sluice holds a
+			// non-nullable column to it
+			// (docs/spark-differences.md#non-nullable-columns).
 			if !f.Nullable {
 				if jv == nil {
 					return dst[:0], &MalformedError{Field: f.Name, Reason: "missing non-nullable field"}
@@ -150,8 +174,12 @@ func (d *Decoder) Decode(data []byte, dst Row) (Row, error) {
 			continue
 		}
 		if f.Unused && f.Kind == String {
-			if t := jv.Type(); t != fastjson.TypeString {
-				return dst[:0], &MalformedError{Field: f.Name, Reason: "want a string, got a JSON " + t.String()}
+			// Any value fits a string column; only its number tokens can
+			// make the record corrupt.
+			if jv.Type() != fastjson.TypeString {
+				if _, reason := d.toText(jv); reason != "" {
+					return dst[:0], &MalformedError{Field: f.Name, Reason: reason}
+				}
 			}
 			dst[i] = Value{}
 			continue
@@ -174,11 +202,11 @@ func (d *Decoder) convert(k Kind, jv *fastjson.Value) (Value, string) {
 	t := jv.Type()
 	switch k {
 	case String:
-		if t != fastjson.TypeString {
-			return Value{}, "want a string, got a JSON " + t.String()
+		if t == fastjson.TypeString {
+			b, _ := jv.StringBytes()
+			return Value{Kind: String, S: string(b)}, ""
 		}
-		b, _ := jv.StringBytes()
-		return Value{Kind: String, S: string(b)}, ""
+		return d.toText(jv)
 
 	case Long:
 		if t != fastjson.TypeNumber {
@@ -187,10 +215,14 @@ func (d *Decoder) convert(k Kind, jv *fastjson.Value) (Value, string) {
 		d.num = jv.MarshalTo(d.num[:0])
 		n, ok := parseJSONInt(d.num)
 		if !ok {
-			if isJSONNumber(d.num) {
-				return Value{}, "want an integer within the long range, got " + string(d.num)
+			switch kind, _ := numberToken(d.num); kind {
+			case tokenInt:
+				return Value{}, "want an integer within the long range, got " + string(d.num) +
+					" (Spark's parser fails on it too: a null field in PERMISSIVE mode)"
+			case tokenBad:
+				return Value{}, badToken(d.num)
 			}
-			return Value{}, "invalid number " + strconv.Quote(string(d.num))
+			return Value{}, "want an integer, got " + string(d.num)
 		}
 		return Value{Kind: Long, I: n}, ""
 
@@ -198,20 +230,24 @@ func (d *Decoder) convert(k Kind, jv *fastjson.Value) (Value, string) {
 		switch t {
 		case fastjson.TypeNumber:
 			d.num = jv.MarshalTo(d.num[:0])
-			if !isJSONNumber(d.num) {
-				return Value{}, "invalid number " + strconv.Quote(string(d.num))
+			kind, f := numberToken(d.num)
+			switch kind {
+			case tokenBad:
+				return Value{}, badToken(d.num)
+			case tokenNonNumeric:
+				return Value{Kind: Double, F: f}, ""
 			}
 			f, err := strconv.ParseFloat(string(d.num), 64)
 			if err != nil && !errors.Is(err, strconv.ErrRange) {
-				return Value{}, "invalid number " + strconv.Quote(string(d.num))
+				return Value{}, badToken(d.num)
 			}
-			return Value{Kind: Double, F: f}, ""
+			return Value{Kind: Double, F: f}, "" // ±Inf past the double range, as Java's parseDouble
 		case fastjson.TypeString:
 			b, _ := jv.StringBytes()
 			switch string(b) {
 			case "NaN":
 				return Value{Kind: Double, F: math.NaN()}, ""
-			case "Infinity", "+Infinity", "+INF", "INF":
+			case "Infinity", "+Infinity", "+INF":
 				return Value{Kind: Double, F: math.Inf(1)}, ""
 			case "-Infinity", "-INF":
 				return Value{Kind: Double, F: math.Inf(-1)}, ""
@@ -233,40 +269,77 @@ func (d *Decoder) convert(k Kind, jv *fastjson.Value) (Value, string) {
 		switch t {
 		case fastjson.TypeString:
 			b, _ := jv.StringBytes()
-			if us, ok := ParseTimestamp(b); ok {
+			us, st := parseSparkTimestamp(b, d.session, d.zoneCache())
+			switch st {
+			case tsOK:
 				return Value{Kind: Timestamp, I: us}, ""
+			case tsTimeOnly:
+				return Value{}, "a time without a date, " + strconv.Quote(string(b)) +
+					": Spark puts it on the current day; Sluice is stricter than Spark so that rows do not depend on when they are read (docs/spark-differences.md#time-without-date)"
 			}
-			return Value{}, "want an RFC 3339 timestamp such as 2026-01-01T00:00:00.123Z, got " + strconv.Quote(string(b))
+			return Value{}, "want a timestamp such as 2026-01-01T00:00:00.123Z (as Spark casts a string), got " + strconv.Quote(string(b))
 		case fastjson.TypeNumber:
 			d.num = jv.MarshalTo(d.num[:0])
-			us, reason := epochMillisToMicros(d.num)
+			us, reason := epochSecondsToMicros(d.num)
 			if reason != "" {
 				return Value{}, reason
 			}
 			return Value{Kind: Timestamp, I: us}, ""
 		}
-		return Value{}, "want an RFC 3339 string or epoch milliseconds, got a JSON " + t.String()
+		return Value{}, "want a timestamp string or epoch seconds, got a JSON " + t.String()
 	}
 	return Value{}, "unsupported kind " + k.String()
 }
 
-// epochMillisToMicros reads a JSON number of milliseconds since the epoch.
-func epochMillisToMicros(b []byte) (int64, string) {
-	const maxMillis = math.MaxInt64 / 1000
-	if ms, ok := parseJSONInt(b); ok {
-		if ms > maxMillis || ms < -maxMillis {
-			return 0, "epoch milliseconds " + string(b) + " out of range"
-		}
-		return ms * 1000, ""
+// toText is a non-string value's text in a string column (see
+// appendJackson).
+func (d *Decoder) toText(jv *fastjson.Value) (Value, string) {
+	switch jv.Type() {
+	case fastjson.TypeTrue:
+		return Value{Kind: String, S: "true"}, ""
+	case fastjson.TypeFalse:
+		return Value{Kind: String, S: "false"}, ""
 	}
-	if !isJSONNumber(b) {
-		return 0, "invalid number " + strconv.Quote(string(b))
+	var ok bool
+	d.num, ok = appendJackson(d.num[:0], jv)
+	if !ok {
+		return Value{}, "a number token Spark's JSON parser does not read, in " + strconv.Quote(string(jv.MarshalTo(nil)))
 	}
-	f, err := strconv.ParseFloat(string(b), 64)
-	if err != nil || math.IsNaN(f) || f > maxMillis || f < -maxMillis {
-		return 0, "epoch milliseconds " + string(b) + " out of range"
+	return Value{Kind: String, S: string(d.num)}, ""
+}
+
+func (d *Decoder) zoneCache() map[string]*Zone {
+	if d.zones == nil {
+		d.zones = make(map[string]*Zone)
 	}
-	return int64(math.Floor(f * 1000)), ""
+	return d.zones
+}
+
+// badToken is the reason for a number token Jackson would not read.
+func badToken(b []byte) string {
+	return "invalid number " + strconv.Quote(string(b)) + " (Spark's JSON parser reads only JSON numbers, NaN, +INF and -INF)"
+}
+
+// epochSecondsToMicros reads a JSON number in a timestamp column as
+// Spark does: an integer is seconds since the epoch (getLongValue *
+// 1000000); any other number is refused.
+func epochSecondsToMicros(b []byte) (int64, string) {
+	const maxSecs = math.MaxInt64 / 1_000_000
+	kind, _ := numberToken(b)
+	switch kind {
+	case tokenBad:
+		return 0, badToken(b)
+	case tokenFloat, tokenNonNumeric:
+		return 0, "want whole epoch seconds, got " + string(b) + " (Spark takes no fractional number in a timestamp column)"
+	}
+	secs, ok := parseJSONInt(b)
+	if !ok {
+		return 0, "epoch seconds " + string(b) + " out of the long range (Spark's parser fails on it too)"
+	}
+	if secs > maxSecs || secs < -maxSecs {
+		return 0, "epoch seconds " + string(b) + " out of the timestamp range: Spark's multiplication by 1,000,000 overflows silently; Sluice is stricter than Spark here (docs/spark-differences.md#epoch-seconds-overflow)"
+	}
+	return secs * 1_000_000, ""
 }
 
 // parseJSONInt parses a JSON integer literal (-?(0|[1-9][0-9]*)) that fits
@@ -345,92 +418,13 @@ func isJSONNumber(b []byte) bool {
 	return i == len(b)
 }
 
-// ParseTimestamp reads an RFC 3339 timestamp into microseconds since the
-// epoch, truncating digits beyond microseconds. It accepts
-// YYYY-MM-DD(T|t| )HH:MM:SS[.fraction](Z|z|±HH:MM|nothing), with 1 to 9
-// fraction digits; a missing zone means UTC.
+// ParseTimestamp reads a timestamp string as Spark's CAST does, with UTC
+// for a string without a zone (see timestamp.go), into microseconds since
+// the epoch, truncating digits beyond microseconds. A time without a date
+// is refused.
 func ParseTimestamp(b []byte) (int64, bool) {
-	// A hand-written parser rather than time.Parse: it is several times
-	// faster, and it is also stricter where time.Parse is lax (time.Parse
-	// takes offsets such as +24:00 and +23:60 and more than 9 fraction
-	// digits), so no fallback: what is accepted does not depend on which
-	// path ran. The tests check it against time.Parse on valid input.
-	return parseTimestampFast(b)
-}
-
-func digits2(b []byte, i int) (int, bool) {
-	c0, c1 := b[i]-'0', b[i+1]-'0'
-	if c0 > 9 || c1 > 9 {
-		return 0, false
-	}
-	return int(c0)*10 + int(c1), true
-}
-
-func parseTimestampFast(b []byte) (int64, bool) {
-	// 2026-01-01T00:00:01 is 19 bytes.
-	if len(b) < 19 || b[4] != '-' || b[7] != '-' || b[13] != ':' || b[16] != ':' {
-		return 0, false
-	}
-	if c := b[10]; c != 'T' && c != 't' && c != ' ' {
-		return 0, false
-	}
-	y1, ok1 := digits2(b, 0)
-	y2, ok2 := digits2(b, 2)
-	mo, ok3 := digits2(b, 5)
-	dd, ok4 := digits2(b, 8)
-	hh, ok5 := digits2(b, 11)
-	mi, ok6 := digits2(b, 14)
-	ss, ok7 := digits2(b, 17)
-	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7) {
-		return 0, false
-	}
-	year := y1*100 + y2
-	if mo < 1 || mo > 12 || dd < 1 || dd > daysIn(year, mo) || hh > 23 || mi > 59 || ss > 59 {
-		return 0, false
-	}
-	i := 19
-	var frac int64 // microseconds
-	if i < len(b) && b[i] == '.' {
-		i++
-		start := i
-		scale := int64(100_000)
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			frac += int64(b[i]-'0') * scale
-			scale /= 10
-			i++
-		}
-		if n := i - start; n == 0 || n > 9 {
-			return 0, false
-		}
-	}
-	var offset int64 // seconds east of UTC
-	switch {
-	case i == len(b):
-		// No zone: UTC.
-	case b[i] == 'Z' || b[i] == 'z':
-		i++
-	case b[i] == '+' || b[i] == '-':
-		if len(b)-i != 6 || b[i+3] != ':' {
-			return 0, false
-		}
-		oh, okh := digits2(b, i+1)
-		om, okm := digits2(b, i+4)
-		if !okh || !okm || oh > 23 || om > 59 {
-			return 0, false
-		}
-		offset = int64(oh*3600 + om*60)
-		if b[i] == '-' {
-			offset = -offset
-		}
-		i += 6
-	default:
-		return 0, false
-	}
-	if i != len(b) {
-		return 0, false
-	}
-	secs := daysFromCivil(year, mo, dd)*86400 + int64(hh*3600+mi*60+ss) - offset
-	return secs*1_000_000 + frac, true
+	us, st := parseSparkTimestamp(b, nil, nil)
+	return us, st == tsOK
 }
 
 func daysIn(year, month int) int {

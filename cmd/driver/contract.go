@@ -103,7 +103,7 @@ func buildContract(s query.Spec, recovery, outage time.Duration) contract {
 	if w := s.Watermark; w != nil {
 		delay = w.Delay.D()
 		c.EventTimeField, c.WatermarkDelay = w.Column, human(delay)
-		c.EventTimeZone = "each value carries its offset (RFC 3339, e.g. 2026-03-02T09:01:00Z); a value without one is read as UTC; a JSON number is epoch milliseconds"
+		c.EventTimeZone = "each value carries its offset (e.g. 2026-03-02T09:01:00Z); a value without one is read in " + s.SessionZone().String() + " (sessionTimeZone); a JSON integer is epoch seconds"
 		c.Notes = append(c.Notes, fmt.Sprintf("events later than %s behind the newest event time are dropped as late", human(delay)))
 	}
 	retention := recovery + delay + outage

@@ -2,11 +2,14 @@
 // objstore.Store whose root is that directory), with Spark's file source
 // rules: every file not yet taken is read, whatever its name, oldest
 // modification time first (ties by name; latestFirst reverses the order),
-// at most maxFilesPerTrigger per batch.
+// at most maxFilesPerTrigger per batch, with Spark's cache of unread files:
+// the rest of a capped batch's listing, when it is at least a fifth of the
+// cap, is what the next batches take (Offset.Unread; not with latestFirst
+// or availableNow).
 //
 // An offset (format version 2) is
 //
-//	{"version":2,"files":[...],"seen":{"name":mtimeMs,...},"newestMs":N}
+//	{"version":2,"files":[...],"seen":{"name":mtimeMs,...},"newestMs":N,"unread":{"ms":M,"name":"..."}}
 //
 // files are the batch that ends there (a re-run reads exactly them); seen
 // is every file taken so far, so the set survives restarts through the

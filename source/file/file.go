@@ -38,6 +38,32 @@ type Offset struct {
 	Files    []string         `json:"files"`
 	Seen     map[string]int64 `json:"seen,omitempty"`
 	NewestMs int64            `json:"newestMs,omitempty"`
+	// Unread is Spark's cache of unread files: after a capped batch, the
+	// files its listing found beyond the batch, when there are enough of
+	// them (see Next). The next batches take only from them. Nil: none.
+	Unread *UnreadMark `json:"unread,omitempty"`
+}
+
+// UnreadMark names the cached files by the last of them in the order
+// files are taken: every file not taken whose (modification time, name)
+// is at or before (Ms, Name). A file that lands later with an older
+// modification time than the mark therefore joins the cache, where Spark's
+// in-memory list would not have it.
+type UnreadMark struct {
+	Ms   int64  `json:"ms"`
+	Name string `json:"name"`
+}
+
+// Spark's FileStreamSource defaults for its cache of unread files.
+const (
+	maxCachedFiles          = 10000 // maxCachedFiles
+	discardCachedInputRatio = 0.2   // discardCachedInputRatio
+)
+
+// unread reports whether f is in o's cache of unread files.
+func (o Offset) unread(f fileInfo) bool {
+	u := o.Unread
+	return u != nil && (f.mtimeMs < u.Ms || f.mtimeMs == u.Ms && f.name <= u.Name)
 }
 
 // Marshal returns the canonical JSON form of o (map keys sorted).
@@ -87,6 +113,9 @@ type Source struct {
 	opts    query.FileSource
 	logger  *slog.Logger
 	once    sync.Once
+	// availableNow: the run drains one snapshot; Spark keeps no cache of
+	// unread files then.
+	availableNow bool
 	// cache is what the last listing found (planning goroutine only).
 	cache listCache
 	// parsed holds the last offsets parsed or made (a large taken set
@@ -156,6 +185,18 @@ func New(store objstore.Store, opts query.FileSource, logger *slog.Logger) *Sour
 // SetArchive gives the store rooted at sourceArchiveDir (cleanSource:
 // archive).
 func (s *Source) SetArchive(st objstore.Store) { s.archive = st }
+
+// SetAvailableNow tells the source that the query's trigger is
+// availableNow: batches then never use the cache of unread files, as in
+// Spark (which reads the prefetched listing instead).
+func (s *Source) SetAvailableNow() { s.availableNow = true }
+
+// caches reports whether a capped batch keeps the rest of its listing for
+// the next batches: Spark's FileStreamSource does with maxFilesPerTrigger,
+// unless latestFirst or availableNow.
+func (s *Source) caches() bool {
+	return s.opts.MaxFilesPerTrigger > 0 && !s.opts.LatestFirst && !s.availableNow
+}
 
 // Initial returns {"version":2,"files":[]}: every file is new.
 func (s *Source) Initial(ctx context.Context) (source.Offset, error) {
@@ -270,13 +311,13 @@ func (s *Source) available(ctx context.Context, st Offset, now time.Time) ([]fil
 	}
 	threshold := s.threshold(st)
 	for _, f := range files {
-		if f.mtimeMs >= threshold && !st.taken(f.name) {
+		if (f.mtimeMs >= threshold || st.unread(f)) && !st.taken(f.name) {
 			s.cache.pending[f.name] = f.mtimeMs
 		}
 	}
 	out := make([]fileInfo, 0, len(s.cache.pending))
 	for n, t := range s.cache.pending {
-		if st.taken(n) || t < threshold {
+		if st.taken(n) || t < threshold && !st.unread(fileInfo{name: n, mtimeMs: t}) {
 			delete(s.cache.pending, n)
 			continue
 		}
@@ -291,12 +332,15 @@ func (s *Source) ageIgnored() bool { return s.opts.LatestFirst && s.opts.MaxFile
 
 // candidates returns the files not yet taken after st and young enough, in
 // the order they are taken: oldest modification time first (newest first
-// with latestFirst), then by name.
+// with latestFirst), as Spark's FileStreamSource sorts them, then by name
+// (Spark keeps the listing's order: docs/spark-differences.md#file-order-ties).
 func (s *Source) candidates(st Offset, files []fileInfo) []fileInfo {
 	threshold := s.threshold(st)
 	var out []fileInfo
 	for _, f := range files {
-		if st.taken(f.name) || f.mtimeMs < threshold {
+		// Cached unread files stay due whatever their age, as Spark reads
+		// its cache without checking it again.
+		if st.taken(f.name) || f.mtimeMs < threshold && !st.unread(f) {
 			continue
 		}
 		out = append(out, f)
@@ -334,7 +378,13 @@ func (s *Source) Latest(ctx context.Context, start source.Offset, now time.Time)
 }
 
 // Next takes the files not yet taken at start, in order, at most
-// maxFilesPerTrigger of them (0: all), only files limit lists. It returns
+// maxFilesPerTrigger of them (0: all), only files limit lists, as Spark's
+// FileStreamSource.fetchMaxOffset: when start holds a cache of unread
+// files, the batch takes only from them (even fewer than the cap); a
+// capped batch caches the rest of its files, up to maxCachedFiles, when
+// they are at least discardCachedInputRatio of the cap. Spark keeps that
+// cache in memory only, so its batches after a restart differ; Sluice's
+// is in the offset (docs/spark-differences.md#file-unread-cache). It returns
 // start when there is none. The end offset's Seen adds the batch's files
 // and drops files older than maxFileAge relative to the newest taken.
 func (s *Source) Next(ctx context.Context, start, limit source.Offset) (source.Offset, error) {
@@ -360,20 +410,31 @@ func (s *Source) Next(ctx context.Context, start, limit source.Offset) (source.O
 	if err != nil {
 		return nil, err
 	}
-	var batch []fileInfo
+	var pool, cached []fileInfo
 	for _, f := range s.candidates(st, files) {
 		if !allowed[f.name] {
 			continue
 		}
-		batch = append(batch, f)
-		if s.opts.MaxFilesPerTrigger > 0 && len(batch) == s.opts.MaxFilesPerTrigger {
-			break
+		pool = append(pool, f)
+		if s.caches() && st.unread(f) {
+			cached = append(cached, f)
 		}
+	}
+	if len(cached) > 0 {
+		pool = cached
+	}
+	batch := pool
+	if m := s.opts.MaxFilesPerTrigger; m > 0 && len(batch) > m {
+		batch = pool[:m]
 	}
 	if len(batch) == 0 {
 		return clone(start), nil
 	}
 	end := Offset{Version: offsetVersion, Seen: make(map[string]int64, len(st.Seen)+len(batch)), NewestMs: st.NewestMs}
+	if rest := pool[len(batch):]; s.caches() && len(rest) > 0 && float64(len(rest)) >= float64(s.opts.MaxFilesPerTrigger)*discardCachedInputRatio {
+		last := rest[min(len(rest), maxCachedFiles)-1]
+		end.Unread = &UnreadMark{Ms: last.mtimeMs, Name: last.name}
+	}
 	for n, t := range st.Seen {
 		end.Seen[n] = t
 	}

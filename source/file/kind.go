@@ -94,6 +94,9 @@ func (Kind) Open(ctx context.Context, s *query.Spec, env source.Env) (source.Sou
 		return nil, fmt.Errorf("open source.file.path: %w", err)
 	}
 	src := New(st, opts, env.Logger)
+	if s.Trigger.AvailableNow {
+		src.SetAvailableNow()
+	}
 	if dir := opts.SourceArchiveDir; dir != "" && opts.CleanSource == query.CleanSourceArchive {
 		ast, err := env.OpenStore(ctx, dir)
 		if err != nil {

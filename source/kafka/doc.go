@@ -28,8 +28,8 @@
 //   - Planning (kafka.go, plan.go): Initial (startingOffsets), Latest (high
 //     watermarks of every subscribed partition), Next (the end of the next
 //     batch, capped by maxOffsetsPerTrigger in proportion to each
-//     partition's backlog, never above the cap, and every partition with a
-//     backlog progressing when the cap allows), Splits (read tasks: one
+//     partition's backlog with Spark's rateLimit arithmetic, so batches are
+//     Spark's offset for offset), Splits (read tasks: one
 //     per partition range, cut further when minPartitions asks for more,
 //     as Spark's KafkaOffsetRangeCalculator, and small ranges grouped so
 //     that a task carries about minOffsetsPerTask offsets), Lag, and

@@ -247,7 +247,7 @@ func (s *Source) Latest(ctx context.Context, start source.Offset, now time.Time)
 // Next plans the end of the next batch from start, no further than limit
 // (or than the latest offsets when limit is empty), capped by
 // maxOffsetsPerTrigger split across partitions in proportion to their
-// backlog.
+// backlog exactly as Spark's rateLimit does (see rateLimit).
 //
 // Partitions that are not in start (new partitions, new topics) start at
 // their earliest offset. A start offset below the earliest available
@@ -297,9 +297,9 @@ func (s *Source) Next(ctx context.Context, start, limit source.Offset) (source.O
 			"partition", tp.String(), "offset", off)
 	}
 	var (
-		tps     []TopicPartition
-		from    []int64
-		backlog []int64
+		tps  []TopicPartition
+		from []int64
+		to   []int64
 	)
 	for _, tp := range sortedTPs(latest) {
 		e, ok := earliest[tp]
@@ -330,11 +330,10 @@ func (s *Source) Next(ctx context.Context, start, limit source.Offset) (source.O
 		}
 		tps = append(tps, tp)
 		from = append(from, f)
-		backlog = append(backlog, max(0, l-f))
+		to = append(to, max(f, l))
 	}
-	adv := rateLimit(s.set.maxPerTrigger, backlog)
-	for i, tp := range tps {
-		end.Set(tp, from[i]+adv[i])
+	for i, e := range rateLimit(s.set.maxPerTrigger, from, to) {
+		end.Set(tps[i], e)
 	}
 	enc := end.Encode()
 	if skipped > 0 {

@@ -2,120 +2,155 @@ package kafka
 
 import (
 	"math"
-	"math/bits"
 	"slices"
 )
 
 // This file holds the pure planning arithmetic: no I/O, no clocks.
 
-// apportion divides total units among positive weights in proportion to
-// them (largest-remainder method). Guarantees, for weights w and result s:
+// rateLimit is Spark 3.5's KafkaMicroBatchStream.rateLimit: it caps a
+// batch at about limit offsets (maxOffsetsPerTrigger) split across the
+// partitions with a backlog in proportion to it. For partition i, reading
+// from from[i] up to end[i] (size = end[i] - from[i]):
 //
-//   - s[i] <= w[i], and sum(s) == min(total, sum(w));
-//   - when total >= len(w), every s[i] >= 1, so nothing starves;
-//   - when total < len(w), one unit each goes to the total largest weights
-//     (a batch then touches as many partitions as it can, and as the
-//     largest backlogs shrink the units move on to the others);
-//   - the result depends only on the inputs (ties go to the lower index).
-func apportion(total int64, w []int64) []int64 {
-	s := make([]int64, len(w))
-	if total <= 0 || len(w) == 0 {
-		return s
+//	total   = float64(sum of the positive sizes)
+//	prorate = float64(limit) * (float64(size) / total)
+//	n       = ceil(prorate) when prorate < 1, else floor(prorate)
+//	off     = from[i] + n, or MaxInt64 when that would overflow (SPARK-26718)
+//	result  = min(end[i], off)
+//
+// Partitions with no backlog (size <= 0) get end[i], and so does every
+// partition when the total is below 1. As in Spark, the rounding up of
+// small shares can take a batch past the cap (by at most one offset per
+// partition whose share is below one), and the floor of the others can
+// leave it below the cap: the batches are Spark's, offset for offset.
+// limit <= 0 means no cap. It returns the batch's end offsets.
+func rateLimit(limit int64, from, end []int64) []int64 {
+	out := slices.Clone(end)
+	if limit <= 0 {
+		return out
 	}
-	sum, ok := sumNoOverflow(w)
-	if !ok {
-		// Offsets this large do not occur; keep the guarantees anyway by
-		// scaling the weights down (proportions are kept to 62 bits).
-		scaled := make([]int64, len(w))
-		shift := uint(0)
-		for {
-			shift++
-			for i, x := range w {
-				scaled[i] = max(x>>shift, 1)
+	var sum int64 // a Long sum in Spark: it wraps the same way
+	for i := range end {
+		if size := end[i] - from[i]; size > 0 {
+			sum += size
+		}
+	}
+	total := float64(sum)
+	if total < 1 {
+		return out
+	}
+	for i := range end {
+		size := end[i] - from[i]
+		if size <= 0 {
+			continue
+		}
+		prorate := float64(limit) * (float64(size) / total)
+		var n int64
+		if prorate < 1 {
+			n = jvmDoubleToLong(math.Ceil(prorate))
+		} else {
+			n = jvmDoubleToLong(math.Floor(prorate))
+		}
+		off := int64(math.MaxInt64)
+		if n <= math.MaxInt64-from[i] {
+			off = from[i] + n
+		}
+		out[i] = min(end[i], off)
+	}
+	return out
+}
+
+// jvmDoubleToLong converts as the JVM's d2l (Scala's Double.toLong) does:
+// NaN is 0 and values beyond the long range saturate. Go's conversion is
+// implementation-defined there.
+func jvmDoubleToLong(f float64) int64 {
+	switch {
+	case math.IsNaN(f):
+		return 0
+	case f >= math.MaxInt64: // float64(MaxInt64) is 2^63
+		return math.MaxInt64
+	case f <= math.MinInt64:
+		return math.MinInt64
+	}
+	return int64(f)
+}
+
+// javaRound is java.lang.Math.round(double): the closest long, ties
+// toward positive infinity, NaN 0, saturating.
+func javaRound(f float64) int64 {
+	if math.IsNaN(f) {
+		return 0
+	}
+	r := math.Floor(f)
+	if f-r >= 0.5 {
+		r++
+	}
+	return jvmDoubleToLong(r)
+}
+
+// splitRanges is Spark 3.5's KafkaOffsetRangeCalculator.getRanges: empty
+// ranges are dropped; when minPartitions is above the number of the
+// others, each range is cut into parts:
+//
+//	partCount(size, total, m) = max(round(size / total * m), 1)
+//	unsplit = the ranges with partCount(size, totalSize, minPartitions) == 1
+//	a range of unsplit has 1 part; any other has
+//	partCount(size, totalSize - unsplitSize, max(minPartitions - len(unsplit), 1))
+//
+// (round is Java's Math.round), and a range of p parts is cut in order
+// into pieces of remaining/(p-k) offsets (k = 0..p-1, integer division, so
+// the last pieces take the round-off). Empty pieces are dropped. The
+// number of pieces is about minPartitions, sometimes more or fewer, as in
+// Spark. The order of the input is kept.
+func splitRanges(ranges []Range, minPartitions int) []Range {
+	var nonEmpty []Range
+	for _, r := range ranges {
+		if r.Size() > 0 {
+			nonEmpty = append(nonEmpty, r)
+		}
+	}
+	if minPartitions <= len(nonEmpty) {
+		return nonEmpty
+	}
+	partCount := func(size, total int64, minParts int) int64 {
+		// Scala: math.max(math.round(size.toDouble / totalSize * minParts), 1).toInt
+		return int64(int32(max(javaRound(float64(size)/float64(total)*float64(minParts)), 1)))
+	}
+	var totalSize int64
+	for _, r := range nonEmpty {
+		totalSize += r.Size()
+	}
+	unsplit := make([]bool, len(nonEmpty))
+	var unsplitSize int64
+	nUnsplit := 0
+	for i, r := range nonEmpty {
+		if partCount(r.Size(), totalSize, minPartitions) == 1 {
+			unsplit[i] = true
+			unsplitSize += r.Size()
+			nUnsplit++
+		}
+	}
+	splitSize := totalSize - unsplitSize
+	splitMin := max(minPartitions-nUnsplit, 1)
+	var out []Range
+	for i, r := range nonEmpty {
+		parts := int64(1)
+		if !unsplit[i] {
+			parts = partCount(r.Size(), splitSize, splitMin)
+		}
+		remaining := r.Size()
+		from := r.From
+		for k := int64(0); k < parts; k++ {
+			n := remaining / (parts - k)
+			remaining -= n
+			to := min(from+n, r.To)
+			if to > from {
+				out = append(out, Range{Topic: r.Topic, Partition: r.Partition, From: from, To: to})
 			}
-			if sum, ok = sumNoOverflow(scaled); ok {
-				break
-			}
-		}
-		s = apportion(min(total, sum), scaled)
-		// Each share is <= its scaled weight <= its real weight; hand the
-		// units lost to scaling out in order, within the real weights.
-		left := total - sumOf(s)
-		for i := 0; i < len(w) && left > 0; i++ {
-			add := min(w[i]-s[i], left)
-			s[i] += add
-			left -= add
-		}
-		return s
-	}
-	if total >= sum {
-		copy(s, w)
-		return s
-	}
-	if total < int64(len(w)) {
-		order := make([]int, len(w))
-		for i := range order {
-			order[i] = i
-		}
-		slices.SortStableFunc(order, func(a, b int) int {
-			switch {
-			case w[a] > w[b]:
-				return -1
-			case w[a] < w[b]:
-				return 1
-			}
-			return a - b
-		})
-		for _, i := range order[:total] {
-			s[i] = 1
-		}
-		return s
-	}
-	rem := make([]uint64, len(w))
-	given := int64(0)
-	for i, x := range w {
-		hi, lo := bits.Mul64(uint64(total), uint64(x))
-		q, r := bits.Div64(hi, lo, uint64(sum)) // hi < sum since total < sum
-		s[i] = int64(q)
-		rem[i] = r
-		given += s[i]
-	}
-	if left := total - given; left > 0 {
-		order := make([]int, len(w))
-		for i := range order {
-			order[i] = i
-		}
-		slices.SortStableFunc(order, func(a, b int) int {
-			switch {
-			case rem[a] > rem[b]:
-				return -1
-			case rem[a] < rem[b]:
-				return 1
-			}
-			return a - b
-		})
-		for _, i := range order[:left] {
-			s[i]++ // floor < weight because total < sum, so this stays <= w[i]
+			from = to
 		}
 	}
-	if total >= int64(len(w)) {
-		// No starvation: a zero share takes one unit from the largest share.
-		// One exists with at least 2 because sum(s) = total >= len(w).
-		for i := range s {
-			if s[i] != 0 {
-				continue
-			}
-			j := 0
-			for k := range s {
-				if s[k] > s[j] {
-					j = k
-				}
-			}
-			s[j]--
-			s[i] = 1
-		}
-	}
-	return s
+	return out
 }
 
 func sumNoOverflow(w []int64) (int64, bool) {
@@ -127,82 +162,6 @@ func sumNoOverflow(w []int64) (int64, bool) {
 		sum += x
 	}
 	return sum, true
-}
-
-func sumOf(w []int64) int64 {
-	var sum int64
-	for _, x := range w {
-		sum += x
-	}
-	return sum
-}
-
-// rateLimit caps a batch at limit offsets (maxOffsetsPerTrigger) split
-// across partitions in proportion to each partition's backlog, as Spark's
-// KafkaMicroBatchStream.rateLimit does, but with the sum never above the
-// cap and, when the cap is at least the number of partitions with a
-// backlog, every such partition making progress. limit <= 0 means no cap.
-// It returns how many offsets each partition advances.
-func rateLimit(limit int64, backlog []int64) []int64 {
-	adv := make([]int64, len(backlog))
-	var idx []int
-	var w []int64
-	for i, b := range backlog {
-		if b > 0 {
-			idx = append(idx, i)
-			w = append(w, b)
-		}
-	}
-	if limit <= 0 {
-		for _, i := range idx {
-			adv[i] = backlog[i]
-		}
-		return adv
-	}
-	for k, share := range apportion(limit, w) {
-		adv[idx[k]] = share
-	}
-	return adv
-}
-
-// splitRanges divides ranges into read tasks so that there are at least
-// minPartitions of them when there are enough offsets, as Spark's
-// KafkaOffsetRangeCalculator does: with fewer non-empty ranges than
-// minPartitions, each range is cut into a number of pieces proportional to
-// its size (at least one), pieces of one range as equal as possible.
-// Empty ranges are dropped; the order of the input is kept.
-func splitRanges(ranges []Range, minPartitions int) []Range {
-	var nonEmpty []Range
-	for _, r := range ranges {
-		if r.Size() > 0 {
-			nonEmpty = append(nonEmpty, r)
-		}
-	}
-	if minPartitions <= len(nonEmpty) {
-		return nonEmpty
-	}
-	sizes := make([]int64, len(nonEmpty))
-	for i, r := range nonEmpty {
-		sizes[i] = r.Size()
-	}
-	total, ok := sumNoOverflow(sizes)
-	if !ok {
-		total = math.MaxInt64
-	}
-	counts := apportion(min(int64(minPartitions), total), sizes)
-	out := make([]Range, 0, minPartitions)
-	for i, r := range nonEmpty {
-		parts := counts[i]
-		remaining := r.Size()
-		from := r.From
-		for k := int64(0); k < parts; k++ {
-			n := remaining / (parts - k) // the last pieces take the round-off
-			remaining -= n
-			out = append(out, Range{Topic: r.Topic, Partition: r.Partition, From: from, To: from + n})
-			from += n
-		}
-	}
-	return out
 }
 
 // DefaultMinOffsetsPerTask is minOffsetsPerTask when the spec leaves it
@@ -222,7 +181,8 @@ const DefaultMinOffsetsPerTask = 65536
 //
 //   - with more minPartitions than non-empty ranges, ranges are cut
 //     (splitRanges) and each piece is a task, as Spark does;
-//   - otherwise k = ceil(total / minPerTask) tasks, at least
+//   - otherwise k = ceil(total / minPerTask) tasks (Spark makes one per
+//     range: docs/spark-differences.md#kafka-task-grouping), at least
 //     minPartitions and at most one per range; ranges go to tasks largest
 //     first, each to the task with the fewest offsets so far (ties to the
 //     lower task), so tasks are balanced and a range larger than
