@@ -1,0 +1,615 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/eventtime"
+	"github.com/sluicehq/sluice/source"
+	"github.com/sluicehq/sluice/statestore"
+)
+
+// This file is the batch loop's decisions, without I/O: machine.step takes
+// what just happened (an Event, stamped with the clock's time) and returns
+// the next thing to do (an Action). Run performs the actions and feeds
+// their outcomes back (loop.go has the performing side). Retry budgets,
+// back-off, no-data batches, watermark arithmetic, triggers, idleness and
+// stopping are all decided here; the datadriven cases in testdata/step
+// drive it with a fake clock.
+
+// ErrLeaseLost: the run stopped because its driver no longer holds the
+// lease; nothing more is written.
+var ErrLeaseLost = errors.New("lease lost: stopped without writing")
+
+// maxBackoff caps the doubling wait between retries.
+const maxBackoff = 10 * time.Second
+
+// Kind classifies a failure for the step: whether retrying can fix it. The
+// loop derives it from the error's sentinels (classify), so an error that
+// wraps one (decoded from a remote executor, say) is classified the same.
+type Kind int
+
+const (
+	// Transient failures are retried within the budget.
+	Transient Kind = iota
+	// Fenced: a create-if-absent log write found the entry there.
+	Fenced
+	// DataLoss: the source no longer has offsets the batch needs.
+	DataLoss
+	// Incompatible: the checkpoint does not fit the query.
+	Incompatible
+	// MemoryLimit: a state store passed its memory limit.
+	MemoryLimit
+	// Canceled: the run's context ended.
+	Canceled
+)
+
+var kindNames = [...]string{"transient", "fenced", "dataloss", "incompatible", "memlimit", "canceled"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", int(k))
+}
+
+// permanent reports kinds that retrying cannot fix.
+func (k Kind) permanent() bool { return k != Transient }
+
+// classify maps an error to its Kind.
+func classify(err error) Kind {
+	switch {
+	case errors.Is(err, checkpoint.ErrFenced):
+		return Fenced
+	case errors.Is(err, checkpoint.ErrIncompatibleCheckpoint):
+		return Incompatible
+	case errors.Is(err, source.ErrDataLoss):
+		return DataLoss
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return Canceled
+	case errors.Is(err, statestore.ErrMemoryLimit):
+		return MemoryLimit
+	}
+	return Transient
+}
+
+// permanent reports errors that retrying the batch cannot fix.
+func permanent(err error) bool { return classify(err).permanent() }
+
+// retryPolicy is the one rule for retrying an operation (planning, a log
+// write, a batch): permanent failures give up at once; otherwise an
+// operation gets at least minAttempts tries and keeps trying while its
+// failures have lasted less than budget, waiting first, then twice as long
+// each time, up to maxBackoff.
+type retryPolicy struct {
+	minAttempts int
+	budget      time.Duration
+	first       time.Duration
+}
+
+// retry is one operation's failures so far (zero: none).
+type retry struct {
+	attempts int // failed attempts
+	since    time.Time
+	next     time.Duration // the next wait (0: policy.first)
+}
+
+// fail records a failure of kind k at now: the wait before the next try,
+// or giveUp.
+func (p retryPolicy) fail(r *retry, now time.Time, k Kind) (wait time.Duration, giveUp bool) {
+	r.attempts++
+	if r.since.IsZero() {
+		r.since = now
+	}
+	if k.permanent() || (r.attempts >= p.minAttempts && now.Sub(r.since) >= p.budget) {
+		return 0, true
+	}
+	if r.next == 0 {
+		r.next = p.first
+	}
+	wait = r.next
+	r.next = min(2*r.next, maxBackoff)
+	return wait, false
+}
+
+// stepConfig is what the step needs of the query's config.
+type stepConfig struct {
+	MaxAttempts  int
+	RetryFor     time.Duration // Config.PlanRetryFor
+	Backoff      time.Duration // the first wait between tries
+	IdlePoll     time.Duration
+	Interval     time.Duration // processingTime (0: as soon as possible)
+	Once         bool
+	AvailableNow bool
+	// Evicts: the query evicts state by watermark; NoDataBatches: the
+	// spec runs no-data batches (both needed for one).
+	Evicts, NoDataBatches bool
+	// Watermark: the spec has one, with Delay and MaxJump (µs).
+	Watermark      bool
+	Delay, MaxJump int64
+}
+
+func (c *stepConfig) planPolicy() retryPolicy { return retryPolicy{1, c.RetryFor, c.Backoff} }
+func (c *stepConfig) writePolicy() retryPolicy {
+	return retryPolicy{1, c.RetryFor, c.Backoff}
+}
+func (c *stepConfig) batchPolicy() retryPolicy {
+	return retryPolicy{c.MaxAttempts, c.RetryFor, c.Backoff}
+}
+
+// EventType says what happened.
+type EventType int
+
+const (
+	// EvStart: the run starts at Batch with watermarks WatermarkMs and
+	// LateWatermarkMs; Rerun: Batch was logged and not committed, and
+	// runs again as logged (with those watermarks).
+	EvStart EventType = iota
+	// EvTarget: availableNow's target offsets were read.
+	EvTarget
+	// EvPlanned: the source was read; HasData says whether it has rows
+	// past the last batch.
+	EvPlanned
+	// EvPrepared: the planned batch's entry is built (join snapshot
+	// taken).
+	EvPrepared
+	// EvWritten: the log write asked for (offsets/N or commits/N) is done.
+	EvWritten
+	// EvRan: the batch's tasks ran and its sink output is committed;
+	// MaxEventTime (µs) and HasEventTime are what it saw.
+	EvRan
+	// EvCommitted: the batch's post-commit work is done; Err, if set,
+	// stops the run (a state budget with onExceed: stop).
+	EvCommitted
+	// EvFailed: the action failed with Err, of kind Kind.
+	EvFailed
+	// EvOwn: the log was asked who wrote an entry a retried write found;
+	// Mine says it was this run's earlier attempt.
+	EvOwn
+	// EvElapsed: a wait ended.
+	EvElapsed
+	// EvStop: a stop was asked; Now abandons the batch in flight,
+	// otherwise it commits first.
+	EvStop
+	// EvPause: a pause was asked: like a graceful stop.
+	EvPause
+	// EvLeaseLost: another driver holds the lease; stop without writing.
+	EvLeaseLost
+)
+
+var eventNames = [...]string{"start", "target", "planned", "prepared", "written", "ran", "committed", "failed", "own", "elapsed", "stop", "pause", "lease-lost"}
+
+func (t EventType) String() string { return eventNames[t] }
+
+// Event is what just happened, at Now.
+type Event struct {
+	Type EventType
+	Now  time.Time
+
+	Batch                        int64 // EvStart
+	WatermarkMs, LateWatermarkMs int64 // EvStart
+	Rerun                        bool  // EvStart
+	HasData                      bool  // EvPlanned
+	MaxEventTime                 int64 // EvRan
+	HasEventTime                 bool  // EvRan
+	Kind                         Kind  // EvFailed
+	Err                          error // EvFailed, EvCommitted
+	Mine                         bool  // EvOwn
+	StopNow                      bool  // EvStop
+}
+
+// ActionType says what to do next.
+type ActionType int
+
+const (
+	// ActTarget: read availableNow's target offsets.
+	ActTarget ActionType = iota
+	// ActPlan: read the source for the next batch (the trigger starts At).
+	ActPlan
+	// ActPrepare: build Batch's offsets entry (NoData, WatermarkMs,
+	// LateWatermarkMs), taking the join snapshot if one is due.
+	ActPrepare
+	// ActWriteOffsets: write offsets/Batch (Attempt counts from 1).
+	ActWriteOffsets
+	// ActRun: run Batch's tasks and commit its sink output (Attempt).
+	ActRun
+	// ActCommit: write commits/Batch with NextWatermarkMs (Attempt).
+	ActCommit
+	// ActCheckOwn: a retried write of Key was fenced: ask the log whether
+	// this run's earlier attempt wrote it.
+	ActCheckOwn
+	// ActFinish: Batch is committed: hooks, source clean-up, progress.
+	ActFinish
+	// ActWait: wait D (Why); after a failure, Op's attempt Attempt failed
+	// with Err and is tried again.
+	ActWait
+	// ActStop: the run ends with Err (nil: a clean stop), for Reason.
+	ActStop
+)
+
+var actionNames = [...]string{"target", "plan", "prepare", "write-offsets", "run", "commit", "check-own", "finish", "wait", "stop"}
+
+func (t ActionType) String() string { return actionNames[t] }
+
+// Op names the operation a retry wait is for.
+type Op int
+
+const (
+	OpNone Op = iota
+	OpPlan
+	OpOffsets
+	OpRun
+	OpCommit
+)
+
+var opNames = [...]string{"", "plan", "offsets", "run", "commit"}
+
+func (o Op) String() string { return opNames[o] }
+
+// StopReason says why a run stops.
+type StopReason int
+
+const (
+	StopDone      StopReason = iota // the trigger is done (once, availableNow)
+	StopRequested                   // a stop was asked
+	StopPaused                      // a pause was asked
+	StopLeaseLost                   // the lease went to another driver
+	StopFailed                      // Err
+)
+
+var reasonNames = [...]string{"done", "requested", "paused", "lease-lost", "failed"}
+
+func (r StopReason) String() string { return reasonNames[r] }
+
+// Action is what to do next.
+type Action struct {
+	Type ActionType
+
+	At                           time.Time     // ActPlan: the trigger's start
+	Batch                        int64         // ActPrepare..ActFinish, ActWait after a failure
+	NoData                       bool          // ActPrepare
+	WatermarkMs, LateWatermarkMs int64         // ActPrepare
+	Attempt                      int           // ActWriteOffsets, ActRun, ActCommit; ActWait: the failed attempt
+	NextWatermarkMs              int64         // ActCommit
+	Jumped                       bool          // ActCommit: the watermark moved by more than maxJump
+	JumpMicros                   int64         // ActCommit: the move when Jumped
+	Key                          string        // ActWriteOffsets, ActCommit, ActCheckOwn
+	D                            time.Duration // ActWait
+	Why                          string        // ActWait: backoff, trigger, idle
+	Op                           Op            // ActWait after a failure
+	Err                          error         // ActWait: the failure; ActStop: the run's error
+	Reason                       StopReason    // ActStop
+	// ReportIdle: tell Config.Idle that the query is Idle before acting.
+	ReportIdle bool
+	Idle       Idle
+}
+
+type phase int
+
+const (
+	phStart phase = iota
+	phTarget
+	phPlan    // ActPlan or ActPrepare outstanding
+	phOffsets // ActWriteOffsets / ActCheckOwn outstanding
+	phRun
+	phCommit
+	phFinish
+	phWait
+	phStopped
+)
+
+// machine is the loop's state between actions. step is its only mutator.
+type machine struct {
+	cfg   stepConfig
+	phase phase
+
+	// next is the batch to plan (or the batch in flight); usedWM and
+	// nextWM (ms) the watermarks the last batch evicted with and the next
+	// one evicts with.
+	next, usedWM, nextWM int64
+	// batch in flight: its watermarks (ms) and the next one it computed.
+	curWM, curLate, curNext int64
+	noData                  bool
+	batches                 int // batches committed by this run
+	idleAt                  int // batches when Idle was last reported (-1: never)
+	needTarget              bool
+	planAt, lastRun         time.Time
+	// retry counts the failures of the operation in flight; planRetry
+	// those of planning, which last across idle triggers until a plan
+	// succeeds.
+	retry, planRetry retry
+	fenced           error // a fenced write waiting for ActCheckOwn's answer
+	// after says what follows a wait: a retry of Op, or a trigger.
+	after        Op
+	afterAttempt int
+	waitWhy      string
+	// stopAfter: a graceful stop (or pause) waits for the batch in flight.
+	stopAfter bool
+	stopWhy   StopReason
+	// pending is the last action handed out and not yet answered.
+	pending Action
+}
+
+func newMachine(cfg stepConfig) *machine {
+	return &machine{cfg: cfg, idleAt: -1}
+}
+
+// step applies ev and returns the next action.
+func (m *machine) step(ev Event) Action {
+	a := m.apply(ev)
+	m.pending = a
+	if a.Type == ActStop {
+		m.phase = phStopped
+	}
+	return a
+}
+
+func (m *machine) apply(ev Event) Action {
+	if m.phase == phStopped {
+		return m.pending
+	}
+	switch ev.Type {
+	case EvStop:
+		if ev.StopNow || !m.inFlight() {
+			return Action{Type: ActStop, Reason: StopRequested}
+		}
+		m.stopAfter, m.stopWhy = true, StopRequested
+		return m.pending
+	case EvPause:
+		if !m.inFlight() {
+			return Action{Type: ActStop, Reason: StopPaused}
+		}
+		m.stopAfter, m.stopWhy = true, StopPaused
+		return m.pending
+	case EvLeaseLost:
+		return Action{Type: ActStop, Reason: StopLeaseLost, Err: ErrLeaseLost}
+	}
+	switch m.phase {
+	case phStart:
+		if ev.Type != EvStart {
+			break
+		}
+		m.needTarget = m.cfg.AvailableNow
+		if ev.Rerun {
+			m.next, m.curWM, m.curLate, m.noData = ev.Batch, ev.WatermarkMs, ev.LateWatermarkMs, false
+			return m.startRun()
+		}
+		m.next, m.nextWM, m.usedWM = ev.Batch, ev.WatermarkMs, ev.LateWatermarkMs
+		return m.afterBatch(ev.Now)
+	case phTarget:
+		switch ev.Type {
+		case EvTarget:
+			m.needTarget = false
+			return m.trigger(ev.Now)
+		case EvFailed:
+			return m.fail(ev.Err)
+		}
+	case phPlan:
+		switch ev.Type {
+		case EvPlanned:
+			return m.planned(ev)
+		case EvPrepared:
+			m.planRetry = retry{}
+			m.lastRun = m.planAt
+			m.retry = retry{}
+			m.phase = phOffsets
+			return Action{Type: ActWriteOffsets, Batch: m.next, Attempt: 1, Key: m.offsetsKey()}
+		case EvFailed:
+			wait, giveUp := m.cfg.planPolicy().fail(&m.planRetry, ev.Now, ev.Kind)
+			if giveUp {
+				err := ev.Err
+				if !ev.Kind.permanent() && m.cfg.RetryFor > 0 {
+					err = fmt.Errorf("planning has failed for %v: %w", m.cfg.RetryFor, err)
+				}
+				return m.fail(err)
+			}
+			return m.wait(wait, "backoff", OpPlan, m.planRetry.attempts, ev.Err)
+		}
+	case phOffsets, phCommit:
+		key := m.offsetsKey()
+		if m.phase == phCommit {
+			key = m.commitKey()
+		}
+		switch ev.Type {
+		case EvWritten:
+			return m.written()
+		case EvFailed:
+			if ev.Kind == Fenced {
+				if m.retry.attempts > 0 {
+					m.fenced = ev.Err
+					return Action{Type: ActCheckOwn, Batch: m.next, Key: key}
+				}
+				return m.fail(ev.Err)
+			}
+			wait, giveUp := m.cfg.writePolicy().fail(&m.retry, ev.Now, ev.Kind)
+			if giveUp {
+				err := ev.Err
+				if !ev.Kind.permanent() && m.cfg.RetryFor > 0 {
+					err = fmt.Errorf("write %s has failed for %v: %w", key, m.cfg.RetryFor, err)
+				}
+				return m.fail(err)
+			}
+			op := OpOffsets
+			if m.phase == phCommit {
+				op = OpCommit
+			}
+			return m.wait(wait, "backoff", op, m.retry.attempts, ev.Err)
+		case EvOwn:
+			if ev.Mine {
+				return m.written()
+			}
+			return m.fail(m.fenced)
+		}
+	case phRun:
+		switch ev.Type {
+		case EvRan:
+			return m.ran(ev)
+		case EvFailed:
+			wait, giveUp := m.cfg.batchPolicy().fail(&m.retry, ev.Now, ev.Kind)
+			if giveUp {
+				return m.fail(fmt.Errorf("batch %d failed after %d attempts: %w", m.next, m.retry.attempts, ev.Err))
+			}
+			return m.wait(wait, "backoff", OpRun, m.retry.attempts, ev.Err)
+		}
+	case phFinish:
+		if ev.Type != EvCommitted {
+			break
+		}
+		m.usedWM, m.nextWM = m.curWM, m.curNext
+		m.next++
+		m.batches++
+		if ev.Err != nil {
+			return m.fail(ev.Err)
+		}
+		if m.cfg.Once {
+			return Action{Type: ActStop, Reason: StopDone}
+		}
+		if m.stopAfter {
+			return Action{Type: ActStop, Reason: m.stopWhy}
+		}
+		return m.afterBatch(ev.Now)
+	case phWait:
+		if ev.Type != EvElapsed {
+			break
+		}
+		switch m.after {
+		case OpNone:
+			if m.waitWhy == "trigger" {
+				return m.plan(ev.Now)
+			}
+			return m.trigger(ev.Now)
+		case OpPlan:
+			return m.trigger(ev.Now)
+		case OpOffsets:
+			m.phase = phOffsets
+			return Action{Type: ActWriteOffsets, Batch: m.next, Attempt: m.afterAttempt + 1, Key: m.offsetsKey()}
+		case OpRun:
+			m.phase = phRun
+			return Action{Type: ActRun, Batch: m.next, Attempt: m.afterAttempt + 1}
+		case OpCommit:
+			m.phase = phCommit
+			return Action{Type: ActCommit, Batch: m.next, Attempt: m.afterAttempt + 1, NextWatermarkMs: m.curNext, Key: m.commitKey()}
+		}
+	}
+	return m.fail(fmt.Errorf("scheduler: event %s in state %s", ev.Type, m.phaseName()))
+}
+
+// inFlight reports a batch past its offsets write's start: a graceful stop
+// lets it commit.
+func (m *machine) inFlight() bool {
+	switch m.phase {
+	case phOffsets, phRun, phCommit, phFinish:
+		return true
+	case phWait:
+		return m.after == OpOffsets || m.after == OpRun || m.after == OpCommit
+	}
+	return false
+}
+
+func (m *machine) offsetsKey() string { return fmt.Sprintf("offsets/%d", m.next) }
+func (m *machine) commitKey() string  { return fmt.Sprintf("commits/%d", m.next) }
+
+func (m *machine) fail(err error) Action {
+	return Action{Type: ActStop, Reason: StopFailed, Err: err}
+}
+
+func (m *machine) wait(d time.Duration, why string, op Op, attempt int, err error) Action {
+	m.phase, m.after, m.afterAttempt, m.waitWhy = phWait, op, attempt, why
+	return Action{Type: ActWait, D: d, Why: why, Op: op, Batch: m.next, Attempt: attempt, Err: err}
+}
+
+// afterBatch is where the run goes once no batch is in flight (at start,
+// or after a commit): availableNow's target first, then the trigger.
+func (m *machine) afterBatch(now time.Time) Action {
+	if m.needTarget {
+		m.phase = phTarget
+		return Action{Type: ActTarget}
+	}
+	return m.trigger(now)
+}
+
+// trigger waits for processingTime's interval since the last trigger, then
+// plans.
+func (m *machine) trigger(now time.Time) Action {
+	if m.cfg.Interval > 0 && !m.lastRun.IsZero() {
+		if d := m.lastRun.Add(m.cfg.Interval).Sub(now); d > 0 {
+			return m.wait(d, "trigger", OpNone, 0, nil)
+		}
+	}
+	return m.plan(now)
+}
+
+// plan starts a trigger at now.
+func (m *machine) plan(now time.Time) Action {
+	m.phase, m.planAt = phPlan, now
+	return Action{Type: ActPlan, At: now, Batch: m.next}
+}
+
+func (m *machine) planned(ev Event) Action {
+	noData := !ev.HasData && eventtime.NeedsNoDataBatch(m.cfg.Evicts, m.cfg.NoDataBatches, eventtime.Watermark(m.usedWM*1000), eventtime.Watermark(m.nextWM*1000))
+	if ev.HasData || noData {
+		m.curWM, m.curLate, m.noData = m.nextWM, m.usedWM, noData
+		return Action{Type: ActPrepare, Batch: m.next, NoData: noData, WatermarkMs: m.nextWM, LateWatermarkMs: m.usedWM}
+	}
+	m.planRetry = retry{}
+	stops := m.cfg.AvailableNow || m.cfg.Once
+	report := m.batches != m.idleAt && (!stops || m.batches == 0)
+	if report {
+		m.idleAt = m.batches
+	}
+	idle := Idle{LastCommitted: m.next - 1, WatermarkMs: m.nextWM}
+	var a Action
+	switch {
+	case stops:
+		a = Action{Type: ActStop, Reason: StopDone}
+	default:
+		m.lastRun = m.planAt
+		if m.cfg.Interval == 0 {
+			a = m.wait(m.cfg.IdlePoll, "idle", OpNone, 0, nil)
+		} else {
+			a = m.trigger(ev.Now)
+		}
+	}
+	a.ReportIdle, a.Idle = report, idle
+	return a
+}
+
+func (m *machine) startRun() Action {
+	m.phase, m.retry = phRun, retry{}
+	return Action{Type: ActRun, Batch: m.next, Attempt: 1}
+}
+
+func (m *machine) written() Action {
+	m.fenced = nil
+	if m.phase == phOffsets {
+		return m.startRun()
+	}
+	m.phase = phFinish
+	return Action{Type: ActFinish, Batch: m.next}
+}
+
+// ran computes the watermark the next batch evicts with and asks for the
+// commit.
+func (m *machine) ran(ev Event) Action {
+	evict := eventtime.Watermark(m.curWM * 1000)
+	next := int64(evict)
+	a := Action{Type: ActCommit, Batch: m.next, Attempt: 1, Key: m.commitKey()}
+	if m.cfg.Watermark {
+		next = int64(eventtime.Advance(evict, ev.MaxEventTime, ev.HasEventTime, m.cfg.Delay))
+		a.JumpMicros, a.Jumped = eventtime.Jump(evict, eventtime.Watermark(next), m.cfg.MaxJump)
+		if !a.Jumped {
+			a.JumpMicros = 0
+		}
+	}
+	m.curNext = next / 1000
+	a.NextWatermarkMs = m.curNext
+	m.phase, m.retry = phCommit, retry{}
+	return a
+}
+
+func (m *machine) phaseName() string {
+	return [...]string{"start", "target", "plan", "offsets", "run", "commit", "finish", "wait", "stopped"}[m.phase]
+}
