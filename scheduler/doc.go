@@ -20,10 +20,10 @@
 // its failures are logged and counted, never a batch's.
 //
 // The batch loop is a state machine. Its decisions are one pure step
-// (step.go): from the loop's state and what just happened (an Event: the
+// (step.go): from the loop's state and what just happened (an event: the
 // run started, a batch was planned with or without data, a write or a run
 // succeeded or failed with a classified Kind, a wait ended, a stop, pause
-// or lost lease) to the next Action (plan, write offsets/N, run, write
+// or lost lease) to the next action (plan, write offsets/N, run, write
 // commits/N, wait, stop). Retry budgets and back-off (one policy for
 // planning, log writes and batches), no-data batches, watermark
 // arithmetic, triggers and giving up are decided there; testdata/step has

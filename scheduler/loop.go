@@ -119,7 +119,7 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 	}
 
 	m := newMachine(q.stepConfig())
-	ev := Event{Type: EvStart, Batch: res.NextBatch, WatermarkMs: res.WatermarkMs, LateWatermarkMs: res.LateWatermarkMs}
+	ev := event{Type: evStart, Batch: res.NextBatch, WatermarkMs: res.WatermarkMs, LateWatermarkMs: res.LateWatermarkMs}
 	// The batch in flight: its entry, whether it re-runs a logged one,
 	// when its trigger started, its result and when its commit started.
 	var (
@@ -139,17 +139,17 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 		entry, rerun = e, true
 		ev.Rerun, ev.Batch, ev.WatermarkMs, ev.LateWatermarkMs = true, e.BatchID, e.BatchWatermarkMs, e.LateWatermarkMs
 	}
-	failed := func(err error) Event { return Event{Type: EvFailed, Kind: classify(err), Err: err} }
+	failed := func(err error) event { return event{Type: evFailed, Kind: classify(err), Err: err} }
 	// writeFailed classifies a failed log write: one that failed after a
 	// stop is not retried (never start a log write after a stop).
-	writeFailed := func(err error) Event {
+	writeFailed := func(err error) event {
 		ev := failed(err)
-		if ctx.Err() != nil && ev.Kind == Transient {
-			ev.Kind = Canceled
+		if ctx.Err() != nil && ev.Kind == kindTransient {
+			ev.Kind = kindCanceled
 		}
 		return ev
 	}
-	stopNow := Event{Type: EvStop, StopNow: true}
+	stopNow := event{Type: evStop, StopNow: true}
 	for {
 		ev.Now = clock.Now()
 		a := m.step(ev)
@@ -157,21 +157,21 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 			cfg.Idle(a.Idle)
 		}
 		switch a.Type {
-		case ActStop:
+		case actStop:
 			return stopErr(ctx, a.Err)
 
-		case ActTarget:
+		case actTarget:
 			start, err := q.start(ctx, lp)
 			if err == nil {
 				if target, err = cfg.Source.Latest(ctx, start, clock.Now()); err != nil {
 					err = fmt.Errorf("availableNow: read latest offsets: %w", err)
 				}
 			}
-			if ev = (Event{Type: EvTarget}); err != nil {
+			if ev = (event{Type: evTarget}); err != nil {
 				ev = failed(err)
 			}
 
-		case ActPlan:
+		case actPlan:
 			if ctx.Err() != nil {
 				ev = stopNow
 				break
@@ -179,11 +179,11 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 			started = a.At
 			hasData, now, err := q.plan(ctx, lp, target, a.Batch)
 			planNow = now
-			if ev = (Event{Type: EvPlanned, HasData: hasData}); err != nil {
+			if ev = (event{Type: evPlanned, HasData: hasData}); err != nil {
 				ev = failed(err)
 			}
 
-		case ActPrepare:
+		case actPrepare:
 			manifest, err := q.snapshot(ctx, planNow)
 			if err != nil {
 				ev = failed(fmt.Errorf("plan batch %d: %w", a.Batch, err))
@@ -200,9 +200,9 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 				Conf:             q.conf,
 				RunID:            q.runID,
 			}, false
-			ev = Event{Type: EvPrepared}
+			ev = event{Type: evPrepared}
 
-		case ActWriteOffsets:
+		case actWriteOffsets:
 			if a.Attempt == 1 {
 				// The batch is in flight from here: a graceful stop
 				// arriving now lets it commit (a stop that came before
@@ -217,9 +217,9 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 				ev = writeFailed(err)
 				break
 			}
-			ev = Event{Type: EvWritten}
+			ev = event{Type: evWritten}
 
-		case ActRun:
+		case actRun:
 			if a.Attempt == 1 {
 				if rerun {
 					started = clock.Now()
@@ -236,9 +236,9 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 				break
 			}
 			q.hook("after-sink-commit", entry.BatchID)
-			ev = Event{Type: EvRan, MaxEventTime: result.MaxEventTime, HasEventTime: result.HasEventTime}
+			ev = event{Type: evRan, MaxEventTime: result.MaxEventTime, HasEventTime: result.HasEventTime}
 
-		case ActCommit:
+		case actCommit:
 			if a.Attempt == 1 {
 				q.watermarkMoved(entry, a, result)
 				commitStart = clock.Now()
@@ -252,33 +252,33 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 				ev = writeFailed(err)
 				break
 			}
-			ev = Event{Type: EvWritten}
+			ev = event{Type: evWritten}
 
-		case ActCheckOwn:
+		case actCheckOwn:
 			mine, err := q.log.WrittenBy(ctx, a.Key, q.runID)
 			mine = err == nil && mine
 			if mine {
 				cfg.Logger.Info("a retried log write found its own earlier attempt", "query", cfg.Spec.Name, "object", a.Key)
 			}
-			ev = Event{Type: EvOwn, Mine: mine}
+			ev = event{Type: evOwn, Mine: mine}
 
-		case ActFinish:
+		case actFinish:
 			err := q.finish(ctx, lp, entry, result, rerun, skipSink, attempts, started, commitStart)
-			ev = Event{Type: EvCommitted, Err: err}
+			ev = event{Type: evCommitted, Err: err}
 			rerun = false
 
-		case ActWait:
+		case actWait:
 			switch a.Op {
-			case OpPlan:
+			case opPlan:
 				cfg.Logger.Warn("cannot plan the next batch; waiting for the source", "query", cfg.Spec.Name, "batch", a.Batch, "retry_in", a.D, "err", a.Err)
 				q.retrying(a.Batch, 0, a.Err)
-			case OpRun:
+			case opRun:
 				cfg.Logger.Warn("batch failed; retrying from its logged offsets", "query", cfg.Spec.Name, "batch", a.Batch, "attempt", a.Attempt, "retry_in", a.D, "err", a.Err)
 				q.retrying(a.Batch, a.Attempt, a.Err)
-			case OpOffsets, OpCommit:
-				cfg.Logger.Warn("cannot write the checkpoint log; retrying", "query", cfg.Spec.Name, "object", fmt.Sprintf("%s/%d", map[Op]string{OpOffsets: "offsets", OpCommit: "commits"}[a.Op], a.Batch), "retry_in", a.D, "err", a.Err)
+			case opOffsets, opCommit:
+				cfg.Logger.Warn("cannot write the checkpoint log; retrying", "query", cfg.Spec.Name, "object", fmt.Sprintf("%s/%d", map[retryOp]string{opOffsets: "offsets", opCommit: "commits"}[a.Op], a.Batch), "retry_in", a.D, "err", a.Err)
 			}
-			ev = Event{Type: EvElapsed}
+			ev = event{Type: evElapsed}
 			if !clock.Sleep(ctx, a.D) {
 				ev = stopNow
 			}
@@ -314,7 +314,7 @@ func (q *Query) plan(ctx context.Context, lp *loop, target source.Offset, batch 
 
 // watermarkMoved records (and logs) a batch that moved the watermark by
 // more than watermark.maxJump.
-func (q *Query) watermarkMoved(e *checkpoint.OffsetEntry, a Action, res *executor.BatchResult) {
+func (q *Query) watermarkMoved(e *checkpoint.OffsetEntry, a action, res *executor.BatchResult) {
 	cfg := q.cfg
 	if cfg.Spec.Watermark == nil {
 		return

@@ -13,43 +13,43 @@ import (
 )
 
 // This file is the batch loop's decisions, without I/O: machine.step takes
-// what just happened (an Event, stamped with the clock's time) and returns
-// the next thing to do (an Action). Run performs the actions and feeds
+// what just happened (an event, stamped with the clock's time) and returns
+// the next thing to do (an action). Run performs the actions and feeds
 // their outcomes back (loop.go has the performing side). Retry budgets,
 // back-off, no-data batches, watermark arithmetic, triggers, idleness and
 // stopping are all decided here; the datadriven cases in testdata/step
 // drive it with a fake clock.
 
-// ErrLeaseLost: the run stopped because its driver no longer holds the
+// errLeaseLost: the run stopped because its driver no longer holds the
 // lease; nothing more is written.
-var ErrLeaseLost = errors.New("lease lost: stopped without writing")
+var errLeaseLost = errors.New("lease lost: stopped without writing")
 
 // maxBackoff caps the doubling wait between retries.
 const maxBackoff = 10 * time.Second
 
-// Kind classifies a failure for the step: whether retrying can fix it. The
+// failKind classifies a failure for the step: whether retrying can fix it. The
 // loop derives it from the error's sentinels (classify), so an error that
 // wraps one (decoded from a remote executor, say) is classified the same.
-type Kind int
+type failKind int
 
 const (
-	// Transient failures are retried within the budget.
-	Transient Kind = iota
-	// Fenced: a create-if-absent log write found the entry there.
-	Fenced
-	// DataLoss: the source no longer has offsets the batch needs.
-	DataLoss
-	// Incompatible: the checkpoint does not fit the query.
-	Incompatible
-	// MemoryLimit: a state store passed its memory limit.
-	MemoryLimit
-	// Canceled: the run's context ended.
-	Canceled
+	// kindTransient: failures are retried within the budget.
+	kindTransient failKind = iota
+	// kindFenced: a create-if-absent log write found the entry there.
+	kindFenced
+	// kindDataLoss: the source no longer has offsets the batch needs.
+	kindDataLoss
+	// kindIncompatible: the checkpoint does not fit the query.
+	kindIncompatible
+	// kindMemoryLimit: a state store passed its memory limit.
+	kindMemoryLimit
+	// kindCanceled: the run's context ended.
+	kindCanceled
 )
 
 var kindNames = [...]string{"transient", "fenced", "dataloss", "incompatible", "memlimit", "canceled"}
 
-func (k Kind) String() string {
+func (k failKind) String() string {
 	if int(k) < len(kindNames) {
 		return kindNames[k]
 	}
@@ -57,23 +57,23 @@ func (k Kind) String() string {
 }
 
 // permanent reports kinds that retrying cannot fix.
-func (k Kind) permanent() bool { return k != Transient }
+func (k failKind) permanent() bool { return k != kindTransient }
 
-// classify maps an error to its Kind.
-func classify(err error) Kind {
+// classify maps an error to its failKind.
+func classify(err error) failKind {
 	switch {
 	case errors.Is(err, checkpoint.ErrFenced):
-		return Fenced
+		return kindFenced
 	case errors.Is(err, checkpoint.ErrIncompatibleCheckpoint):
-		return Incompatible
+		return kindIncompatible
 	case errors.Is(err, source.ErrDataLoss):
-		return DataLoss
+		return kindDataLoss
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return Canceled
+		return kindCanceled
 	case errors.Is(err, statestore.ErrMemoryLimit):
-		return MemoryLimit
+		return kindMemoryLimit
 	}
-	return Transient
+	return kindTransient
 }
 
 // permanent reports errors that retrying the batch cannot fix.
@@ -99,7 +99,7 @@ type retry struct {
 
 // fail records a failure of kind k at now: the wait before the next try,
 // or giveUp.
-func (p retryPolicy) fail(r *retry, now time.Time, k Kind) (wait time.Duration, giveUp bool) {
+func (p retryPolicy) fail(r *retry, now time.Time, k failKind) (wait time.Duration, giveUp bool) {
 	r.attempts++
 	if r.since.IsZero() {
 		r.since = now
@@ -140,148 +140,148 @@ func (c *stepConfig) batchPolicy() retryPolicy {
 	return retryPolicy{c.MaxAttempts, c.RetryFor, c.Backoff}
 }
 
-// EventType says what happened.
-type EventType int
+// eventType says what happened.
+type eventType int
 
 const (
-	// EvStart: the run starts at Batch with watermarks WatermarkMs and
+	// evStart: the run starts at Batch with watermarks WatermarkMs and
 	// LateWatermarkMs; Rerun: Batch was logged and not committed, and
 	// runs again as logged (with those watermarks).
-	EvStart EventType = iota
-	// EvTarget: availableNow's target offsets were read.
-	EvTarget
-	// EvPlanned: the source was read; HasData says whether it has rows
+	evStart eventType = iota
+	// evTarget: availableNow's target offsets were read.
+	evTarget
+	// evPlanned: the source was read; HasData says whether it has rows
 	// past the last batch.
-	EvPlanned
-	// EvPrepared: the planned batch's entry is built (join snapshot
+	evPlanned
+	// evPrepared: the planned batch's entry is built (join snapshot
 	// taken).
-	EvPrepared
-	// EvWritten: the log write asked for (offsets/N or commits/N) is done.
-	EvWritten
-	// EvRan: the batch's tasks ran and its sink output is committed;
+	evPrepared
+	// evWritten: the log write asked for (offsets/N or commits/N) is done.
+	evWritten
+	// evRan: the batch's tasks ran and its sink output is committed;
 	// MaxEventTime (µs) and HasEventTime are what it saw.
-	EvRan
-	// EvCommitted: the batch's post-commit work is done; Err, if set,
+	evRan
+	// evCommitted: the batch's post-commit work is done; Err, if set,
 	// stops the run (a state budget with onExceed: stop).
-	EvCommitted
-	// EvFailed: the action failed with Err, of kind Kind.
-	EvFailed
-	// EvOwn: the log was asked who wrote an entry a retried write found;
+	evCommitted
+	// evFailed: the action failed with Err, of kind Kind.
+	evFailed
+	// evOwn: the log was asked who wrote an entry a retried write found;
 	// Mine says it was this run's earlier attempt.
-	EvOwn
-	// EvElapsed: a wait ended.
-	EvElapsed
-	// EvStop: a stop was asked; Now abandons the batch in flight,
+	evOwn
+	// evElapsed: a wait ended.
+	evElapsed
+	// evStop: a stop was asked; Now abandons the batch in flight,
 	// otherwise it commits first.
-	EvStop
-	// EvPause: a pause was asked: like a graceful stop.
-	EvPause
-	// EvLeaseLost: another driver holds the lease; stop without writing.
-	EvLeaseLost
+	evStop
+	// evPause: a pause was asked: like a graceful stop.
+	evPause
+	// evLeaseLost: another driver holds the lease; stop without writing.
+	evLeaseLost
 )
 
 var eventNames = [...]string{"start", "target", "planned", "prepared", "written", "ran", "committed", "failed", "own", "elapsed", "stop", "pause", "lease-lost"}
 
-func (t EventType) String() string { return eventNames[t] }
+func (t eventType) String() string { return eventNames[t] }
 
-// Event is what just happened, at Now.
-type Event struct {
-	Type EventType
+// event is what just happened, at Now.
+type event struct {
+	Type eventType
 	Now  time.Time
 
-	Batch                        int64 // EvStart
-	WatermarkMs, LateWatermarkMs int64 // EvStart
-	Rerun                        bool  // EvStart
-	HasData                      bool  // EvPlanned
-	MaxEventTime                 int64 // EvRan
-	HasEventTime                 bool  // EvRan
-	Kind                         Kind  // EvFailed
-	Err                          error // EvFailed, EvCommitted
-	Mine                         bool  // EvOwn
-	StopNow                      bool  // EvStop
+	Batch                        int64    // evStart
+	WatermarkMs, LateWatermarkMs int64    // evStart
+	Rerun                        bool     // evStart
+	HasData                      bool     // evPlanned
+	MaxEventTime                 int64    // evRan
+	HasEventTime                 bool     // evRan
+	Kind                         failKind // evFailed
+	Err                          error    // evFailed, evCommitted
+	Mine                         bool     // evOwn
+	StopNow                      bool     // evStop
 }
 
-// ActionType says what to do next.
-type ActionType int
+// actionType says what to do next.
+type actionType int
 
 const (
-	// ActTarget: read availableNow's target offsets.
-	ActTarget ActionType = iota
-	// ActPlan: read the source for the next batch (the trigger starts At).
-	ActPlan
-	// ActPrepare: build Batch's offsets entry (NoData, WatermarkMs,
+	// actTarget: read availableNow's target offsets.
+	actTarget actionType = iota
+	// actPlan: read the source for the next batch (the trigger starts At).
+	actPlan
+	// actPrepare: build Batch's offsets entry (NoData, WatermarkMs,
 	// LateWatermarkMs), taking the join snapshot if one is due.
-	ActPrepare
-	// ActWriteOffsets: write offsets/Batch (Attempt counts from 1).
-	ActWriteOffsets
-	// ActRun: run Batch's tasks and commit its sink output (Attempt).
-	ActRun
-	// ActCommit: write commits/Batch with NextWatermarkMs (Attempt).
-	ActCommit
-	// ActCheckOwn: a retried write of Key was fenced: ask the log whether
+	actPrepare
+	// actWriteOffsets: write offsets/Batch (Attempt counts from 1).
+	actWriteOffsets
+	// actRun: run Batch's tasks and commit its sink output (Attempt).
+	actRun
+	// actCommit: write commits/Batch with NextWatermarkMs (Attempt).
+	actCommit
+	// actCheckOwn: a retried write of Key was fenced: ask the log whether
 	// this run's earlier attempt wrote it.
-	ActCheckOwn
-	// ActFinish: Batch is committed: hooks, source clean-up, progress.
-	ActFinish
-	// ActWait: wait D (Why); after a failure, Op's attempt Attempt failed
+	actCheckOwn
+	// actFinish: Batch is committed: hooks, source clean-up, progress.
+	actFinish
+	// actWait: wait D (Why); after a failure, Op's attempt Attempt failed
 	// with Err and is tried again.
-	ActWait
-	// ActStop: the run ends with Err (nil: a clean stop), for Reason.
-	ActStop
+	actWait
+	// actStop: the run ends with Err (nil: a clean stop), for Reason.
+	actStop
 )
 
 var actionNames = [...]string{"target", "plan", "prepare", "write-offsets", "run", "commit", "check-own", "finish", "wait", "stop"}
 
-func (t ActionType) String() string { return actionNames[t] }
+func (t actionType) String() string { return actionNames[t] }
 
-// Op names the operation a retry wait is for.
-type Op int
+// retryOp names the operation a retry wait is for.
+type retryOp int
 
 const (
-	OpNone Op = iota
-	OpPlan
-	OpOffsets
-	OpRun
-	OpCommit
+	opNone retryOp = iota
+	opPlan
+	opOffsets
+	opRun
+	opCommit
 )
 
 var opNames = [...]string{"", "plan", "offsets", "run", "commit"}
 
-func (o Op) String() string { return opNames[o] }
+func (o retryOp) String() string { return opNames[o] }
 
-// StopReason says why a run stops.
-type StopReason int
+// stopReason says why a run stops.
+type stopReason int
 
 const (
-	StopDone      StopReason = iota // the trigger is done (once, availableNow)
-	StopRequested                   // a stop was asked
-	StopPaused                      // a pause was asked
-	StopLeaseLost                   // the lease went to another driver
-	StopFailed                      // Err
+	stopDone      stopReason = iota // the trigger is done (once, availableNow)
+	stopRequested                   // a stop was asked
+	stopPaused                      // a pause was asked
+	stopLeaseLost                   // the lease went to another driver
+	stopFailed                      // Err
 )
 
 var reasonNames = [...]string{"done", "requested", "paused", "lease-lost", "failed"}
 
-func (r StopReason) String() string { return reasonNames[r] }
+func (r stopReason) String() string { return reasonNames[r] }
 
-// Action is what to do next.
-type Action struct {
-	Type ActionType
+// action is what to do next.
+type action struct {
+	Type actionType
 
-	At                           time.Time     // ActPlan: the trigger's start
-	Batch                        int64         // ActPrepare..ActFinish, ActWait after a failure
-	NoData                       bool          // ActPrepare
-	WatermarkMs, LateWatermarkMs int64         // ActPrepare
-	Attempt                      int           // ActWriteOffsets, ActRun, ActCommit; ActWait: the failed attempt
-	NextWatermarkMs              int64         // ActCommit
-	Jumped                       bool          // ActCommit: the watermark moved by more than maxJump
-	JumpMicros                   int64         // ActCommit: the move when Jumped
-	Key                          string        // ActWriteOffsets, ActCommit, ActCheckOwn
-	D                            time.Duration // ActWait
-	Why                          string        // ActWait: backoff, trigger, idle
-	Op                           Op            // ActWait after a failure
-	Err                          error         // ActWait: the failure; ActStop: the run's error
-	Reason                       StopReason    // ActStop
+	At                           time.Time     // actPlan: the trigger's start
+	Batch                        int64         // actPrepare..actFinish, actWait after a failure
+	NoData                       bool          // actPrepare
+	WatermarkMs, LateWatermarkMs int64         // actPrepare
+	Attempt                      int           // actWriteOffsets, actRun, actCommit; actWait: the failed attempt
+	NextWatermarkMs              int64         // actCommit
+	Jumped                       bool          // actCommit: the watermark moved by more than maxJump
+	JumpMicros                   int64         // actCommit: the move when Jumped
+	Key                          string        // actWriteOffsets, actCommit, actCheckOwn
+	D                            time.Duration // actWait
+	Why                          string        // actWait: backoff, trigger, idle
+	Op                           retryOp       // actWait after a failure
+	Err                          error         // actWait: the failure; actStop: the run's error
+	Reason                       stopReason    // actStop
 	// ReportIdle: tell Config.Idle that the query is Idle before acting.
 	ReportIdle bool
 	Idle       Idle
@@ -292,8 +292,8 @@ type phase int
 const (
 	phStart phase = iota
 	phTarget
-	phPlan    // ActPlan or ActPrepare outstanding
-	phOffsets // ActWriteOffsets / ActCheckOwn outstanding
+	phPlan    // actPlan or actPrepare outstanding
+	phOffsets // actWriteOffsets / actCheckOwn outstanding
 	phRun
 	phCommit
 	phFinish
@@ -321,16 +321,16 @@ type machine struct {
 	// those of planning, which last across idle triggers until a plan
 	// succeeds.
 	retry, planRetry retry
-	fenced           error // a fenced write waiting for ActCheckOwn's answer
+	fenced           error // a fenced write waiting for actCheckOwn's answer
 	// after says what follows a wait: a retry of Op, or a trigger.
-	after        Op
+	after        retryOp
 	afterAttempt int
 	waitWhy      string
 	// stopAfter: a graceful stop (or pause) waits for the batch in flight.
 	stopAfter bool
-	stopWhy   StopReason
+	stopWhy   stopReason
 	// pending is the last action handed out and not yet answered.
-	pending Action
+	pending action
 }
 
 func newMachine(cfg stepConfig) *machine {
@@ -338,38 +338,38 @@ func newMachine(cfg stepConfig) *machine {
 }
 
 // step applies ev and returns the next action.
-func (m *machine) step(ev Event) Action {
+func (m *machine) step(ev event) action {
 	a := m.apply(ev)
 	m.pending = a
-	if a.Type == ActStop {
+	if a.Type == actStop {
 		m.phase = phStopped
 	}
 	return a
 }
 
-func (m *machine) apply(ev Event) Action {
+func (m *machine) apply(ev event) action {
 	if m.phase == phStopped {
 		return m.pending
 	}
 	switch ev.Type {
-	case EvStop:
+	case evStop:
 		if ev.StopNow || !m.inFlight() {
-			return Action{Type: ActStop, Reason: StopRequested}
+			return action{Type: actStop, Reason: stopRequested}
 		}
-		m.stopAfter, m.stopWhy = true, StopRequested
+		m.stopAfter, m.stopWhy = true, stopRequested
 		return m.pending
-	case EvPause:
+	case evPause:
 		if !m.inFlight() {
-			return Action{Type: ActStop, Reason: StopPaused}
+			return action{Type: actStop, Reason: stopPaused}
 		}
-		m.stopAfter, m.stopWhy = true, StopPaused
+		m.stopAfter, m.stopWhy = true, stopPaused
 		return m.pending
-	case EvLeaseLost:
-		return Action{Type: ActStop, Reason: StopLeaseLost, Err: ErrLeaseLost}
+	case evLeaseLost:
+		return action{Type: actStop, Reason: stopLeaseLost, Err: errLeaseLost}
 	}
 	switch m.phase {
 	case phStart:
-		if ev.Type != EvStart {
+		if ev.Type != evStart {
 			break
 		}
 		m.needTarget = m.cfg.AvailableNow
@@ -381,23 +381,23 @@ func (m *machine) apply(ev Event) Action {
 		return m.afterBatch(ev.Now)
 	case phTarget:
 		switch ev.Type {
-		case EvTarget:
+		case evTarget:
 			m.needTarget = false
 			return m.trigger(ev.Now)
-		case EvFailed:
+		case evFailed:
 			return m.fail(ev.Err)
 		}
 	case phPlan:
 		switch ev.Type {
-		case EvPlanned:
+		case evPlanned:
 			return m.planned(ev)
-		case EvPrepared:
+		case evPrepared:
 			m.planRetry = retry{}
 			m.lastRun = m.planAt
 			m.retry = retry{}
 			m.phase = phOffsets
-			return Action{Type: ActWriteOffsets, Batch: m.next, Attempt: 1, Key: m.offsetsKey()}
-		case EvFailed:
+			return action{Type: actWriteOffsets, Batch: m.next, Attempt: 1, Key: m.offsetsKey()}
+		case evFailed:
 			wait, giveUp := m.cfg.planPolicy().fail(&m.planRetry, ev.Now, ev.Kind)
 			if giveUp {
 				err := ev.Err
@@ -406,7 +406,7 @@ func (m *machine) apply(ev Event) Action {
 				}
 				return m.fail(err)
 			}
-			return m.wait(wait, "backoff", OpPlan, m.planRetry.attempts, ev.Err)
+			return m.wait(wait, "backoff", opPlan, m.planRetry.attempts, ev.Err)
 		}
 	case phOffsets, phCommit:
 		key := m.offsetsKey()
@@ -414,13 +414,13 @@ func (m *machine) apply(ev Event) Action {
 			key = m.commitKey()
 		}
 		switch ev.Type {
-		case EvWritten:
+		case evWritten:
 			return m.written()
-		case EvFailed:
-			if ev.Kind == Fenced {
+		case evFailed:
+			if ev.Kind == kindFenced {
 				if m.retry.attempts > 0 {
 					m.fenced = ev.Err
-					return Action{Type: ActCheckOwn, Batch: m.next, Key: key}
+					return action{Type: actCheckOwn, Batch: m.next, Key: key}
 				}
 				return m.fail(ev.Err)
 			}
@@ -432,12 +432,12 @@ func (m *machine) apply(ev Event) Action {
 				}
 				return m.fail(err)
 			}
-			op := OpOffsets
+			op := opOffsets
 			if m.phase == phCommit {
-				op = OpCommit
+				op = opCommit
 			}
 			return m.wait(wait, "backoff", op, m.retry.attempts, ev.Err)
-		case EvOwn:
+		case evOwn:
 			if ev.Mine {
 				return m.written()
 			}
@@ -445,17 +445,17 @@ func (m *machine) apply(ev Event) Action {
 		}
 	case phRun:
 		switch ev.Type {
-		case EvRan:
+		case evRan:
 			return m.ran(ev)
-		case EvFailed:
+		case evFailed:
 			wait, giveUp := m.cfg.batchPolicy().fail(&m.retry, ev.Now, ev.Kind)
 			if giveUp {
 				return m.fail(fmt.Errorf("batch %d failed after %d attempts: %w", m.next, m.retry.attempts, ev.Err))
 			}
-			return m.wait(wait, "backoff", OpRun, m.retry.attempts, ev.Err)
+			return m.wait(wait, "backoff", opRun, m.retry.attempts, ev.Err)
 		}
 	case phFinish:
-		if ev.Type != EvCommitted {
+		if ev.Type != evCommitted {
 			break
 		}
 		m.usedWM, m.nextWM = m.curWM, m.curNext
@@ -465,33 +465,33 @@ func (m *machine) apply(ev Event) Action {
 			return m.fail(ev.Err)
 		}
 		if m.cfg.Once {
-			return Action{Type: ActStop, Reason: StopDone}
+			return action{Type: actStop, Reason: stopDone}
 		}
 		if m.stopAfter {
-			return Action{Type: ActStop, Reason: m.stopWhy}
+			return action{Type: actStop, Reason: m.stopWhy}
 		}
 		return m.afterBatch(ev.Now)
 	case phWait:
-		if ev.Type != EvElapsed {
+		if ev.Type != evElapsed {
 			break
 		}
 		switch m.after {
-		case OpNone:
+		case opNone:
 			if m.waitWhy == "trigger" {
 				return m.plan(ev.Now)
 			}
 			return m.trigger(ev.Now)
-		case OpPlan:
+		case opPlan:
 			return m.trigger(ev.Now)
-		case OpOffsets:
+		case opOffsets:
 			m.phase = phOffsets
-			return Action{Type: ActWriteOffsets, Batch: m.next, Attempt: m.afterAttempt + 1, Key: m.offsetsKey()}
-		case OpRun:
+			return action{Type: actWriteOffsets, Batch: m.next, Attempt: m.afterAttempt + 1, Key: m.offsetsKey()}
+		case opRun:
 			m.phase = phRun
-			return Action{Type: ActRun, Batch: m.next, Attempt: m.afterAttempt + 1}
-		case OpCommit:
+			return action{Type: actRun, Batch: m.next, Attempt: m.afterAttempt + 1}
+		case opCommit:
 			m.phase = phCommit
-			return Action{Type: ActCommit, Batch: m.next, Attempt: m.afterAttempt + 1, NextWatermarkMs: m.curNext, Key: m.commitKey()}
+			return action{Type: actCommit, Batch: m.next, Attempt: m.afterAttempt + 1, NextWatermarkMs: m.curNext, Key: m.commitKey()}
 		}
 	}
 	return m.fail(fmt.Errorf("scheduler: event %s in state %s", ev.Type, m.phaseName()))
@@ -504,7 +504,7 @@ func (m *machine) inFlight() bool {
 	case phOffsets, phRun, phCommit, phFinish:
 		return true
 	case phWait:
-		return m.after == OpOffsets || m.after == OpRun || m.after == OpCommit
+		return m.after == opOffsets || m.after == opRun || m.after == opCommit
 	}
 	return false
 }
@@ -512,47 +512,47 @@ func (m *machine) inFlight() bool {
 func (m *machine) offsetsKey() string { return fmt.Sprintf("offsets/%d", m.next) }
 func (m *machine) commitKey() string  { return fmt.Sprintf("commits/%d", m.next) }
 
-func (m *machine) fail(err error) Action {
-	return Action{Type: ActStop, Reason: StopFailed, Err: err}
+func (m *machine) fail(err error) action {
+	return action{Type: actStop, Reason: stopFailed, Err: err}
 }
 
-func (m *machine) wait(d time.Duration, why string, op Op, attempt int, err error) Action {
+func (m *machine) wait(d time.Duration, why string, op retryOp, attempt int, err error) action {
 	m.phase, m.after, m.afterAttempt, m.waitWhy = phWait, op, attempt, why
-	return Action{Type: ActWait, D: d, Why: why, Op: op, Batch: m.next, Attempt: attempt, Err: err}
+	return action{Type: actWait, D: d, Why: why, Op: op, Batch: m.next, Attempt: attempt, Err: err}
 }
 
 // afterBatch is where the run goes once no batch is in flight (at start,
 // or after a commit): availableNow's target first, then the trigger.
-func (m *machine) afterBatch(now time.Time) Action {
+func (m *machine) afterBatch(now time.Time) action {
 	if m.needTarget {
 		m.phase = phTarget
-		return Action{Type: ActTarget}
+		return action{Type: actTarget}
 	}
 	return m.trigger(now)
 }
 
 // trigger waits for processingTime's interval since the last trigger, then
 // plans.
-func (m *machine) trigger(now time.Time) Action {
+func (m *machine) trigger(now time.Time) action {
 	if m.cfg.Interval > 0 && !m.lastRun.IsZero() {
 		if d := m.lastRun.Add(m.cfg.Interval).Sub(now); d > 0 {
-			return m.wait(d, "trigger", OpNone, 0, nil)
+			return m.wait(d, "trigger", opNone, 0, nil)
 		}
 	}
 	return m.plan(now)
 }
 
 // plan starts a trigger at now.
-func (m *machine) plan(now time.Time) Action {
+func (m *machine) plan(now time.Time) action {
 	m.phase, m.planAt = phPlan, now
-	return Action{Type: ActPlan, At: now, Batch: m.next}
+	return action{Type: actPlan, At: now, Batch: m.next}
 }
 
-func (m *machine) planned(ev Event) Action {
+func (m *machine) planned(ev event) action {
 	noData := !ev.HasData && eventtime.NeedsNoDataBatch(m.cfg.Evicts, m.cfg.NoDataBatches, eventtime.Watermark(m.usedWM*1000), eventtime.Watermark(m.nextWM*1000))
 	if ev.HasData || noData {
 		m.curWM, m.curLate, m.noData = m.nextWM, m.usedWM, noData
-		return Action{Type: ActPrepare, Batch: m.next, NoData: noData, WatermarkMs: m.nextWM, LateWatermarkMs: m.usedWM}
+		return action{Type: actPrepare, Batch: m.next, NoData: noData, WatermarkMs: m.nextWM, LateWatermarkMs: m.usedWM}
 	}
 	m.planRetry = retry{}
 	stops := m.cfg.AvailableNow || m.cfg.Once
@@ -561,14 +561,14 @@ func (m *machine) planned(ev Event) Action {
 		m.idleAt = m.batches
 	}
 	idle := Idle{LastCommitted: m.next - 1, WatermarkMs: m.nextWM}
-	var a Action
+	var a action
 	switch {
 	case stops:
-		a = Action{Type: ActStop, Reason: StopDone}
+		a = action{Type: actStop, Reason: stopDone}
 	default:
 		m.lastRun = m.planAt
 		if m.cfg.Interval == 0 {
-			a = m.wait(m.cfg.IdlePoll, "idle", OpNone, 0, nil)
+			a = m.wait(m.cfg.IdlePoll, "idle", opNone, 0, nil)
 		} else {
 			a = m.trigger(ev.Now)
 		}
@@ -577,26 +577,26 @@ func (m *machine) planned(ev Event) Action {
 	return a
 }
 
-func (m *machine) startRun() Action {
+func (m *machine) startRun() action {
 	m.phase, m.retry = phRun, retry{}
-	return Action{Type: ActRun, Batch: m.next, Attempt: 1}
+	return action{Type: actRun, Batch: m.next, Attempt: 1}
 }
 
-func (m *machine) written() Action {
+func (m *machine) written() action {
 	m.fenced = nil
 	if m.phase == phOffsets {
 		return m.startRun()
 	}
 	m.phase = phFinish
-	return Action{Type: ActFinish, Batch: m.next}
+	return action{Type: actFinish, Batch: m.next}
 }
 
 // ran computes the watermark the next batch evicts with and asks for the
 // commit.
-func (m *machine) ran(ev Event) Action {
+func (m *machine) ran(ev event) action {
 	evict := eventtime.Watermark(m.curWM * 1000)
 	next := int64(evict)
-	a := Action{Type: ActCommit, Batch: m.next, Attempt: 1, Key: m.commitKey()}
+	a := action{Type: actCommit, Batch: m.next, Attempt: 1, Key: m.commitKey()}
 	if m.cfg.Watermark {
 		next = int64(eventtime.Advance(evict, ev.MaxEventTime, ev.HasEventTime, m.cfg.Delay))
 		a.JumpMicros, a.Jumped = eventtime.Jump(evict, eventtime.Watermark(next), m.cfg.MaxJump)

@@ -27,42 +27,42 @@ type stepSim struct {
 
 func dur(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
 
-func (s *stepSim) format(a Action) string {
+func (s *stepSim) format(a action) string {
 	var b strings.Builder
 	if a.ReportIdle {
 		fmt.Fprintf(&b, "idle last-committed=%d watermark=%v\n", a.Idle.LastCommitted, dur(a.Idle.WatermarkMs))
 	}
 	switch a.Type {
-	case ActTarget:
+	case actTarget:
 		b.WriteString("target")
-	case ActPlan:
+	case actPlan:
 		fmt.Fprintf(&b, "plan batch=%d at=+%v", a.Batch, a.At.Sub(stepEpoch))
-	case ActPrepare:
+	case actPrepare:
 		fmt.Fprintf(&b, "prepare batch=%d watermark=%v late=%v", a.Batch, dur(a.WatermarkMs), dur(a.LateWatermarkMs))
 		if a.NoData {
 			b.WriteString(" no-data")
 		}
-	case ActWriteOffsets, ActCommit:
+	case actWriteOffsets, actCommit:
 		fmt.Fprintf(&b, "write %s attempt=%d", a.Key, a.Attempt)
-		if a.Type == ActCommit {
+		if a.Type == actCommit {
 			fmt.Fprintf(&b, " next-watermark=%v", dur(a.NextWatermarkMs))
 			if a.Jumped {
 				fmt.Fprintf(&b, " jumped=%v", time.Duration(a.JumpMicros)*time.Microsecond)
 			}
 		}
-	case ActRun:
+	case actRun:
 		fmt.Fprintf(&b, "run batch=%d attempt=%d", a.Batch, a.Attempt)
-	case ActCheckOwn:
+	case actCheckOwn:
 		fmt.Fprintf(&b, "check-own %s", a.Key)
-	case ActFinish:
+	case actFinish:
 		fmt.Fprintf(&b, "finish batch=%d", a.Batch)
-	case ActWait:
+	case actWait:
 		fmt.Fprintf(&b, "wait %v (%s", a.D, a.Why)
-		if a.Op != OpNone {
+		if a.Op != opNone {
 			fmt.Fprintf(&b, ": retry %s of batch %d after attempt %d: %v", a.Op, a.Batch, a.Attempt, a.Err)
 		}
 		b.WriteString(")")
-	case ActStop:
+	case actStop:
 		fmt.Fprintf(&b, "stop %s", a.Reason)
 		if a.Err != nil {
 			fmt.Fprintf(&b, ": %v", a.Err)
@@ -82,10 +82,10 @@ func parseDur(t *testing.T, v string) time.Duration {
 
 // failure is an error of kind k, wrapping its sentinel the way the
 // loop's errors do.
-func failure(k Kind, msg string) error {
-	sentinel := map[Kind]error{
-		Fenced: checkpoint.ErrFenced, DataLoss: source.ErrDataLoss, Incompatible: checkpoint.ErrIncompatibleCheckpoint,
-		MemoryLimit: statestore.ErrMemoryLimit, Canceled: context.Canceled,
+func failure(k failKind, msg string) error {
+	sentinel := map[failKind]error{
+		kindFenced: checkpoint.ErrFenced, kindDataLoss: source.ErrDataLoss, kindIncompatible: checkpoint.ErrIncompatibleCheckpoint,
+		kindMemoryLimit: statestore.ErrMemoryLimit, kindCanceled: context.Canceled,
 	}[k]
 	if sentinel == nil {
 		return errors.New(msg)
@@ -135,7 +135,7 @@ func (s *stepSim) cmd(t *testing.T, td *datadriven.TestData) string {
 		s.now = s.now.Add(parseDur(t, td.CmdArgs[0].Key))
 		return fmt.Sprintf("now=+%v\n", s.now.Sub(stepEpoch))
 	}
-	ev := Event{Now: s.now}
+	ev := event{Now: s.now}
 	arg := func(key string) (string, bool) {
 		for _, a := range td.CmdArgs {
 			if a.Key == key {
@@ -149,7 +149,7 @@ func (s *stepSim) cmd(t *testing.T, td *datadriven.TestData) string {
 	}
 	switch td.Cmd {
 	case "start":
-		ev.Type = EvStart
+		ev.Type = evStart
 		if v, ok := arg("batch"); ok {
 			ev.Batch, _ = strconv.ParseInt(v, 10, 64)
 		}
@@ -161,31 +161,31 @@ func (s *stepSim) cmd(t *testing.T, td *datadriven.TestData) string {
 		}
 		_, ev.Rerun = arg("rerun")
 	case "target":
-		ev.Type = EvTarget
+		ev.Type = evTarget
 	case "planned":
-		ev.Type = EvPlanned
+		ev.Type = evPlanned
 		_, ev.HasData = arg("data")
 	case "prepared":
-		ev.Type = EvPrepared
+		ev.Type = evPrepared
 	case "written":
-		ev.Type = EvWritten
+		ev.Type = evWritten
 	case "ran":
-		ev.Type = EvRan
+		ev.Type = evRan
 		if v, ok := arg("max"); ok {
 			ev.MaxEventTime, ev.HasEventTime = parseDur(t, v).Microseconds(), true
 		}
 	case "committed":
-		ev.Type = EvCommitted
+		ev.Type = evCommitted
 		if _, ok := arg("budget-exceeded"); ok {
 			ev.Err = fmt.Errorf("state budget: %w", ErrStateBudgetExceeded)
 		}
 	case "fail":
-		ev.Type = EvFailed
+		ev.Type = evFailed
 		kind, _ := arg("kind")
 		found := false
 		for k, name := range kindNames {
 			if name == kind {
-				ev.Kind, found = Kind(k), true
+				ev.Kind, found = failKind(k), true
 			}
 		}
 		if !found {
@@ -197,17 +197,17 @@ func (s *stepSim) cmd(t *testing.T, td *datadriven.TestData) string {
 		}
 		ev.Err = failure(ev.Kind, msg)
 	case "own":
-		ev.Type = EvOwn
+		ev.Type = evOwn
 		_, ev.Mine = arg("mine")
 	case "elapsed":
-		ev.Type = EvElapsed
+		ev.Type = evElapsed
 	case "stop":
-		ev.Type = EvStop
+		ev.Type = evStop
 		_, ev.StopNow = arg("now")
 	case "pause":
-		ev.Type = EvPause
+		ev.Type = evPause
 	case "lease-lost":
-		ev.Type = EvLeaseLost
+		ev.Type = evLeaseLost
 	default:
 		t.Fatalf("unknown command %s", td.Cmd)
 	}
@@ -228,16 +228,16 @@ func TestStep(t *testing.T) {
 func TestClassify(t *testing.T) {
 	for _, c := range []struct {
 		err  error
-		want Kind
+		want failKind
 	}{
-		{errors.New("connection refused"), Transient},
-		{fmt.Errorf("commits/3: %w", checkpoint.ErrFenced), Fenced},
-		{&checkpoint.FencedError{Batch: 3, Object: "commits/3"}, Fenced},
-		{fmt.Errorf("batch 2: %w", source.ErrDataLoss), DataLoss},
-		{fmt.Errorf("x: %w", checkpoint.ErrIncompatibleCheckpoint), Incompatible},
-		{fmt.Errorf("x: %w", statestore.ErrMemoryLimit), MemoryLimit},
-		{fmt.Errorf("x: %w", context.Canceled), Canceled},
-		{context.DeadlineExceeded, Canceled},
+		{errors.New("connection refused"), kindTransient},
+		{fmt.Errorf("commits/3: %w", checkpoint.ErrFenced), kindFenced},
+		{&checkpoint.FencedError{Batch: 3, Object: "commits/3"}, kindFenced},
+		{fmt.Errorf("batch 2: %w", source.ErrDataLoss), kindDataLoss},
+		{fmt.Errorf("x: %w", checkpoint.ErrIncompatibleCheckpoint), kindIncompatible},
+		{fmt.Errorf("x: %w", statestore.ErrMemoryLimit), kindMemoryLimit},
+		{fmt.Errorf("x: %w", context.Canceled), kindCanceled},
+		{context.DeadlineExceeded, kindCanceled},
 	} {
 		if got := classify(c.err); got != c.want {
 			t.Errorf("classify(%v) = %s, want %s", c.err, got, c.want)
