@@ -276,7 +276,7 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 				cfg.Logger.Warn("batch failed; retrying from its logged offsets", "query", cfg.Spec.Name, "batch", a.Batch, "attempt", a.Attempt, "retry_in", a.D, "err", a.Err)
 				q.retrying(a.Batch, a.Attempt, a.Err)
 			case opOffsets, opCommit:
-				cfg.Logger.Warn("cannot write the checkpoint log; retrying", "query", cfg.Spec.Name, "object", fmt.Sprintf("%s/%d", map[retryOp]string{opOffsets: "offsets", opCommit: "commits"}[a.Op], a.Batch), "retry_in", a.D, "err", a.Err)
+				cfg.Logger.Warn("cannot write the checkpoint log; retrying", "query", cfg.Spec.Name, "object", a.Key, "retry_in", a.D, "err", a.Err)
 			}
 			ev = event{Type: evElapsed}
 			if !clock.Sleep(ctx, a.D) {

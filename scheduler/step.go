@@ -76,9 +76,6 @@ func classify(err error) failKind {
 	return kindTransient
 }
 
-// permanent reports errors that retrying the batch cannot fix.
-func permanent(err error) bool { return classify(err).permanent() }
-
 // retryPolicy is the one rule for retrying an operation (planning, a log
 // write, a batch): permanent failures give up at once; otherwise an
 // operation gets at least minAttempts tries and keeps trying while its
@@ -276,7 +273,7 @@ type action struct {
 	NextWatermarkMs              int64         // actCommit
 	Jumped                       bool          // actCommit: the watermark moved by more than maxJump
 	JumpMicros                   int64         // actCommit: the move when Jumped
-	Key                          string        // actWriteOffsets, actCommit, actCheckOwn
+	Key                          string        // actWriteOffsets, actCommit, actCheckOwn; actWait after a failed log write
 	D                            time.Duration // actWait
 	Why                          string        // actWait: backoff, trigger, idle
 	Op                           retryOp       // actWait after a failure
@@ -436,7 +433,9 @@ func (m *machine) apply(ev event) action {
 			if m.phase == phCommit {
 				op = opCommit
 			}
-			return m.wait(wait, "backoff", op, m.retry.attempts, ev.Err)
+			a := m.wait(wait, "backoff", op, m.retry.attempts, ev.Err)
+			a.Key = key
+			return a
 		case evOwn:
 			if ev.Mine {
 				return m.written()
