@@ -307,13 +307,13 @@ type machine struct {
 	// nextWM (ms) the watermarks the last batch evicted with and the next
 	// one evicts with.
 	next, usedWM, nextWM int64
-	// batch in flight: its watermarks (ms) and the next one it computed.
-	curWM, curLate, curNext int64
-	noData                  bool
-	batches                 int // batches committed by this run
-	idleAt                  int // batches when Idle was last reported (-1: never)
-	needTarget              bool
-	planAt, lastRun         time.Time
+	// The batch in flight: the watermark (ms) it evicts with, and the next
+	// one it computed.
+	curWM, curNext  int64
+	batches         int // batches committed by this run
+	idleAt          int // batches when Idle was last reported (-1: never)
+	needTarget      bool
+	planAt, lastRun time.Time
 	// retry counts the failures of the operation in flight; planRetry
 	// those of planning, which last across idle triggers until a plan
 	// succeeds.
@@ -371,7 +371,7 @@ func (m *machine) apply(ev event) action {
 		}
 		m.needTarget = m.cfg.AvailableNow
 		if ev.Rerun {
-			m.next, m.curWM, m.curLate, m.noData = ev.Batch, ev.WatermarkMs, ev.LateWatermarkMs, false
+			m.next, m.curWM = ev.Batch, ev.WatermarkMs
 			return m.startRun()
 		}
 		m.next, m.nextWM, m.usedWM = ev.Batch, ev.WatermarkMs, ev.LateWatermarkMs
@@ -550,7 +550,7 @@ func (m *machine) plan(now time.Time) action {
 func (m *machine) planned(ev event) action {
 	noData := !ev.HasData && eventtime.NeedsNoDataBatch(m.cfg.Evicts, m.cfg.NoDataBatches, eventtime.Watermark(m.usedWM*1000), eventtime.Watermark(m.nextWM*1000))
 	if ev.HasData || noData {
-		m.curWM, m.curLate, m.noData = m.nextWM, m.usedWM, noData
+		m.curWM = m.nextWM
 		return action{Type: actPrepare, Batch: m.next, NoData: noData, WatermarkMs: m.nextWM, LateWatermarkMs: m.usedWM}
 	}
 	m.planRetry = retry{}
