@@ -19,7 +19,15 @@
 // minBatchesToRetain batches, every CleanupEvery commits and once at start;
 // its failures are logged and counted, never a batch's.
 //
-// The scheduler decides with pure functions (checkpoint.Decide,
-// eventtime.Advance, eventtime.NeedsNoDataBatch) and does I/O only through
-// the checkpoint log, the source, the runner and the sink.
+// The batch loop is a state machine. Its decisions are one pure step
+// (step.go): from the loop's state and what just happened (an event: the
+// run started, a batch was planned with or without data, a write or a run
+// succeeded or failed with a classified Kind, a wait ended, a stop, pause
+// or lost lease) to the next action (plan, write offsets/N, run, write
+// commits/N, wait, stop). Retry budgets and back-off (one policy for
+// planning, log writes and batches), no-data batches, watermark
+// arithmetic, triggers and giving up are decided there; testdata/step has
+// a datadriven case for each transition. Run (loop.go) performs the
+// actions, does I/O only through the checkpoint log, the source, the
+// runner and the sink, and waits only on Config.Clock.
 package scheduler
