@@ -45,9 +45,12 @@ const (
 	kindMemoryLimit
 	// kindCanceled: the run's context ended.
 	kindCanceled
+	// kindCorrupt: committed state failed its checksum or is missing:
+	// every attempt would load the same state.
+	kindCorrupt
 )
 
-var kindNames = [...]string{"transient", "fenced", "dataloss", "incompatible", "memlimit", "canceled"}
+var kindNames = [...]string{"transient", "fenced", "dataloss", "incompatible", "memlimit", "canceled", "corrupt"}
 
 func (k failKind) String() string {
 	if int(k) < len(kindNames) {
@@ -72,6 +75,8 @@ func classify(err error) failKind {
 		return kindCanceled
 	case errors.Is(err, statestore.ErrMemoryLimit):
 		return kindMemoryLimit
+	case errors.Is(err, statestore.ErrCorrupt):
+		return kindCorrupt
 	}
 	return kindTransient
 }

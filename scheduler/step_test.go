@@ -85,7 +85,7 @@ func parseDur(t *testing.T, v string) time.Duration {
 func failure(k failKind, msg string) error {
 	sentinel := map[failKind]error{
 		kindFenced: checkpoint.ErrFenced, kindDataLoss: source.ErrDataLoss, kindIncompatible: checkpoint.ErrIncompatibleCheckpoint,
-		kindMemoryLimit: statestore.ErrMemoryLimit, kindCanceled: context.Canceled,
+		kindMemoryLimit: statestore.ErrMemoryLimit, kindCanceled: context.Canceled, kindCorrupt: statestore.ErrCorrupt,
 	}[k]
 	if sentinel == nil {
 		return errors.New(msg)
@@ -237,6 +237,7 @@ func TestClassify(t *testing.T) {
 		{fmt.Errorf("x: %w", checkpoint.ErrIncompatibleCheckpoint), kindIncompatible},
 		{fmt.Errorf("x: %w", statestore.ErrMemoryLimit), kindMemoryLimit},
 		{fmt.Errorf("x: %w", context.Canceled), kindCanceled},
+		{fmt.Errorf("state file x: checksum: %w", statestore.ErrCorrupt), kindCorrupt},
 		{context.DeadlineExceeded, kindCanceled},
 	} {
 		if got := classify(c.err); got != c.want {
