@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/proto/sluicepb"
 	"github.com/sluicehq/sluice/registry"
@@ -25,6 +26,8 @@ const (
 	ReasonGuard        = "GUARD"
 	ReasonIncompatible = "INCOMPATIBLE"
 	ReasonStandby      = "STANDBY"
+	ReasonPolicy       = "POLICY"
+	ReasonCheckpoint   = "CHECKPOINT_IN_USE"
 )
 
 const errorDomain = "sluice.dev"
@@ -40,6 +43,8 @@ var reasons = []struct {
 	{scheduler.ErrProductionGuard, codes.FailedPrecondition, ReasonGuard},
 	{checkpoint.ErrIncompatibleCheckpoint, codes.FailedPrecondition, ReasonIncompatible},
 	{ErrStandby, codes.Unavailable, ReasonStandby},
+	{ErrPolicy, codes.PermissionDenied, ReasonPolicy},
+	{ErrCheckpointInUse, codes.FailedPrecondition, ReasonCheckpoint},
 }
 
 // ToStatus maps an error of the service to a gRPC status error with an
@@ -111,6 +116,16 @@ func FromStatus(err error) error {
 	return out
 }
 
+// actor is the authenticated caller of a call (cluster.PrincipalFrom) with
+// what the client says.
+func actor(ctx context.Context, changedBy, reason string) Actor {
+	a := Actor{ChangedBy: changedBy, Reason: reason}
+	if p, ok := cluster.PrincipalFrom(ctx); ok {
+		a.Principal, a.Role = p.Name, string(p.Role)
+	}
+	return a
+}
+
 // Control is the ControlService over a Service.
 type Control struct {
 	sluicepb.UnimplementedControlServiceServer
@@ -121,7 +136,9 @@ type Control struct {
 
 // SubmitQuery implements ControlService.
 func (c *Control) SubmitQuery(ctx context.Context, req *sluicepb.SubmitQueryRequest) (*sluicepb.SubmitQueryResponse, error) {
-	res, err := c.S.Submit(ctx, Submission{Spec: req.Spec, AllowFirstStart: req.AllowFirstStart, Replay: req.AllowReplay, Ticket: req.Ticket, ApprovedBy: req.ApprovedBy, ChangedBy: req.ChangedBy})
+	a := actor(ctx, req.ChangedBy, req.Reason)
+	res, err := c.S.Submit(ctx, Submission{Spec: req.Spec, AllowFirstStart: req.AllowFirstStart, Replay: req.AllowReplay, Ticket: req.Ticket, ApprovedBy: req.ApprovedBy, ChangedBy: req.ChangedBy,
+		Principal: a.Principal, Role: a.Role, Reason: a.Reason})
 	if err != nil {
 		return nil, ToStatus(err)
 	}
@@ -140,7 +157,7 @@ func (c *Control) SubmitQuery(ctx context.Context, req *sluicepb.SubmitQueryRequ
 
 // StopQuery implements ControlService.
 func (c *Control) StopQuery(ctx context.Context, req *sluicepb.StopQueryRequest) (*sluicepb.StopQueryResponse, error) {
-	rec, v, err := c.S.Stop(ctx, req.Name, req.Now, time.Duration(req.TimeoutMs)*time.Millisecond, req.ChangedBy)
+	rec, v, err := c.S.StopAs(ctx, req.Name, req.Now, time.Duration(req.TimeoutMs)*time.Millisecond, actor(ctx, req.ChangedBy, req.Reason))
 	if err != nil {
 		return nil, ToStatus(err)
 	}
@@ -229,6 +246,8 @@ func (c *Control) QueryHistory(ctx context.Context, req *sluicepb.QueryHistoryRe
 			ChangedBy: r.ChangedBy, ChangedAt: r.ChangedAt.UTC().Format(time.RFC3339),
 			AllowFirstStart: r.AllowFirstStart, AllowReplay: r.AllowReplay,
 			Ticket: r.Ticket, ApprovedBy: r.ApprovedBy, Spec: []byte(r.Spec),
+			Principal: r.Principal, Role: r.Role, Reason: r.Reason,
+			FingerprintBefore: r.FingerprintBefore, FingerprintAfter: r.FingerprintAfter, Pruned: r.Pruned,
 		})
 	}
 	return resp, nil
