@@ -154,7 +154,7 @@ func (c *clientFlags) callErr(err error, name string) error {
 	case codes.DeadlineExceeded:
 		return &cliError{code: exitError, msg: fmt.Sprintf("the driver at %s did not answer in time", c.server)}
 	case codes.Unauthenticated:
-		return &cliError{code: exitRefused, msg: fmt.Sprintf("refused by the driver at %s: wrong or missing credential (give the CLI a viewer or operator token, or the cluster token where the driver has no roles, with --token-file or %s): %s", c.server, cluster.TokenEnv, st.Message())}
+		return &cliError{code: exitRefused, msg: fmt.Sprintf("refused by the driver at %s: wrong or missing cluster token or role token (give the CLI a viewer or operator token, or the cluster token where the driver has no roles, with --token-file or %s): %s", c.server, cluster.TokenEnv, st.Message())}
 	case codes.PermissionDenied:
 		// A role that does not allow the call, or the location policy:
 		// the message names the role or the field, value and rule.
