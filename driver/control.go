@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/proto/sluicepb"
+	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/registry"
 	"github.com/sluicehq/sluice/scheduler"
 )
@@ -126,6 +127,47 @@ func actor(ctx context.Context, changedBy, reason string) Actor {
 	return a
 }
 
+// specFor returns a registered spec as the caller may see it: as
+// submitted for an operator (and where there are no roles), and for a
+// viewer as JSON with every secret Kafka option's value replaced by
+// "[redacted]".
+func specFor(ctx context.Context, text string) []byte {
+	if text == "" {
+		return nil
+	}
+	p, ok := cluster.PrincipalFrom(ctx)
+	if !ok || p.Role != cluster.RoleViewer {
+		return []byte(text)
+	}
+	return redactSpec(text)
+}
+
+// redactSpec is text as JSON without secret values (nil when it does not
+// parse: a viewer gets nothing rather than the secrets).
+func redactSpec(text string) []byte {
+	spec, err := query.Parse([]byte(text))
+	if err != nil {
+		return nil
+	}
+	if k := spec.Source.Kafka; k != nil && len(k.Options) > 0 {
+		opts := make(map[string]string, len(k.Options))
+		for name, v := range k.Options {
+			if query.SecretOption(name) {
+				v = "[redacted]"
+			}
+			opts[name] = v
+		}
+		kc := *k
+		kc.Options = opts
+		spec.Source.Kafka = &kc
+	}
+	b, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
 // Control is the ControlService over a Service.
 type Control struct {
 	sluicepb.UnimplementedControlServiceServer
@@ -223,7 +265,7 @@ func (c *Control) QueryStatus(ctx context.Context, req *sluicepb.QueryStatusRequ
 	if err != nil {
 		return nil, ToStatus(err)
 	}
-	resp := &sluicepb.QueryStatusResponse{Query: c.info(rec), Spec: []byte(rec.Spec)}
+	resp := &sluicepb.QueryStatusResponse{Query: c.info(rec), Spec: specFor(ctx, rec.Spec)}
 	if c.Executors != nil {
 		resp.Executors = int32(c.Executors())
 	}
@@ -245,7 +287,7 @@ func (c *Control) QueryHistory(ctx context.Context, req *sluicepb.QueryHistoryRe
 			Generation: r.Generation, Id: r.ID, Desired: string(r.Desired), Change: r.Change,
 			ChangedBy: r.ChangedBy, ChangedAt: r.ChangedAt.UTC().Format(time.RFC3339),
 			AllowFirstStart: r.AllowFirstStart, AllowReplay: r.AllowReplay,
-			Ticket: r.Ticket, ApprovedBy: r.ApprovedBy, Spec: []byte(r.Spec),
+			Ticket: r.Ticket, ApprovedBy: r.ApprovedBy, Spec: specFor(ctx, r.Spec),
 			Principal: r.Principal, Role: r.Role, Reason: r.Reason,
 			FingerprintBefore: r.FingerprintBefore, FingerprintAfter: r.FingerprintAfter, Pruned: r.Pruned,
 		})
