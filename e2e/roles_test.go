@@ -211,6 +211,30 @@ allow:
 		t.Fatalf("a refused query was registered:\n%s", out)
 	}
 
+	// replay submits too: operator only, and within the policy.
+	kspec := mkGood()
+	kspec.Name = "kafka-q"
+	kspec.CheckpointLocation = filepath.Join(cpRoot, "kafka-q")
+	kspec.Source.File = nil
+	kspec.Source.Kafka = &query.KafkaSource{BootstrapServers: "127.0.0.1:1", Subscribe: "learning.progress", StartingOffsets: "earliest"}
+	kpath := writeSpec(t, kspec)
+	replay := func(cred, cp string) (string, int) {
+		_, errs, code := as(cred, "replay", "-f", kpath, "--checkpoint", cp, "--starting-offsets", "earliest", "--ticket", "INC-5",
+			"--out", filepath.Join(t.TempDir(), "replay.yaml"))
+		return errs, code
+	}
+	for _, cred := range []string{"viewer", "executor", "none"} {
+		if errs, code := replay(cred, filepath.Join(cpRoot, "kafka-q-replay")); code != 4 || !strings.Contains(errs, "operator") {
+			t.Errorf("replay as %s: exit %d, %q; want 4 naming role operator", cred, code, errs)
+		}
+	}
+	if errs, code := replay("operator", outside); code != 4 || !strings.Contains(errs, "checkpointLocation: ") || !strings.Contains(errs, "outside the driver's policy") {
+		t.Errorf("replay onto a checkpoint outside the policy: exit %d, %q", code, errs)
+	}
+	if _, err := os.Stat(outside); !os.IsNotExist(err) {
+		t.Fatalf("a refused replay created %s", outside)
+	}
+
 	// stop: operator only.
 	for _, cred := range []string{"viewer", "executor", "none"} {
 		_, errs, code := as(cred, "stop", name)
