@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bufio"
 	"context"
 	"crypto/subtle"
 	"crypto/tls"
@@ -12,6 +11,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -114,10 +115,21 @@ func NeededRole(fullMethod string) Role {
 
 // Roles is the driver's credentials beyond the cluster token: named
 // viewer and operator tokens, and client-certificate common names mapped
-// to roles (with mutual TLS).
+// to roles (with mutual TLS). Its tokens files are re-read when they
+// change (size or modification time, checked at most every
+// tokensRecheck): a file that fails to load keeps the previous tokens. It
+// is safe for concurrent use once configured.
 type Roles struct {
-	tokens []roleToken
+	mu     sync.RWMutex
+	tokens []roleToken // static, then the files'
+	static []roleToken
+	files  []tokensFile
 	certs  map[string]Role
+	// checked is when the files were last looked at.
+	checked time.Time
+	// Logger logs re-reads and failed ones (nil: discard).
+	Logger *slog.Logger
+	now    func() time.Time
 }
 
 type roleToken struct {
@@ -125,66 +137,165 @@ type roleToken struct {
 	role        Role
 }
 
+type tokensFile struct {
+	path  string
+	role  Role
+	size  int64
+	mtime time.Time
+}
+
+// tokensRecheck is how often the tokens files are looked at for changes.
+const tokensRecheck = time.Second
+
 // Enabled reports whether any viewer or operator credential is
 // configured. Without one, the cluster credential keeps every right on
 // the ControlService (the behavior before roles existed).
-func (r *Roles) Enabled() bool { return r != nil && (len(r.tokens) > 0 || len(r.certs) > 0) }
+func (r *Roles) Enabled() bool {
+	if r == nil {
+		return false
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.tokens) > 0 || len(r.certs) > 0
+}
 
 // AddTokensFile adds the tokens of file, each of role: one "NAME TOKEN"
 // per line; blank lines and lines starting with # are skipped. Names and
 // tokens must be unique across files.
 func (r *Roles) AddTokensFile(file string, role Role) error {
-	f, err := os.Open(file)
+	if role != RoleViewer && role != RoleOperator {
+		return fmt.Errorf("tokens file %s: role %q: must be viewer or operator (the executors' credential is the cluster token)", file, role)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	files := append(append([]tokensFile(nil), r.files...), tokensFile{path: file, role: role})
+	tokens, files, err := loadTokens(r.static, files)
 	if err != nil {
-		return fmt.Errorf("%s tokens file: %w", role, err)
+		return err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	n := 0
-	for line := 1; sc.Scan(); line++ {
-		text := strings.TrimSpace(sc.Text())
-		if text == "" || strings.HasPrefix(text, "#") {
-			continue
-		}
-		fields := strings.Fields(text)
-		if len(fields) != 2 {
-			return fmt.Errorf("%s tokens file %s line %d: has %d fields: must be NAME TOKEN", role, file, line, len(fields))
-		}
-		if err := r.AddToken(fields[0], fields[1], role); err != nil {
-			return fmt.Errorf("%s tokens file %s line %d: %w", role, file, line, err)
-		}
-		n++
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("%s tokens file %s: %w", role, file, err)
-	}
-	if n == 0 {
-		return fmt.Errorf("%s tokens file %s holds no token: must have lines NAME TOKEN", role, file)
-	}
+	r.tokens, r.files = tokens, files
 	return nil
+}
+
+// loadTokens reads every file after static, checking names and tokens
+// unique; it returns the files with their size and modification time.
+func loadTokens(static []roleToken, files []tokensFile) ([]roleToken, []tokensFile, error) {
+	tokens := append([]roleToken(nil), static...)
+	out := make([]tokensFile, len(files))
+	for i, f := range files {
+		fi, err := os.Stat(f.path)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s tokens file: %w", f.role, err)
+		}
+		b, err := os.ReadFile(f.path)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s tokens file: %w", f.role, err)
+		}
+		n := 0
+		for line, text := range strings.Split(string(b), "\n") {
+			text = strings.TrimSpace(text)
+			if text == "" || strings.HasPrefix(text, "#") {
+				continue
+			}
+			fields := strings.Fields(text)
+			if len(fields) != 2 {
+				return nil, nil, fmt.Errorf("%s tokens file %s line %d: has %d fields: must be NAME TOKEN", f.role, f.path, line+1, len(fields))
+			}
+			if tokens, err = addToken(tokens, fields[0], fields[1], f.role); err != nil {
+				return nil, nil, fmt.Errorf("%s tokens file %s line %d: %w", f.role, f.path, line+1, err)
+			}
+			n++
+		}
+		if n == 0 {
+			return nil, nil, fmt.Errorf("%s tokens file %s holds no token: must have lines NAME TOKEN", f.role, f.path)
+		}
+		f.size, f.mtime = fi.Size(), fi.ModTime()
+		out[i] = f
+	}
+	return tokens, out, nil
+}
+
+// refresh re-reads the tokens files if one changed since the last look
+// (at most every tokensRecheck).
+func (r *Roles) refresh() {
+	r.mu.RLock()
+	now := time.Now
+	if r.now != nil {
+		now = r.now
+	}
+	due := len(r.files) > 0 && now().Sub(r.checked) >= tokensRecheck
+	r.mu.RUnlock()
+	if !due {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if now().Sub(r.checked) < tokensRecheck {
+		return
+	}
+	r.checked = now()
+	changed := false
+	for _, f := range r.files {
+		fi, err := os.Stat(f.path)
+		if err != nil || fi.Size() != f.size || !fi.ModTime().Equal(f.mtime) {
+			changed = true
+			break
+		}
+	}
+	if !changed {
+		return
+	}
+	log := r.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	tokens, files, err := loadTokens(r.static, r.files)
+	if err != nil {
+		log.Error("a tokens file changed and does not load: keeping the previous tokens", "err", err)
+		return
+	}
+	r.tokens, r.files = tokens, files
+	log.Info("tokens files re-read", "principals", len(tokens))
 }
 
 // minTokenLen is the shortest role token accepted.
 const minTokenLen = 16
 
-// AddToken adds one named token of role.
+// AddToken adds one named token of role (beside the files').
 func (r *Roles) AddToken(name, token string, role Role) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	static, err := addToken(r.static, name, token, role)
+	if err != nil {
+		return err
+	}
+	if _, err := addToken(r.tokens, name, token, role); err != nil {
+		return err
+	}
+	tokens, _, err := loadTokens(static, r.files)
+	if err != nil {
+		return err
+	}
+	r.static, r.tokens = static, tokens
+	return nil
+}
+
+func addToken(tokens []roleToken, name, token string, role Role) ([]roleToken, error) {
 	if role != RoleViewer && role != RoleOperator {
-		return fmt.Errorf("token %s: role %q: must be viewer or operator (the executors' credential is the cluster token)", name, role)
+		return nil, fmt.Errorf("token %s: role %q: must be viewer or operator (the executors' credential is the cluster token)", name, role)
 	}
 	if len(token) < minTokenLen {
-		return fmt.Errorf("token %s: is %d characters: must be at least %d", name, len(token), minTokenLen)
+		return nil, fmt.Errorf("token %s: is %d characters: must be at least %d", name, len(token), minTokenLen)
 	}
-	for _, t := range r.tokens {
+	for _, t := range tokens {
 		if t.name == name {
-			return fmt.Errorf("token name %s: given twice: names must be unique (they name the principal in the audit trail)", name)
+			return nil, fmt.Errorf("token name %s: given twice: names must be unique (they name the principal in the audit trail)", name)
 		}
 		if t.token == token {
-			return fmt.Errorf("token %s: same token as %s: tokens must be unique", name, t.name)
+			return nil, fmt.Errorf("token %s: same token as %s: tokens must be unique", name, t.name)
 		}
 	}
-	r.tokens = append(r.tokens, roleToken{name: name, token: token, role: role})
-	return nil
+	return append(tokens, roleToken{name: name, token: token, role: role}), nil
 }
 
 // AddCertRole maps a client certificate's subject common name to role
@@ -203,6 +314,8 @@ func (r *Roles) AddCertRole(spec string) error {
 	if err != nil {
 		return fmt.Errorf("--principal-role %q: %w", spec, err)
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.certs == nil {
 		r.certs = map[string]Role{}
 	}
@@ -216,6 +329,8 @@ func (r *Roles) Names() []string {
 	if r == nil {
 		return nil
 	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	var out []string
 	for _, t := range r.tokens {
 		out = append(out, t.name+"="+string(t.role))
@@ -246,20 +361,26 @@ type Authenticator struct {
 // (authorization metadata or header values) and its verified client
 // certificate's common name ("" none).
 func (a *Authenticator) identify(bearers []string, certCN string) (Principal, error) {
+	var tokens []roleToken
+	var certs map[string]Role
+	if a.Roles != nil {
+		a.Roles.refresh()
+		a.Roles.mu.RLock()
+		tokens, certs = a.Roles.tokens, a.Roles.certs
+		a.Roles.mu.RUnlock()
+	}
 	for _, v := range bearers {
 		if a.Token != "" && subtle.ConstantTimeCompare([]byte(v), []byte("Bearer "+a.Token)) == 1 {
 			return Principal{Name: "cluster-token", Role: RoleExecutor, Via: "cluster-token"}, nil
 		}
-		if a.Roles != nil {
-			for _, t := range a.Roles.tokens {
-				if subtle.ConstantTimeCompare([]byte(v), []byte("Bearer "+t.token)) == 1 {
-					return Principal{Name: t.name, Role: t.role, Via: "token"}, nil
-				}
+		for _, t := range tokens {
+			if subtle.ConstantTimeCompare([]byte(v), []byte("Bearer "+t.token)) == 1 {
+				return Principal{Name: t.name, Role: t.role, Via: "token"}, nil
 			}
 		}
 	}
-	if certCN != "" && a.Roles != nil {
-		if rl, ok := a.Roles.certs[certCN]; ok {
+	if certCN != "" {
+		if rl, ok := certs[certCN]; ok {
 			return Principal{Name: certCN, Role: rl, Via: "certificate"}, nil
 		}
 	}

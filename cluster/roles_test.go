@@ -198,3 +198,42 @@ func TestCertificateNamesThePrincipal(t *testing.T) {
 		t.Fatalf("an unmapped certificate lists: %v", err)
 	}
 }
+
+// A changed tokens file is re-read: a new token works, a removed one no
+// longer does; a file that stops loading keeps the previous tokens.
+func TestTokensFileIsReRead(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "operators")
+	os.WriteFile(f, []byte("olga "+operatorTok+"\n"), 0o600)
+	clock := time.Unix(1000, 0)
+	r := &Roles{now: func() time.Time { return clock }}
+	if err := r.AddTokensFile(f, RoleOperator); err != nil {
+		t.Fatal(err)
+	}
+	a := &Authenticator{Token: "cluster-secret", Roles: r}
+	who := func(tok string) string {
+		p, err := a.identify([]string{"Bearer " + tok}, "")
+		if err != nil {
+			return ""
+		}
+		return p.Name
+	}
+	if who(operatorTok) != "olga" {
+		t.Fatal("the first token")
+	}
+	const rotated = "operator-token-rotated-2"
+	os.WriteFile(f, []byte("oscar "+rotated+"\n"), 0o600)
+	os.Chtimes(f, time.Now().Add(time.Minute), time.Now().Add(time.Minute))
+	if who(rotated) != "" {
+		t.Fatal("re-read before tokensRecheck passed")
+	}
+	clock = clock.Add(2 * tokensRecheck)
+	if who(rotated) != "oscar" || who(operatorTok) != "" {
+		t.Fatalf("after the change: rotated %q, old %q", who(rotated), who(operatorTok))
+	}
+	os.WriteFile(f, []byte("broken line with three\n"), 0o600)
+	os.Chtimes(f, time.Now().Add(2*time.Minute), time.Now().Add(2*time.Minute))
+	clock = clock.Add(2 * tokensRecheck)
+	if who(rotated) != "oscar" {
+		t.Fatal("a broken file dropped the previous tokens")
+	}
+}

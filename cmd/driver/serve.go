@@ -61,7 +61,8 @@ file is applied only if its checkpoint can serve it; a removed file stops
 its query only with --prune).
 
 Who may do what (see the README's security section): --viewer-tokens-file
-and --operator-tokens-file hold "NAME TOKEN" lines; a viewer may list, status,
+and --operator-tokens-file hold "NAME TOKEN" lines (re-read when they
+change); a viewer may list, status,
 progress, history and read the HTTP port, an operator may also submit and
 stop. With mutual TLS, --principal-role CN=ROLE maps a client certificate's
 common name to a role. Once any of them is given, the cluster token
@@ -113,7 +114,7 @@ lease is released, the driver exits.`,
 			if tok == "" && (opts.TLS == nil || !opts.TLS.Mutual()) {
 				log.Warn("no cluster token (--token-file or " + cluster.TokenEnv + ") and no mutual TLS (--tls-ca): any process that reaches the listen address can join; fine on loopback only")
 			}
-			roles := &cluster.Roles{}
+			roles := &cluster.Roles{Logger: log}
 			for _, f := range viewerTokens {
 				if err := roles.AddTokensFile(f, cluster.RoleViewer); err != nil {
 					return fmt.Errorf("--viewer-tokens-file: %w", err)
