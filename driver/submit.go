@@ -38,6 +38,13 @@ var (
 	ErrCheckpointInUse = errors.New("checkpoint in use by another query")
 )
 
+// ConfigPrincipal and ConfigRole name, in the audit trail, the changes
+// the driver makes from its own configuration (--query, --queries-dir).
+const (
+	ConfigPrincipal = "driver"
+	ConfigRole      = "config"
+)
+
 // Actor is who makes a registry change, as the audit trail records it.
 type Actor struct {
 	// ChangedBy is what the client says it is (user@host).

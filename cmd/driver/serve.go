@@ -268,7 +268,8 @@ func submitAtStart(ctx context.Context, svc *driver.Service, subs [][]byte, file
 	}
 	host, _ := os.Hostname()
 	for i, b := range subs {
-		res, err := svc.Submit(ctx, driver.Submission{Spec: b, AllowFirstStart: g.AllowFirstStart(), Replay: g.AllowReplay(), Ticket: g.Ticket(), ApprovedBy: g.By(who), ChangedBy: "serve --query " + files[i] + "@" + host})
+		res, err := svc.Submit(ctx, driver.Submission{Spec: b, AllowFirstStart: g.AllowFirstStart(), Replay: g.AllowReplay(), Ticket: g.Ticket(), ApprovedBy: g.By(who), ChangedBy: "serve --query " + files[i] + "@" + host,
+			Principal: driver.ConfigPrincipal, Role: driver.ConfigRole})
 		if err != nil {
 			log.Error("--query refused", "file", files[i], "err", err)
 			continue
