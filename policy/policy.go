@@ -1,7 +1,3 @@
-// Package policy is the driver's location policy: which sources, topics,
-// sinks, checkpoints and bad-record locations a submitted query may use,
-// for everyone and per principal. It is pure: Check looks at a spec and
-// says what is outside the policy; nothing is opened.
 package policy
 
 import (
