@@ -251,7 +251,14 @@ func (r *Roles) refresh() {
 	}
 	tokens, files, err := loadTokens(r.static, r.files)
 	if err != nil {
-		log.Error("a tokens file changed and does not load: keeping the previous tokens", "err", err)
+		log.Error("a tokens file changed and does not load: keeping the previous tokens until it changes again", "err", err)
+		// Remember what failed, so the next look waits for another change
+		// instead of logging this every second.
+		for i, f := range r.files {
+			if fi, serr := os.Stat(f.path); serr == nil {
+				r.files[i].size, r.files[i].mtime = fi.Size(), fi.ModTime()
+			}
+		}
 		return
 	}
 	r.tokens, r.files = tokens, files

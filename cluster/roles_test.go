@@ -236,4 +236,12 @@ func TestTokensFileIsReRead(t *testing.T) {
 	if who(rotated) != "oscar" {
 		t.Fatal("a broken file dropped the previous tokens")
 	}
+	// Fixed again: read.
+	const third = "operator-token-third-03"
+	os.WriteFile(f, []byte("otto "+third+"\n"), 0o600)
+	os.Chtimes(f, time.Now().Add(3*time.Minute), time.Now().Add(3*time.Minute))
+	clock = clock.Add(2 * tokensRecheck)
+	if who(third) != "otto" || who(rotated) != "" {
+		t.Fatal("the fixed file was not read")
+	}
 }
