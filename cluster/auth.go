@@ -87,18 +87,7 @@ func ServerOptions(token string, tlsCfg *tls.Config, logger *slog.Logger) []grpc
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	opts := []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes),
-		// Clients ping every KeepaliveTime, idle or not: allow it (the
-		// default policy answers a ping more often than every 5 minutes
-		// with GOAWAY), and ping silent clients so a dead one's
-		// connection is closed.
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveTime / 2, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 3 * KeepaliveTime, Timeout: KeepaliveTimeout}),
-	}
-	if tlsCfg != nil {
-		opts = append(opts, grpc.Creds(loggedCreds{credentials.NewTLS(tlsCfg), logger}))
-	}
+	opts := baseServerOptions(tlsCfg, logger)
 	if token == "" {
 		return opts
 	}
@@ -130,6 +119,34 @@ func ServerOptions(token string, tlsCfg *tls.Config, logger *slog.Logger) []grpc
 			return h(srv, ss)
 		}),
 	)
+}
+
+// DriverServerOptions returns the options of the driver's server: every
+// call is authenticated by a (cluster token, role tokens, client
+// certificates) and authorized by the role its method needs (see
+// NeededRole); the principal rides in the call's context (PrincipalFrom).
+// TLS and the limits are ServerOptions'.
+func DriverServerOptions(a *Authenticator, tlsCfg *tls.Config, logger *slog.Logger) []grpc.ServerOption {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return append(baseServerOptions(tlsCfg, logger), a.interceptors(logger)...)
+}
+
+func baseServerOptions(tlsCfg *tls.Config, logger *slog.Logger) []grpc.ServerOption {
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes),
+		// Clients ping every KeepaliveTime, idle or not: allow it (the
+		// default policy answers a ping more often than every 5 minutes
+		// with GOAWAY), and ping silent clients so a dead one's
+		// connection is closed.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveTime / 2, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 3 * KeepaliveTime, Timeout: KeepaliveTimeout}),
+	}
+	if tlsCfg != nil {
+		opts = append(opts, grpc.Creds(loggedCreds{credentials.NewTLS(tlsCfg), logger}))
+	}
+	return opts
 }
 
 // tokenCreds attaches the token to every call.
@@ -235,3 +252,7 @@ func DialOptions(token string, tlsCfg *tls.Config) []grpc.DialOption {
 // IsUnauthenticated reports whether err is a refusal for a missing or
 // wrong token.
 func IsUnauthenticated(err error) bool { return status.Code(err) == codes.Unauthenticated }
+
+// IsPermissionDenied reports whether err is a refusal for a credential
+// whose role does not allow the call.
+func IsPermissionDenied(err error) bool { return status.Code(err) == codes.PermissionDenied }

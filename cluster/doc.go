@@ -81,7 +81,11 @@
 // re-read when their files change). checkListen refuses a non-loopback
 // listen address where no peer must authenticate (no token, no mutual
 // TLS) unless Insecure is set, and NewRunner refuses to send a spec with
-// secrets to executors over plaintext beyond loopback.
+// secrets to executors over plaintext beyond loopback. The driver's server
+// (roles.go, DriverServerOptions) also authorizes: viewer and operator
+// credentials (tokens, client-certificate names) for the CLI's
+// ControlService, the cluster credential (role executor) for the rest;
+// the principal rides in the call's context (PrincipalFrom).
 //
 // Generated protobuf types stay in this package and in shuffle; the engine
 // packages it calls take domain types.

@@ -23,6 +23,9 @@ type DriverOptions struct {
 	Listen string
 	// Token is the cluster token every peer must present ("" disables).
 	Token string
+	// Roles holds the CLI's viewer and operator credentials (nil: none;
+	// then the cluster credential has every right on the ControlService).
+	Roles *Roles
 	// TLS is the certificate source (nil: plaintext). With a CA it is
 	// mutual: executors and the CLI must present certificates it signed.
 	TLS *tlsconf.Source
@@ -81,7 +84,8 @@ func NewDriver(opts DriverOptions) (*Driver, error) {
 	}
 	d := &Driver{opts: opts, lis: lis, pool: NewPool(opts.Token, clientTLS, peerDialOptions(opts.TLS)...)}
 	d.Members = NewMembership(opts.HeartbeatTimeout, opts.Logger, func(m Member) { d.pool.Drop(m.Address) })
-	d.srv = grpc.NewServer(ServerOptions(opts.Token, serverTLS, opts.Logger)...)
+	auth := &Authenticator{Token: opts.Token, Roles: opts.Roles, Mutual: opts.TLS != nil && opts.TLS.Mutual()}
+	d.srv = grpc.NewServer(DriverServerOptions(auth, serverTLS, opts.Logger)...)
 	sluicepb.RegisterDriverServiceServer(d.srv, &driverService{d: d})
 	if opts.Control != nil {
 		sluicepb.RegisterControlServiceServer(d.srv, opts.Control)

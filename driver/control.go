@@ -11,8 +11,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/proto/sluicepb"
+	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/registry"
 	"github.com/sluicehq/sluice/scheduler"
 )
@@ -25,6 +27,8 @@ const (
 	ReasonGuard        = "GUARD"
 	ReasonIncompatible = "INCOMPATIBLE"
 	ReasonStandby      = "STANDBY"
+	ReasonPolicy       = "POLICY"
+	ReasonCheckpoint   = "CHECKPOINT_IN_USE"
 )
 
 const errorDomain = "sluice.dev"
@@ -40,6 +44,8 @@ var reasons = []struct {
 	{scheduler.ErrProductionGuard, codes.FailedPrecondition, ReasonGuard},
 	{checkpoint.ErrIncompatibleCheckpoint, codes.FailedPrecondition, ReasonIncompatible},
 	{ErrStandby, codes.Unavailable, ReasonStandby},
+	{ErrPolicy, codes.PermissionDenied, ReasonPolicy},
+	{ErrCheckpointInUse, codes.FailedPrecondition, ReasonCheckpoint},
 }
 
 // ToStatus maps an error of the service to a gRPC status error with an
@@ -111,6 +117,57 @@ func FromStatus(err error) error {
 	return out
 }
 
+// actor is the authenticated caller of a call (cluster.PrincipalFrom) with
+// what the client says.
+func actor(ctx context.Context, changedBy, reason string) Actor {
+	a := Actor{ChangedBy: changedBy, Reason: reason}
+	if p, ok := cluster.PrincipalFrom(ctx); ok {
+		a.Principal, a.Role = p.Name, string(p.Role)
+	}
+	return a
+}
+
+// specFor returns a registered spec as the caller may see it: as
+// submitted for an operator (and where there are no roles), and for a
+// viewer as JSON with every secret Kafka option's value replaced by
+// "[redacted]".
+func specFor(ctx context.Context, text string) []byte {
+	if text == "" {
+		return nil
+	}
+	p, ok := cluster.PrincipalFrom(ctx)
+	if !ok || p.Role != cluster.RoleViewer {
+		return []byte(text)
+	}
+	return redactSpec(text)
+}
+
+// redactSpec is text as JSON without secret values (nil when it does not
+// parse: a viewer gets nothing rather than the secrets).
+func redactSpec(text string) []byte {
+	spec, err := query.Parse([]byte(text))
+	if err != nil {
+		return nil
+	}
+	if k := spec.Source.Kafka; k != nil && len(k.Options) > 0 {
+		opts := make(map[string]string, len(k.Options))
+		for name, v := range k.Options {
+			if query.SecretOption(name) {
+				v = "[redacted]"
+			}
+			opts[name] = v
+		}
+		kc := *k
+		kc.Options = opts
+		spec.Source.Kafka = &kc
+	}
+	b, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
 // Control is the ControlService over a Service.
 type Control struct {
 	sluicepb.UnimplementedControlServiceServer
@@ -121,7 +178,9 @@ type Control struct {
 
 // SubmitQuery implements ControlService.
 func (c *Control) SubmitQuery(ctx context.Context, req *sluicepb.SubmitQueryRequest) (*sluicepb.SubmitQueryResponse, error) {
-	res, err := c.S.Submit(ctx, Submission{Spec: req.Spec, AllowFirstStart: req.AllowFirstStart, Replay: req.AllowReplay, Ticket: req.Ticket, ApprovedBy: req.ApprovedBy, ChangedBy: req.ChangedBy})
+	a := actor(ctx, req.ChangedBy, req.Reason)
+	res, err := c.S.Submit(ctx, Submission{Spec: req.Spec, AllowFirstStart: req.AllowFirstStart, Replay: req.AllowReplay, Ticket: req.Ticket, ApprovedBy: req.ApprovedBy, ChangedBy: req.ChangedBy,
+		Principal: a.Principal, Role: a.Role, Reason: a.Reason})
 	if err != nil {
 		return nil, ToStatus(err)
 	}
@@ -140,7 +199,7 @@ func (c *Control) SubmitQuery(ctx context.Context, req *sluicepb.SubmitQueryRequ
 
 // StopQuery implements ControlService.
 func (c *Control) StopQuery(ctx context.Context, req *sluicepb.StopQueryRequest) (*sluicepb.StopQueryResponse, error) {
-	rec, v, err := c.S.Stop(ctx, req.Name, req.Now, time.Duration(req.TimeoutMs)*time.Millisecond, req.ChangedBy)
+	rec, v, err := c.S.StopAs(ctx, req.Name, req.Now, time.Duration(req.TimeoutMs)*time.Millisecond, actor(ctx, req.ChangedBy, req.Reason))
 	if err != nil {
 		return nil, ToStatus(err)
 	}
@@ -206,7 +265,7 @@ func (c *Control) QueryStatus(ctx context.Context, req *sluicepb.QueryStatusRequ
 	if err != nil {
 		return nil, ToStatus(err)
 	}
-	resp := &sluicepb.QueryStatusResponse{Query: c.info(rec), Spec: []byte(rec.Spec)}
+	resp := &sluicepb.QueryStatusResponse{Query: c.info(rec), Spec: specFor(ctx, rec.Spec)}
 	if c.Executors != nil {
 		resp.Executors = int32(c.Executors())
 	}
@@ -228,7 +287,9 @@ func (c *Control) QueryHistory(ctx context.Context, req *sluicepb.QueryHistoryRe
 			Generation: r.Generation, Id: r.ID, Desired: string(r.Desired), Change: r.Change,
 			ChangedBy: r.ChangedBy, ChangedAt: r.ChangedAt.UTC().Format(time.RFC3339),
 			AllowFirstStart: r.AllowFirstStart, AllowReplay: r.AllowReplay,
-			Ticket: r.Ticket, ApprovedBy: r.ApprovedBy, Spec: []byte(r.Spec),
+			Ticket: r.Ticket, ApprovedBy: r.ApprovedBy, Spec: specFor(ctx, r.Spec),
+			Principal: r.Principal, Role: r.Role, Reason: r.Reason,
+			FingerprintBefore: r.FingerprintBefore, FingerprintAfter: r.FingerprintAfter, Pruned: r.Pruned,
 		})
 	}
 	return resp, nil

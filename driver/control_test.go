@@ -1,14 +1,18 @@
 package driver
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/registry"
 	"github.com/sluicehq/sluice/scheduler"
 )
@@ -24,6 +28,8 @@ func TestErrorsCrossGRPCAndBack(t *testing.T) {
 		{fmt.Errorf("checkpoint is empty: %w", scheduler.ErrProductionGuard), codes.FailedPrecondition},
 		{fmt.Errorf("state schema differs: %w", checkpoint.ErrIncompatibleCheckpoint), codes.FailedPrecondition},
 		{ErrStandby, codes.Unavailable},
+		{fmt.Errorf("%w (principal olga): sink.parquet.path: outside", ErrPolicy), codes.PermissionDenied},
+		{fmt.Errorf("%w: checkpointLocation is the checkpoint of query a", ErrCheckpointInUse), codes.FailedPrecondition},
 	} {
 		st := ToStatus(tc.err)
 		if status.Code(st) != tc.code {
@@ -33,7 +39,7 @@ func TestErrorsCrossGRPCAndBack(t *testing.T) {
 		if back.Error() != tc.err.Error() {
 			t.Errorf("message %q, want %q", back.Error(), tc.err.Error())
 		}
-		for _, sentinel := range []error{registry.ErrNotFound, registry.ErrConflict, ErrInvalidSpec, scheduler.ErrProductionGuard, checkpoint.ErrIncompatibleCheckpoint, ErrStandby} {
+		for _, sentinel := range []error{registry.ErrNotFound, registry.ErrConflict, ErrInvalidSpec, scheduler.ErrProductionGuard, checkpoint.ErrIncompatibleCheckpoint, ErrStandby, ErrPolicy, ErrCheckpointInUse} {
 			if errors.Is(back, sentinel) != errors.Is(tc.err, sentinel) {
 				t.Errorf("%v: errors.Is(back, %v) = %v", tc.err, sentinel, errors.Is(back, sentinel))
 			}
@@ -41,5 +47,33 @@ func TestErrorsCrossGRPCAndBack(t *testing.T) {
 	}
 	if status.Code(ToStatus(errors.New("disk on fire"))) != codes.Internal {
 		t.Error("an unclassified error is not Internal")
+	}
+}
+
+func TestViewerSeesSpecsWithoutSecrets(t *testing.T) {
+	text := `name: q
+source:
+  kafka:
+    bootstrapServers: k:9092
+    subscribe: t
+    kafka.sasl.mechanism: PLAIN
+    kafka.sasl.password: hunter2-secret
+  schema: [{name: a, type: string}]
+outputMode: append
+sink: {console: {}}
+checkpointLocation: /tmp/cp
+`
+	viewer := cluster.WithPrincipal(context.Background(), cluster.Principal{Name: "vera", Role: cluster.RoleViewer})
+	operator := cluster.WithPrincipal(context.Background(), cluster.Principal{Name: "olga", Role: cluster.RoleOperator})
+	got := string(specFor(viewer, text))
+	if strings.Contains(got, "hunter2") || !strings.Contains(got, "[redacted]") || !strings.Contains(got, "PLAIN") {
+		t.Fatalf("a viewer's spec:\n%s", got)
+	}
+	back, err := query.Parse([]byte(got))
+	if err != nil || back.Source.Kafka.Options["sasl.password"] != "[redacted]" {
+		t.Fatalf("the redacted spec does not parse back: %v", err)
+	}
+	if string(specFor(operator, text)) != text || string(specFor(context.Background(), text)) != text {
+		t.Fatal("an operator, or a driver without roles, gets the spec as submitted")
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/monitor"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/registry"
 	"github.com/sluicehq/sluice/scheduler"
@@ -45,6 +46,9 @@ type Options struct {
 	StopTimeout time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Policy limits the locations a submitted spec may use (nil: any, as
+	// in a lab).
+	Policy *policy.Policy
 }
 
 // Service is the driver service.
@@ -57,6 +61,9 @@ type Service struct {
 
 	active atomic.Bool // holds the lease and has loaded the registry
 	kick   chan struct{}
+	// submitMu serializes submits, so two cannot both pass the check
+	// that no other query uses their checkpoint.
+	submitMu sync.Mutex
 
 	mu   sync.Mutex
 	runs map[string]*run

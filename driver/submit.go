@@ -9,6 +9,7 @@ import (
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/registry"
 	"github.com/sluicehq/sluice/scheduler"
@@ -31,7 +32,30 @@ var (
 	ErrInvalidSpec = errors.New("invalid query spec")
 	// ErrStandby: this driver does not hold the lease.
 	ErrStandby = errors.New("this driver is a standby (another driver holds the lease)")
+	// ErrPolicy: the spec names a location outside the driver's policy.
+	ErrPolicy = errors.New("refused by the driver's location policy")
+	// ErrCheckpointInUse: another query's checkpoint is the spec's, or
+	// contains it, or is inside it.
+	ErrCheckpointInUse = errors.New("checkpoint in use by another query")
 )
+
+// ConfigPrincipal and ConfigRole name, in the audit trail, the changes
+// the driver makes from its own configuration (--query, --queries-dir).
+const (
+	ConfigPrincipal = "driver"
+	ConfigRole      = "config"
+)
+
+// Actor is who makes a registry change, as the audit trail records it.
+type Actor struct {
+	// ChangedBy is what the client says it is (user@host).
+	ChangedBy string
+	// Principal and Role are the authenticated caller (empty: the
+	// driver's own configuration, --query and --queries-dir).
+	Principal, Role string
+	// Reason is the change's reason or ticket.
+	Reason string
+}
 
 // Submission is a submit request.
 type Submission struct {
@@ -41,6 +65,11 @@ type Submission struct {
 	// registry's history and the new checkpoint's metadata record them.
 	Ticket, ApprovedBy string
 	ChangedBy          string
+	// Principal and Role are the authenticated submitter; the location
+	// policy is checked for Principal.
+	Principal, Role string
+	// Reason is the change's reason or ticket, for the audit trail.
+	Reason string
 }
 
 // SubmitResult says what a submit did.
@@ -93,6 +122,14 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (SubmitResult, err
 	if err != nil {
 		return SubmitResult{}, err
 	}
+	if probs := s.opts.Policy.Check(spec, sub.Principal); len(probs) > 0 {
+		return SubmitResult{}, fmt.Errorf("%w (principal %s): %w", ErrPolicy, orNone(sub.Principal), &query.ValidationError{Problems: probs})
+	}
+	s.submitMu.Lock()
+	defer s.submitMu.Unlock()
+	if err := s.checkpointFree(ctx, spec); err != nil {
+		return SubmitResult{}, err
+	}
 	cur, err := s.reg.Get(ctx, spec.Name)
 	var prev *registry.Record
 	switch {
@@ -124,6 +161,11 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (SubmitResult, err
 		Name: spec.Name, Desired: registry.Running, Spec: string(sub.Spec),
 		AllowFirstStart: sub.AllowFirstStart, AllowReplay: sub.Replay,
 		Change: change, ChangedBy: sub.ChangedBy, ChangedAt: s.opts.Now().UTC(),
+		Principal: sub.Principal, Role: sub.Role, Reason: sub.Reason,
+		FingerprintAfter: spec.Fingerprint(),
+	}
+	if prev != nil {
+		next.FingerprintBefore = specFingerprint(prev.Spec)
 	}
 	if sub.AllowFirstStart || sub.Replay {
 		next.Ticket, next.ApprovedBy = sub.Ticket, sub.ApprovedBy
@@ -141,6 +183,54 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (SubmitResult, err
 	s.Kick()
 	outcome := map[string]string{ChangeSubmit: "submitted", ChangeUpdate: "updated", ChangeResume: "resumed", ChangeRestart: "restarted"}[change]
 	return SubmitResult{Record: rec, Outcome: outcome, Message: fmt.Sprintf("query %s %s (generation %d, id %s)", rec.Name, outcome, rec.Generation, rec.ID)}, nil
+}
+
+// checkpointFree refuses spec when another registered query's checkpoint
+// is spec's, contains it or is inside it (whatever that query's desired
+// state: a stopped query resumes from its checkpoint).
+func (s *Service) checkpointFree(ctx context.Context, spec query.Spec) error {
+	recs, err := s.reg.List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, rec := range recs {
+		if rec.Name == spec.Name {
+			continue
+		}
+		other, err := query.Parse([]byte(rec.Spec))
+		if err != nil {
+			continue
+		}
+		if policy.Overlap(spec.CheckpointLocation, other.CheckpointLocation) {
+			how := "is the checkpoint of"
+			switch {
+			case policy.Clean(spec.CheckpointLocation) == policy.Clean(other.CheckpointLocation):
+			case policy.Under(spec.CheckpointLocation, other.CheckpointLocation):
+				how = "is inside the checkpoint of"
+			default:
+				how = "contains the checkpoint of"
+			}
+			return fmt.Errorf("%w: checkpointLocation %q %s query %s (%q, desired %s): two queries may never share a checkpoint; give %s its own", ErrCheckpointInUse, spec.CheckpointLocation, how, rec.Name, other.CheckpointLocation, rec.Desired, spec.Name)
+		}
+	}
+	return nil
+}
+
+// specFingerprint is the secret-free fingerprint of a registered spec
+// text ("" if it no longer parses).
+func specFingerprint(text string) string {
+	spec, err := query.Parse([]byte(text))
+	if err != nil {
+		return ""
+	}
+	return spec.Fingerprint()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 // sameSpec reports whether the registered spec text means spec.
@@ -177,6 +267,11 @@ func (s *Service) WaitStarted(ctx context.Context, name string, gen int64) (moni
 // ended: by default the batch in flight commits first (within timeout,
 // then it is abandoned); now abandons it at once.
 func (s *Service) Stop(ctx context.Context, name string, now bool, timeout time.Duration, by string) (registry.Record, monitor.View, error) {
+	return s.StopAs(ctx, name, now, timeout, Actor{ChangedBy: by})
+}
+
+// StopAs is Stop recording actor in the audit trail.
+func (s *Service) StopAs(ctx context.Context, name string, now bool, timeout time.Duration, actor Actor) (registry.Record, monitor.View, error) {
 	if !s.active.Load() {
 		return registry.Record{}, monitor.View{}, ErrStandby
 	}
@@ -194,7 +289,10 @@ func (s *Service) Stop(ctx context.Context, name string, now bool, timeout time.
 			change = ChangeStopNow
 		}
 		next := cur
-		next.Desired, next.Change, next.ChangedBy, next.ChangedAt = registry.Stopped, change, by, s.opts.Now().UTC()
+		next.Desired, next.Change, next.ChangedBy, next.ChangedAt = registry.Stopped, change, actor.ChangedBy, s.opts.Now().UTC()
+		next.Principal, next.Role, next.Reason = actor.Principal, actor.Role, actor.Reason
+		fp := specFingerprint(cur.Spec)
+		next.FingerprintBefore, next.FingerprintAfter = fp, fp
 		if rec, err = s.reg.Write(ctx, &cur, next); err != nil {
 			return registry.Record{}, monitor.View{}, err
 		}

@@ -108,7 +108,7 @@ func (w *Watcher) Scan(ctx context.Context) error {
 		if prev, ok := w.seen[name]; ok && prev.sum == sum {
 			continue
 		}
-		res, err := w.S.Submit(ctx, Submission{Spec: data, AllowFirstStart: w.AllowFirstStart, Replay: w.AllowReplay, Ticket: w.Ticket, ApprovedBy: w.ApprovedBy, ChangedBy: "queries-dir:" + path})
+		res, err := w.S.Submit(ctx, Submission{Spec: data, AllowFirstStart: w.AllowFirstStart, Replay: w.AllowReplay, Ticket: w.Ticket, ApprovedBy: w.ApprovedBy, ChangedBy: "queries-dir:" + path, Principal: ConfigPrincipal, Role: ConfigRole})
 		switch {
 		case errors.Is(err, ErrStandby) || ctx.Err() != nil:
 			return err // try again when active
@@ -137,7 +137,7 @@ func (w *Watcher) Scan(ctx context.Context) error {
 			w.Logger.Info("queries-dir: file removed; its query keeps its desired state (use --prune to stop it)", "file", name, "query", f.query)
 			continue
 		}
-		if _, _, err := w.S.Stop(ctx, f.query, false, 0, "queries-dir:prune"); err != nil {
+		if _, _, err := w.S.StopAs(ctx, f.query, false, 0, Actor{ChangedBy: "queries-dir:prune", Principal: ConfigPrincipal, Role: ConfigRole}); err != nil {
 			w.Logger.Error("queries-dir: prune", "query", f.query, "err", err)
 		} else {
 			w.Logger.Info("queries-dir: file removed: query stopped (--prune)", "file", name, "query", f.query)

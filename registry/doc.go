@@ -11,6 +11,13 @@
 // the highest generation; older ones beyond a small window are deleted, so
 // the retained ones are the query's recent history.
 //
+// The audit trail outlives that window: every generation written also
+// gets audit/<name>/<generation>.json, the record without its spec (who —
+// the authenticated principal and role —, when, the reason, the spec's
+// secret-free fingerprints before and after), created with PutIfAbsent
+// and never deleted; a generation is pruned only once its entry exists.
+// History merges the two.
+//
 // The lease (lease.go) lets at most one driver act on a registry: the
 // active driver renews it by creating term-numbered objects, a standby
 // takes over when no new object appears for a TTL.

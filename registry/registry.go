@@ -50,9 +50,25 @@ type Record struct {
 	Ticket     string `json:"ticket,omitempty"`
 	ApprovedBy string `json:"approvedBy,omitempty"`
 	// Change says what this generation did: submit, update, stop, resume.
-	Change    string    `json:"change"`
+	Change string `json:"change"`
+	// ChangedBy is what the client said it is (user@host).
 	ChangedBy string    `json:"changedBy"`
 	ChangedAt time.Time `json:"changedAt"`
+	// Principal and Role are the authenticated caller that made the change
+	// (a token's name, a certificate's common name, "cluster-token") and
+	// its role; empty in generations written before roles existed.
+	Principal string `json:"principal,omitempty"`
+	Role      string `json:"role,omitempty"`
+	// Reason is the change's reason or ticket as the caller gave it.
+	Reason string `json:"reason,omitempty"`
+	// FingerprintBefore and FingerprintAfter are the secret-free spec
+	// fingerprints (query.Spec.Fingerprint) of the previous generation and
+	// of this one: equal when the change kept the spec.
+	FingerprintBefore string `json:"fingerprintBefore,omitempty"`
+	FingerprintAfter  string `json:"fingerprintAfter,omitempty"`
+	// Pruned is set on a generation History returns from the audit trail
+	// alone: the generation itself was pruned, and its Spec is empty.
+	Pruned bool `json:"pruned,omitempty"`
 }
 
 // Options configure a Registry.
@@ -98,6 +114,56 @@ const genDigits = 20
 
 func genKey(name string, gen int64) string {
 	return fmt.Sprintf("queries/%s/%0*d.json", name, genDigits, gen)
+}
+
+// auditKey is a generation's entry in the audit trail: the record without
+// its spec, written beside the generation and never pruned, so the trail
+// outlives the Keep generations the registry retains.
+func auditKey(name string, gen int64) string {
+	return fmt.Sprintf("audit/%s/%0*d.json", name, genDigits, gen)
+}
+
+// writeAudit writes rec's audit entry if it is not there yet.
+func (r *Registry) writeAudit(ctx context.Context, rec Record) error {
+	rec.Spec, rec.Pruned = "", false
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	err = r.store.PutIfAbsent(ctx, auditKey(rec.Name, rec.Generation), b)
+	if err != nil && !errors.Is(err, objstore.ErrExists) {
+		return fmt.Errorf("registry: write the audit entry of %s generation %d: %w", rec.Name, rec.Generation, err)
+	}
+	return nil
+}
+
+// Audit returns a query's audit trail, oldest first: every generation
+// ever written (retained or pruned), without specs.
+func (r *Registry) Audit(ctx context.Context, name string) ([]Record, error) {
+	if err := checkName(name); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotFound, err)
+	}
+	keys, err := r.store.List(ctx, "audit/"+name+"/")
+	if err != nil {
+		return nil, fmt.Errorf("registry: list the audit trail of %s: %w", name, err)
+	}
+	sort.Strings(keys)
+	var out []Record
+	for _, k := range keys {
+		if strings.Contains(strings.TrimPrefix(k, "audit/"+name+"/"), "/") || !strings.HasSuffix(k, ".json") {
+			continue
+		}
+		b, err := r.store.Get(ctx, k)
+		if err != nil {
+			return nil, fmt.Errorf("registry: read %s: %w", k, err)
+		}
+		var rec Record
+		if err := json.Unmarshal(b, &rec); err != nil {
+			return nil, fmt.Errorf("registry: decode %s: %w", k, err)
+		}
+		out = append(out, rec)
+	}
+	return out, nil
 }
 
 // generations lists a query's retained generations, ascending.
@@ -155,7 +221,9 @@ func (r *Registry) Get(ctx context.Context, name string) (Record, error) {
 	}
 }
 
-// History returns a query's retained generations, oldest first.
+// History returns a query's generations, oldest first: the retained ones
+// with their spec, and before them those the audit trail keeps of pruned
+// generations (Pruned set, no spec).
 func (r *Registry) History(ctx context.Context, name string) ([]Record, error) {
 	if err := checkName(name); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotFound, err)
@@ -164,10 +232,18 @@ func (r *Registry) History(ctx context.Context, name string) ([]Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(gens) == 0 {
+	audit, err := r.Audit(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if len(gens) == 0 && len(audit) == 0 {
 		return nil, fmt.Errorf("query %q: %w", name, ErrNotFound)
 	}
-	var out []Record
+	byGen := map[int64]Record{}
+	for _, a := range audit {
+		a.Pruned = true
+		byGen[a.Generation] = a
+	}
 	for _, g := range gens {
 		rec, err := r.read(ctx, name, g)
 		if errors.Is(err, objstore.ErrNotExist) {
@@ -176,8 +252,13 @@ func (r *Registry) History(ctx context.Context, name string) ([]Record, error) {
 		if err != nil {
 			return nil, err
 		}
+		byGen[g] = rec
+	}
+	out := make([]Record, 0, len(byGen))
+	for _, rec := range byGen {
 		out = append(out, rec)
 	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Generation < out[j].Generation })
 	return out, nil
 }
 
@@ -255,8 +336,20 @@ func (r *Registry) Write(ctx context.Context, prev *Record, next Record) (Record
 		_ = r.store.Delete(ctx, genKey(next.Name, next.Generation))
 		return Record{}, fmt.Errorf("query %q is at generation %d, not %d: %w", next.Name, latest, next.Generation-1, ErrConflict)
 	}
+	// The audit entry: a crash before it leaves the generation, whose
+	// entry the next pruning writes before deleting it.
+	if err := r.writeAudit(ctx, next); err != nil {
+		return next, err
+	}
 	if len(gens) > r.keep {
 		for _, g := range gens[:len(gens)-r.keep] {
+			old, err := r.read(ctx, next.Name, g)
+			if err == nil {
+				err = r.writeAudit(ctx, old)
+			}
+			if err != nil && !errors.Is(err, objstore.ErrNotExist) {
+				break // keep the generation until its audit entry is written
+			}
 			if err := r.store.Delete(ctx, genKey(next.Name, g)); err != nil && !errors.Is(err, objstore.ErrNotExist) {
 				break // pruning is best effort; the next write tries again
 			}

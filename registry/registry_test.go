@@ -78,8 +78,23 @@ func testLifecycle(t *testing.T, st objstore.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(hist) != 3 || hist[0].Generation != 4 || hist[2].Generation != 6 {
-		t.Fatalf("history keeps the last 3 generations: %+v", hist)
+	// The last 3 generations are retained with their spec; the audit
+	// trail keeps the pruned ones, without.
+	if len(hist) != 6 {
+		t.Fatalf("history has %d generations, want 6: %+v", len(hist), hist)
+	}
+	for i, h := range hist {
+		pruned := i < 3
+		if h.Generation != int64(i+1) || h.Pruned != pruned || (h.Spec == "") != pruned || h.ID != first.ID {
+			t.Fatalf("history[%d] = %+v, want generation %d pruned %v", i, h, i+1, pruned)
+		}
+	}
+	if hist[0].ChangedBy != "alice" || hist[0].Change != "submit" || hist[5].ChangedBy != "bob" {
+		t.Fatalf("the audit trail lost who changed what: %+v", hist)
+	}
+	audit, err := r.Audit(ctx, "tile")
+	if err != nil || len(audit) != 6 {
+		t.Fatalf("Audit: %d entries, %v", len(audit), err)
 	}
 	if _, err := r.Write(ctx, nil, Record{Name: "other", Desired: Running, Spec: "x"}); err != nil {
 		t.Fatal(err)

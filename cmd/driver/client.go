@@ -44,8 +44,10 @@ const ServerEnv = "SLUICE_DRIVER"
 const exitCodesHelp = `
 Exit codes: 0 ok; 1 error (no driver listening, a failure); 2 usage (bad
 flags or arguments, a spec that fails validation); 3 not found (unknown
-query); 4 refused (wrong or missing token, a production guard, a change that
-needs a new checkpoint, a concurrent change, a standby driver).`
+query); 4 refused (wrong or missing credential, a credential whose role does
+not allow the command, a location outside the driver's policy, a checkpoint
+another query uses, a production guard, a change that needs a new
+checkpoint, a concurrent change, a standby driver).`
 
 // clientFlags are the flags every client command shares.
 type clientFlags struct {
@@ -60,7 +62,7 @@ func (c *clientFlags) add(fs *pflag.FlagSet, defaultOutput string) {
 	}
 	fs.StringVar(&c.server, "server", def, "driver address HOST:PORT (env $"+ServerEnv+")")
 	c.tls.RegisterCerts(fs)
-	fs.StringVar(&c.tokenFile, "token-file", "", "file holding the cluster token (default: $"+cluster.TokenEnv+")")
+	fs.StringVar(&c.tokenFile, "token-file", "", "file holding this client's token: a viewer or operator token, or the cluster token where the driver has no roles (default: $"+cluster.TokenEnv+")")
 	fs.StringVarP(&c.output, "output", "o", defaultOutput, "output format: table or json")
 }
 
@@ -153,7 +155,15 @@ func (c *clientFlags) callErr(err error, name string) error {
 	case codes.DeadlineExceeded:
 		return &cliError{code: exitError, msg: fmt.Sprintf("the driver at %s did not answer in time", c.server)}
 	case codes.Unauthenticated:
-		return &cliError{code: exitRefused, msg: fmt.Sprintf("refused by the driver at %s: wrong or missing cluster token (give the CLI the driver's --token-file or %s)", c.server, cluster.TokenEnv)}
+		return &cliError{code: exitRefused, msg: fmt.Sprintf("refused by the driver at %s: wrong or missing cluster token or role token (give the CLI a viewer or operator token, or the cluster token where the driver has no roles, with --token-file or %s): %s", c.server, cluster.TokenEnv, st.Message())}
+	case codes.PermissionDenied:
+		// A role that does not allow the call, or the location policy:
+		// the message names the role or the field, value and rule.
+		msg := st.Message()
+		if !strings.HasPrefix(msg, "refused") {
+			msg = "refused: " + msg
+		}
+		return &cliError{code: exitRefused, msg: msg}
 	case codes.NotFound:
 		if name != "" {
 			return &cliError{code: exitNotFound, msg: fmt.Sprintf("no query named %q on the driver at %s (driver list shows them)", name, c.server)}
@@ -170,10 +180,13 @@ func (c *clientFlags) callErr(err error, name string) error {
 }
 
 // submitRequest is a SubmitQueryRequest carrying the guards' approval.
-func submitRequest(spec []byte, g *cliflags.Guards, wait bool) *sluicepb.SubmitQueryRequest {
+func submitRequest(spec []byte, g *cliflags.Guards, wait bool, reason string) *sluicepb.SubmitQueryRequest {
 	return &sluicepb.SubmitQueryRequest{Spec: spec, AllowFirstStart: g.AllowFirstStart(), AllowReplay: g.AllowReplay(),
-		Ticket: g.Ticket(), ApprovedBy: g.By(who), Wait: wait, ChangedBy: who()}
+		Ticket: g.Ticket(), ApprovedBy: g.By(who), Wait: wait, ChangedBy: who(), Reason: reason}
 }
+
+// reasonUsage is --reason's help.
+const reasonUsage = "the change's reason or ticket, recorded in the driver's audit trail (driver history)"
 
 func who() string {
 	name := "unknown"
@@ -215,8 +228,9 @@ func newSubmitCmd() *cobra.Command {
 	var guards cliflags.Guards
 	var wait bool
 	var timeout time.Duration
+	var reason string
 	cmd := &cobra.Command{
-		Use:   "submit -f QUERY.yaml [--allow-first-start=TICKET] [--allow-replay=TICKET] [--wait]",
+		Use:   "submit -f QUERY.yaml [--allow-first-start=TICKET] [--allow-replay=TICKET] [--wait] [--reason TEXT]",
 		Short: "Submit a query to the running driver (idempotent; a stopped query resumes from its checkpoint)",
 		Long: `The same spec again changes nothing and says so; a changed spec is applied
 if the query's checkpoint can serve it (same stateful definition), else it is
@@ -228,6 +242,7 @@ refused with "new checkpoint required" and the running version is kept.`,
 	cliflags.ProductionGuards(cmd.Flags(), &guards)
 	cmd.Flags().BoolVar(&wait, "wait", false, "answer once the query runs (or failed to start)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "give up waiting after this long")
+	cmd.Flags().StringVar(&reason, "reason", "", reasonUsage)
 	return clientCmd(cmd, func(cmd *cobra.Command, _ []string) error {
 		b, _, err := loadSpec(file)
 		if err != nil {
@@ -240,7 +255,7 @@ refused with "new checkpoint required" and the running version is kept.`,
 		defer closeConn()
 		ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 		defer cancel()
-		resp, err := cl.SubmitQuery(ctx, submitRequest(b, &guards, wait))
+		resp, err := cl.SubmitQuery(ctx, submitRequest(b, &guards, wait, reason))
 		if err != nil {
 			return cf.callErr(err, "")
 		}
@@ -260,8 +275,9 @@ func newStopCmd() *cobra.Command {
 	var cf clientFlags
 	var now bool
 	var timeout time.Duration
+	var reason string
 	cmd := &cobra.Command{
-		Use:   "stop NAME [--now] [--timeout D]",
+		Use:   "stop NAME [--now] [--timeout D] [--reason TEXT]",
 		Short: "Stop a query: the batch in flight commits first (or, with --now, is abandoned and re-run on the next start)",
 		Long:  `Past --timeout the batch in flight is abandoned (never half-committed).`,
 		Args:  cobra.ExactArgs(1),
@@ -269,6 +285,7 @@ func newStopCmd() *cobra.Command {
 	cf.add(cmd.Flags(), "table")
 	cmd.Flags().BoolVar(&now, "now", false, "abandon the batch in flight")
 	cmd.Flags().DurationVar(&timeout, "timeout", time.Minute, "how long the batch in flight may take to commit")
+	cmd.Flags().StringVar(&reason, "reason", "", reasonUsage)
 	return clientCmd(cmd, func(cmd *cobra.Command, args []string) error {
 		cl, closeConn, err := cf.dial()
 		if err != nil {
@@ -277,7 +294,7 @@ func newStopCmd() *cobra.Command {
 		defer closeConn()
 		ctx, cancel := context.WithTimeout(cmd.Context(), timeout+30*time.Second)
 		defer cancel()
-		resp, err := cl.StopQuery(ctx, &sluicepb.StopQueryRequest{Name: args[0], Now: now, TimeoutMs: timeout.Milliseconds(), ChangedBy: who()})
+		resp, err := cl.StopQuery(ctx, &sluicepb.StopQueryRequest{Name: args[0], Now: now, TimeoutMs: timeout.Milliseconds(), ChangedBy: who(), Reason: reason})
 		if err != nil {
 			return cf.callErr(err, args[0])
 		}

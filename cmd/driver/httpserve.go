@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,6 +32,9 @@ type httpConfig struct {
 	// Health tunes the query health verdict (and the watermark stall the
 	// page and metrics use).
 	Health monitor.HealthOptions
+	// Auth, if set with role credentials, requires a viewer or operator
+	// credential for everything but /healthz and /readyz.
+	Auth *cluster.Authenticator
 }
 
 // healthAddrUsage is --health-addr's help, the driver's and the
@@ -92,7 +96,11 @@ func serveMainHTTP(ctx context.Context, c httpConfig, tr *monitor.Tracker, ready
 	unlisten := tr.Listen(m.Observe)
 	h := web.New(web.Options{Role: "driver", Stall: c.Health.Stall, Tracker: tr, Ready: ready, Gatherer: reg, Logger: log})
 	log.Info("serving HTTP: /metrics, /healthz, /readyz and the status page", "address", ln.Addr().String())
-	stopServe := web.Serve(ctx, ln, h, log)
+	var handler http.Handler = h
+	if c.Auth != nil {
+		handler = c.Auth.HTTPHandler(h)
+	}
+	stopServe := web.Serve(ctx, ln, handler, log)
 	return func() { stopServe(); unlisten() }, nil
 }
 

@@ -82,7 +82,7 @@ The old checkpoint is left as it is, as evidence.`,
 		defer closeConn()
 		ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 		defer cancel()
-		resp, err := cl.SubmitQuery(ctx, submitRequest(b, &f.guards, f.wait))
+		resp, err := cl.SubmitQuery(ctx, submitRequest(b, &f.guards, f.wait, f.guards.Replay))
 		if err != nil {
 			return cf.callErr(err, "")
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/registry"
 )
 
@@ -38,6 +39,8 @@ func newServeCmd() *cobra.Command {
 	var minExecutors int
 	var s3 objstore.S3Options
 	var sourceRetry, leaseTTL, stopTimeout time.Duration
+	var viewerTokens, operatorTokens, principalRoles []string
+	var policyFile string
 	cmd := &cobra.Command{
 		Use:   "serve [--registry URI] [--queries-dir DIR] [--query Q.yaml ...]",
 		Short: "Serve the driver service: run every query of the registry whose desired state is running, on the executors that register",
@@ -55,6 +58,21 @@ its queries only in a shared registry.
 submits every *.yaml|*.yml|*.json of DIR at start and on change (a changed
 file is applied only if its checkpoint can serve it; a removed file stops
 its query only with --prune).
+
+Who may do what (see the README's security section): --viewer-tokens-file
+and --operator-tokens-file hold "NAME TOKEN" lines (re-read when they
+change); a viewer may list, status,
+progress, history and read the HTTP port, an operator may also submit and
+stop. With mutual TLS, --principal-role CN=ROLE maps a client certificate's
+common name to a role. Once any of them is given, the cluster token
+(--token-file) is the executors' credential alone and grants nothing on the
+CLI's service; without them it keeps every right, as before roles existed.
+
+--policy FILE limits the locations a submitted query may use (sources,
+topics, sinks, checkpoints, bad records; per principal too): a spec outside
+it is refused at submit, naming the field, the value and the rule. Without
+--policy any location is accepted (lab freedom; logged as a warning). Two
+queries may never share a checkpoint.
 
 SIGINT/SIGTERM changes no desired state: the batches in flight finish (within
 --stop-timeout, else they are abandoned and re-run by the next driver), the
@@ -95,6 +113,39 @@ lease is released, the driver exits.`,
 			if tok == "" && (opts.TLS == nil || !opts.TLS.Mutual()) {
 				log.Warn("no cluster token (--token-file or " + cluster.TokenEnv + ") and no mutual TLS (--tls-ca): any process that reaches the listen address can join; fine on loopback only")
 			}
+			roles := &cluster.Roles{Logger: log}
+			for _, f := range viewerTokens {
+				if err := roles.AddTokensFile(f, cluster.RoleViewer); err != nil {
+					return fmt.Errorf("--viewer-tokens-file: %w", err)
+				}
+			}
+			for _, f := range operatorTokens {
+				if err := roles.AddTokensFile(f, cluster.RoleOperator); err != nil {
+					return fmt.Errorf("--operator-tokens-file: %w", err)
+				}
+			}
+			for _, pr := range principalRoles {
+				if err := roles.AddCertRole(pr); err != nil {
+					return err
+				}
+			}
+			if len(principalRoles) > 0 && (opts.TLS == nil || !opts.TLS.Mutual()) {
+				return errors.New("--principal-role maps client certificates to roles: it needs mutual TLS (--tls-ca or --tls-dir)")
+			}
+			if roles.Enabled() {
+				log.Info("roles: the cluster token is the executors' credential; the CLI needs a viewer or operator credential", "principals", roles.Names())
+			} else if tok != "" || (opts.TLS != nil && opts.TLS.Mutual()) {
+				log.Warn("no --viewer-tokens-file, --operator-tokens-file or --principal-role: every holder of the cluster credential may submit and stop any query")
+			}
+			var pol *policy.Policy
+			if policyFile != "" {
+				if pol, err = policy.Load(policyFile); err != nil {
+					return err
+				}
+			} else {
+				log.Warn("no --policy: submitted queries may read and write any location the executors can (lab freedom)")
+			}
+			auth := &cluster.Authenticator{Token: tok, Roles: roles, Mutual: opts.TLS != nil && opts.TLS.Mutual()}
 			hook, err := fault.FromEnv()
 			if err != nil {
 				return err
@@ -122,9 +173,10 @@ lease is released, the driver exits.`,
 				Logger:       log,
 				StopTimeout:  stopTimeout,
 				Engine:       engineOpts,
+				Policy:       pol,
 			})
 			control := &driver.Control{S: svc, Executors: func() int { return len(drv.Members.Live()) }}
-			opts.Token, opts.Logger, opts.Control = tok, log, control
+			opts.Token, opts.Roles, opts.Logger, opts.Control = tok, roles, log, control
 			drv, err = cluster.NewDriver(opts)
 			if err != nil {
 				return err
@@ -136,7 +188,7 @@ lease is released, the driver exits.`,
 			served := make(chan error, 1)
 			go func() { served <- drv.Serve(serveCtx) }()
 			if hc.Addr != "" || hc.HealthAddr != "" {
-				hc.TLS = opts.TLS
+				hc.TLS, hc.Auth = opts.TLS, auth
 				stopHTTP, err := serveHTTPWith(ctx, hc, tr, svc.Ready, log)
 				if err != nil {
 					return err
@@ -181,7 +233,11 @@ lease is released, the driver exits.`,
 	f.StringArrayVar(&files, "query", nil, "submit this query spec (YAML or JSON) at start; repeatable")
 	f.StringVar(&opts.Listen, "listen", cluster.DefaultDriverListen, "address to serve executors and the CLI on")
 	addHTTPFlags(f, &hc, "")
-	f.StringVar(&tokenFile, "token-file", "", "file holding the cluster token (default: $"+cluster.TokenEnv+")")
+	f.StringVar(&tokenFile, "token-file", "", "file holding the cluster token (default: $"+cluster.TokenEnv+"); with role credentials it is the executors' alone")
+	f.StringArrayVar(&viewerTokens, "viewer-tokens-file", nil, "file of viewer credentials, one \"NAME TOKEN\" per line: list, status, progress, history, the HTTP port; repeatable")
+	f.StringArrayVar(&operatorTokens, "operator-tokens-file", nil, "file of operator credentials, one \"NAME TOKEN\" per line: a viewer's rights plus submit and stop; repeatable")
+	f.StringArrayVar(&principalRoles, "principal-role", nil, "with mutual TLS: CN=ROLE maps a client certificate's common name to viewer or operator; repeatable")
+	f.StringVar(&policyFile, "policy", "", "location policy (YAML): the sources, topics, sinks, checkpoints and bad-record locations queries may use, per principal too (default: any)")
 	f.DurationVar(&opts.HeartbeatTimeout, "heartbeat-timeout", 5*time.Second, "remove an executor silent for this long")
 	f.IntVar(&minExecutors, "min-executors", 1, "executors that must register before a query's first batch")
 	f.BoolVar(&exitWhenDone, "exit-when-done", false, "exit once every running query has ended (availableNow, once, failed); non-zero if one failed")
@@ -206,7 +262,8 @@ func submitAtStart(ctx context.Context, svc *driver.Service, subs [][]byte, file
 	}
 	host, _ := os.Hostname()
 	for i, b := range subs {
-		res, err := svc.Submit(ctx, driver.Submission{Spec: b, AllowFirstStart: g.AllowFirstStart(), Replay: g.AllowReplay(), Ticket: g.Ticket(), ApprovedBy: g.By(who), ChangedBy: "serve --query " + files[i] + "@" + host})
+		res, err := svc.Submit(ctx, driver.Submission{Spec: b, AllowFirstStart: g.AllowFirstStart(), Replay: g.AllowReplay(), Ticket: g.Ticket(), ApprovedBy: g.By(who), ChangedBy: "serve --query " + files[i] + "@" + host,
+			Principal: driver.ConfigPrincipal, Role: driver.ConfigRole})
 		if err != nil {
 			log.Error("--query refused", "file", files[i], "err", err)
 			continue

@@ -8,7 +8,10 @@
 // progress and history of queries. Errors carry a gRPC code and a
 // google.rpc.ErrorInfo whose reason is one of: NOT_FOUND, CONFLICT,
 // INVALID_SPEC, GUARD (a production guard refused), INCOMPATIBLE (new
-// checkpoint required), STANDBY (this driver does not hold the lease).
+// checkpoint required), STANDBY (this driver does not hold the lease),
+// POLICY (a location outside the driver's policy), CHECKPOINT_IN_USE
+// (another query's checkpoint). A call whose credential lacks the role it
+// needs is refused with PERMISSION_DENIED naming the role.
 
 package sluicepb
 
@@ -41,7 +44,9 @@ type SubmitQueryRequest struct {
 	// recorded in the registry's history and the new checkpoint's metadata.
 	Ticket string `protobuf:"bytes,6,opt,name=ticket,proto3" json:"ticket,omitempty"`
 	// approved_by names who approved (default: changed_by).
-	ApprovedBy    string `protobuf:"bytes,7,opt,name=approved_by,json=approvedBy,proto3" json:"approved_by,omitempty"`
+	ApprovedBy string `protobuf:"bytes,7,opt,name=approved_by,json=approvedBy,proto3" json:"approved_by,omitempty"`
+	// reason is the change's reason or ticket, recorded in the audit trail.
+	Reason        string `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -121,6 +126,13 @@ func (x *SubmitQueryRequest) GetTicket() string {
 func (x *SubmitQueryRequest) GetApprovedBy() string {
 	if x != nil {
 		return x.ApprovedBy
+	}
+	return ""
+}
+
+func (x *SubmitQueryRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
 	}
 	return ""
 }
@@ -218,8 +230,10 @@ type StopQueryRequest struct {
 	Now bool `protobuf:"varint,2,opt,name=now,proto3" json:"now,omitempty"`
 	// timeout_ms bounds the wait for the batch in flight; past it the batch
 	// is abandoned. 0: the server's default.
-	TimeoutMs     int64  `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	ChangedBy     string `protobuf:"bytes,4,opt,name=changed_by,json=changedBy,proto3" json:"changed_by,omitempty"`
+	TimeoutMs int64  `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	ChangedBy string `protobuf:"bytes,4,opt,name=changed_by,json=changedBy,proto3" json:"changed_by,omitempty"`
+	// reason is the change's reason or ticket, recorded in the audit trail.
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -278,6 +292,13 @@ func (x *StopQueryRequest) GetTimeoutMs() int64 {
 func (x *StopQueryRequest) GetChangedBy() string {
 	if x != nil {
 		return x.ChangedBy
+	}
+	return ""
+}
+
+func (x *StopQueryRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
 	}
 	return ""
 }
@@ -872,8 +893,19 @@ type QueryGeneration struct {
 	AllowReplay     bool   `protobuf:"varint,8,opt,name=allow_replay,json=allowReplay,proto3" json:"allow_replay,omitempty"`
 	Ticket          string `protobuf:"bytes,9,opt,name=ticket,proto3" json:"ticket,omitempty"`
 	ApprovedBy      string `protobuf:"bytes,10,opt,name=approved_by,json=approvedBy,proto3" json:"approved_by,omitempty"`
-	// spec as submitted with this generation.
-	Spec          []byte `protobuf:"bytes,11,opt,name=spec,proto3" json:"spec,omitempty"`
+	// spec as submitted with this generation (empty when pruned).
+	Spec []byte `protobuf:"bytes,11,opt,name=spec,proto3" json:"spec,omitempty"`
+	// principal and role: the authenticated caller that made the change.
+	Principal string `protobuf:"bytes,12,opt,name=principal,proto3" json:"principal,omitempty"`
+	Role      string `protobuf:"bytes,13,opt,name=role,proto3" json:"role,omitempty"`
+	// reason: the change's reason or ticket as given.
+	Reason string `protobuf:"bytes,14,opt,name=reason,proto3" json:"reason,omitempty"`
+	// fingerprint_before and fingerprint_after: the secret-free spec
+	// fingerprints of the previous generation and of this one.
+	FingerprintBefore string `protobuf:"bytes,15,opt,name=fingerprint_before,json=fingerprintBefore,proto3" json:"fingerprint_before,omitempty"`
+	FingerprintAfter  string `protobuf:"bytes,16,opt,name=fingerprint_after,json=fingerprintAfter,proto3" json:"fingerprint_after,omitempty"`
+	// pruned: the generation itself is gone; this is its audit entry.
+	Pruned        bool `protobuf:"varint,17,opt,name=pruned,proto3" json:"pruned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -985,11 +1017,53 @@ func (x *QueryGeneration) GetSpec() []byte {
 	return nil
 }
 
+func (x *QueryGeneration) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *QueryGeneration) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *QueryGeneration) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *QueryGeneration) GetFingerprintBefore() string {
+	if x != nil {
+		return x.FingerprintBefore
+	}
+	return ""
+}
+
+func (x *QueryGeneration) GetFingerprintAfter() string {
+	if x != nil {
+		return x.FingerprintAfter
+	}
+	return ""
+}
+
+func (x *QueryGeneration) GetPruned() bool {
+	if x != nil {
+		return x.Pruned
+	}
+	return false
+}
+
 var File_control_proto protoreflect.FileDescriptor
 
 const file_control_proto_rawDesc = "" +
 	"\n" +
-	"\rcontrol.proto\x12\tsluice.v1\"\xe3\x01\n" +
+	"\rcontrol.proto\x12\tsluice.v1\"\xfb\x01\n" +
 	"\x12SubmitQueryRequest\x12\x12\n" +
 	"\x04spec\x18\x01 \x01(\fR\x04spec\x12*\n" +
 	"\x11allow_first_start\x18\x02 \x01(\bR\x0fallowFirstStart\x12!\n" +
@@ -999,7 +1073,8 @@ const file_control_proto_rawDesc = "" +
 	"changed_by\x18\x05 \x01(\tR\tchangedBy\x12\x16\n" +
 	"\x06ticket\x18\x06 \x01(\tR\x06ticket\x12\x1f\n" +
 	"\vapproved_by\x18\a \x01(\tR\n" +
-	"approvedBy\"\xae\x01\n" +
+	"approvedBy\x12\x16\n" +
+	"\x06reason\x18\b \x01(\tR\x06reason\"\xae\x01\n" +
 	"\x13SubmitQueryResponse\x12\x19\n" +
 	"\bquery_id\x18\x01 \x01(\tR\aqueryId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1e\n" +
@@ -1008,14 +1083,15 @@ const file_control_proto_rawDesc = "" +
 	"generation\x12\x18\n" +
 	"\aoutcome\x18\x04 \x01(\tR\aoutcome\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\tR\amessage\x12\x14\n" +
-	"\x05state\x18\x06 \x01(\tR\x05state\"v\n" +
+	"\x05state\x18\x06 \x01(\tR\x05state\"\x8e\x01\n" +
 	"\x10StopQueryRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03now\x18\x02 \x01(\bR\x03now\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\x12\x1d\n" +
 	"\n" +
-	"changed_by\x18\x04 \x01(\tR\tchangedBy\"w\n" +
+	"changed_by\x18\x04 \x01(\tR\tchangedBy\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"w\n" +
 	"\x11StopQueryResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -1060,7 +1136,7 @@ const file_control_proto_rawDesc = "" +
 	"\x13QueryHistoryRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"T\n" +
 	"\x14QueryHistoryResponse\x12<\n" +
-	"\vgenerations\x18\x01 \x03(\v2\x1a.sluice.v1.QueryGenerationR\vgenerations\"\xcd\x02\n" +
+	"\vgenerations\x18\x01 \x03(\v2\x1a.sluice.v1.QueryGenerationR\vgenerations\"\x8b\x04\n" +
 	"\x0fQueryGeneration\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x03R\n" +
@@ -1078,7 +1154,13 @@ const file_control_proto_rawDesc = "" +
 	"\vapproved_by\x18\n" +
 	" \x01(\tR\n" +
 	"approvedBy\x12\x12\n" +
-	"\x04spec\x18\v \x01(\fR\x04spec2\xe6\x03\n" +
+	"\x04spec\x18\v \x01(\fR\x04spec\x12\x1c\n" +
+	"\tprincipal\x18\f \x01(\tR\tprincipal\x12\x12\n" +
+	"\x04role\x18\r \x01(\tR\x04role\x12\x16\n" +
+	"\x06reason\x18\x0e \x01(\tR\x06reason\x12-\n" +
+	"\x12fingerprint_before\x18\x0f \x01(\tR\x11fingerprintBefore\x12+\n" +
+	"\x11fingerprint_after\x18\x10 \x01(\tR\x10fingerprintAfter\x12\x16\n" +
+	"\x06pruned\x18\x11 \x01(\bR\x06pruned2\xe6\x03\n" +
 	"\x0eControlService\x12L\n" +
 	"\vSubmitQuery\x12\x1d.sluice.v1.SubmitQueryRequest\x1a\x1e.sluice.v1.SubmitQueryResponse\x12F\n" +
 	"\tStopQuery\x12\x1b.sluice.v1.StopQueryRequest\x1a\x1c.sluice.v1.StopQueryResponse\x12L\n" +

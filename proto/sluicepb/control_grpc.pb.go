@@ -8,7 +8,10 @@
 // progress and history of queries. Errors carry a gRPC code and a
 // google.rpc.ErrorInfo whose reason is one of: NOT_FOUND, CONFLICT,
 // INVALID_SPEC, GUARD (a production guard refused), INCOMPATIBLE (new
-// checkpoint required), STANDBY (this driver does not hold the lease).
+// checkpoint required), STANDBY (this driver does not hold the lease),
+// POLICY (a location outside the driver's policy), CHECKPOINT_IN_USE
+// (another query's checkpoint). A call whose credential lacks the role it
+// needs is refused with PERMISSION_DENIED naming the role.
 
 package sluicepb
 
