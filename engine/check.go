@@ -10,14 +10,17 @@ import (
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/scheduler"
+	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/source/catalog"
 )
 
 // Check is everything that can be known about spec before anything is
 // opened or created: CheckSpec, then every location the spec names (each
-// must parse; the file source's local directory must exist and be readable;
-// a local checkpoint, sink or bad-records path that exists must be a
-// directory; a Kafka *.location option must be a readable file), then the
+// must parse; a local directory the source reads must exist and be
+// readable; a local checkpoint, sink, bad-records or archive path that
+// exists must be a directory; a local file a source option names, such as
+// a Kafka *.location, must be a readable file: source.Kind.Locations says
+// which are which), then the
 // production guard on the checkpoint's store. It
 // reads the filesystem and writes nothing, so a refused query leaves no
 // trace. Build calls it first; the CLI calls it before it opens its own
@@ -37,8 +40,16 @@ func Check(spec query.Spec) error {
 		mustExist  bool
 	}
 	locs := []loc{{"checkpointLocation", s.CheckpointLocation, false}}
-	if f := s.Source.File; f != nil {
-		locs = append(locs, loc{"source.file.path", f.Path, true})
+	var files []source.Location
+	for _, l := range catalog.Locations(&s.Source) {
+		switch l.Use {
+		case source.ReadsDir:
+			locs = append(locs, loc{l.Field, l.Value, true})
+		case source.WritesDir:
+			locs = append(locs, loc{l.Field, l.Value, false})
+		case source.ReadsFile:
+			files = append(files, l)
+		}
 	}
 	if p := s.Sink.Parquet; p != nil {
 		locs = append(locs, loc{"sink.parquet.path", p.Path, false})
@@ -79,19 +90,13 @@ func Check(spec query.Spec) error {
 			}
 		}
 	}
-	if k := s.Source.Kafka; k != nil {
-		for _, name := range sortedKeys(k.Options) {
-			if !strings.HasSuffix(name, ".location") {
-				continue
-			}
-			field := "source.kafka.kafka." + name
-			fi, err := os.Stat(k.Options[name])
-			switch {
-			case err != nil:
-				add(field, k.Options[name], "is not a readable file: "+strings.TrimPrefix(err.Error(), "stat "+k.Options[name]+": "))
-			case fi.IsDir():
-				add(field, k.Options[name], "is a directory: give the PEM file")
-			}
+	for _, f := range files {
+		fi, err := os.Stat(f.Value)
+		switch {
+		case err != nil:
+			add(f.Field, f.Value, "is not a readable file: "+strings.TrimPrefix(err.Error(), "stat "+f.Value+": "))
+		case fi.IsDir():
+			add(f.Field, f.Value, "is a directory: give the PEM file")
 		}
 	}
 	if len(problems) > 0 {

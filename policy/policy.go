@@ -11,6 +11,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluicehq/sluice/query"
+	"github.com/sluicehq/sluice/source"
+	"github.com/sluicehq/sluice/source/catalog"
 )
 
 // Locations are the prefixes (or, for topics, names) of one kind each a
@@ -156,27 +158,27 @@ func (p *Policy) Check(spec query.Spec, principal string) []query.Problem {
 		}
 		out = append(out, query.Problem{Field: field, Value: value, Rule: fmt.Sprintf("is outside the driver's policy: %s must be under one of %s (%s)", kind, list(allowed), who)})
 	}
-	src := spec.Source
-	if src.File != nil {
-		dir("source.file.path", src.File.Path, "sources", l.Sources)
-		dir("source.file.sourceArchiveDir", src.File.SourceArchiveDir, "sinks", l.Sinks)
+	topic := func(field, t string) {
+		if !topicAllowed(t, l.Topics) {
+			out = append(out, query.Problem{Field: field, Value: t, Rule: fmt.Sprintf("is outside the driver's policy: topics must be one of %s (%s)", list(l.Topics), who)})
+		}
 	}
-	if k := src.Kafka; k != nil {
-		topic := func(field, t string) {
-			if !topicAllowed(t, l.Topics) {
-				out = append(out, query.Problem{Field: field, Value: t, Rule: fmt.Sprintf("is outside the driver's policy: topics must be one of %s (%s)", list(l.Topics), who)})
+	// The source says what it reads and writes (source.Kind.Locations).
+	for _, loc := range catalog.Locations(&spec.Source) {
+		switch loc.Use {
+		case source.ReadsDir:
+			dir(loc.Field, loc.Value, "sources", l.Sources)
+		case source.WritesDir:
+			dir(loc.Field, loc.Value, "sinks", l.Sinks)
+		case source.Topic:
+			topic(loc.Field, loc.Value)
+		case source.TopicPattern:
+			if !topicAllowed("*", l.Topics) {
+				out = append(out, query.Problem{Field: loc.Field, Value: loc.Value, Rule: fmt.Sprintf("is outside the driver's policy: a pattern may match any topic, and topics are limited to %s (%s); list the topics in subscribe", list(l.Topics), who)})
 			}
-		}
-		for _, t := range strings.Split(k.Subscribe, ",") {
-			if t = strings.TrimSpace(t); t != "" {
-				topic("source.kafka.subscribe", t)
-			}
-		}
-		if k.SubscribePattern != "" && !topicAllowed("*", l.Topics) {
-			out = append(out, query.Problem{Field: "source.kafka.subscribePattern", Value: k.SubscribePattern, Rule: fmt.Sprintf("is outside the driver's policy: a pattern may match any topic, and topics are limited to %s (%s); list the topics in subscribe", list(l.Topics), who)})
-		}
-		for _, t := range assignTopics(k.Assign) {
-			topic("source.kafka.assign", t)
+		case source.ReadsFile:
+			// A credential file on the executors' own disks (a PEM
+			// truststore): not data the policy governs.
 		}
 	}
 	if spec.Join != nil {
@@ -222,17 +224,6 @@ func topicAllowed(t string, allowed []string) bool {
 
 // assignTopics returns the topics of an assign JSON map, sorted; a value
 // that does not parse yields nothing (Validate refuses it).
-func assignTopics(assign string) []string {
-	if strings.TrimSpace(assign) == "" {
-		return nil
-	}
-	var m map[string]any
-	if err := yaml.Unmarshal([]byte(assign), &m); err != nil {
-		return nil
-	}
-	return sortedKeys(m)
-}
-
 func isURI(s string) bool {
 	scheme, _, ok := strings.Cut(s, "://")
 	return ok && scheme != "file" && scheme != ""

@@ -33,6 +33,10 @@ type Kind interface {
 	FixedSchema() []query.Field
 	// Explain is the source's node in driver explain.
 	Explain(src *query.Source) Explanation
+	// Locations are the places src reads or writes (directories, topics,
+	// local files its options name), for the checks before anything
+	// opens and for the driver's location policy.
+	Locations(src *query.Source) []Location
 	// Open builds the source of s (validated) for a driver or an executor.
 	Open(ctx context.Context, s *query.Spec, env Env) (Source, error)
 }
@@ -63,6 +67,36 @@ type Explanation struct {
 	// empty when there is none.
 	Cap string
 }
+
+// Location is one place a source's options name.
+type Location struct {
+	// Field is the spec field that names it ("source.file.path").
+	Field string
+	// Value is the location as written: a URI, a local path, a topic or a
+	// topic pattern.
+	Value string
+	Use   LocationUse
+}
+
+// LocationUse says what the source does with a Location.
+type LocationUse int
+
+const (
+	// ReadsDir is a directory or URI prefix the source reads data from;
+	// it must exist before the query starts.
+	ReadsDir LocationUse = iota
+	// WritesDir is a directory or URI prefix the source writes or moves
+	// data into (the file source's archive).
+	WritesDir
+	// ReadsFile is a local file an option names (a PEM file), read by
+	// every process that opens the source.
+	ReadsFile
+	// Topic is a Kafka topic the source reads.
+	Topic
+	// TopicPattern is a regular expression of topics the source reads:
+	// it may match any topic.
+	TopicPattern
+)
 
 // Describer is optional for a Source: the description progress shows in
 // sources[].description (Spark's, e.g. "KafkaV2[Subscribe[topic]]").

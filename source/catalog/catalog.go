@@ -66,6 +66,14 @@ func Explain(src *query.Source) source.Explanation {
 	return source.Explanation{Title: "no source"}
 }
 
+// Locations returns the places src's kind reads and writes.
+func Locations(src *query.Source) []source.Location {
+	if k := Of(src); k != nil {
+		return k.Locations(src)
+	}
+	return nil
+}
+
 // MetaColumn returns the index and the column of name (a schema entry's
 // from:) among the metadata of src's kind.
 func MetaColumn(src *query.Source, name string) (int, source.MetaColumn, bool) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/query"
+	"github.com/sluicehq/sluice/source"
 )
 
 // Every source section of the spec (a pointer field of query.Source) is
@@ -77,5 +78,32 @@ func TestMetaColumnResolvesTheKindsColumn(t *testing.T) {
 	}
 	if _, _, ok := MetaColumn(&query.Source{File: &query.FileSource{}}, "kafka.key"); ok {
 		t.Fatal("file records have no kafka.key")
+	}
+}
+
+func TestLocationsSayWhatEachSourceReadsAndWrites(t *testing.T) {
+	got := Locations(&query.Source{Kafka: &query.KafkaSource{Subscribe: "a, b", Options: map[string]string{"ssl.truststore.location": "/ca.pem", "client.id": "x"}}})
+	want := []source.Location{
+		{Field: "source.kafka.subscribe", Value: "a", Use: source.Topic},
+		{Field: "source.kafka.subscribe", Value: "b", Use: source.Topic},
+		{Field: "source.kafka.kafka.ssl.truststore.location", Value: "/ca.pem", Use: source.ReadsFile},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("kafka subscribe: %+v", got)
+	}
+	got = Locations(&query.Source{Kafka: &query.KafkaSource{Assign: `{"t2":[0],"t1":[1]}`}})
+	if len(got) != 2 || got[0].Value != "t1" || got[1].Value != "t2" || got[0].Use != source.Topic {
+		t.Fatalf("kafka assign: %+v", got)
+	}
+	got = Locations(&query.Source{Kafka: &query.KafkaSource{SubscribePattern: "t.*"}})
+	if len(got) != 1 || got[0].Use != source.TopicPattern {
+		t.Fatalf("kafka pattern: %+v", got)
+	}
+	got = Locations(&query.Source{File: &query.FileSource{Path: "s3://in/", SourceArchiveDir: "s3://done/"}})
+	if len(got) != 2 || got[0].Use != source.ReadsDir || got[1].Use != source.WritesDir || got[1].Field != "source.file.sourceArchiveDir" {
+		t.Fatalf("file: %+v", got)
+	}
+	if got := Locations(&query.Source{Generator: &query.GeneratorSource{}}); got != nil {
+		t.Fatalf("generator: %+v", got)
 	}
 }

@@ -107,6 +107,17 @@ func (Kind) Open(ctx context.Context, s *query.Spec, env source.Env) (source.Sou
 	return src, nil
 }
 
+// Locations are the directory the source reads and, with cleanSource
+// archive, the one it moves files into.
+func (Kind) Locations(src *query.Source) []source.Location {
+	f := src.File
+	out := []source.Location{{Field: "source.file.path", Value: f.Path, Use: source.ReadsDir}}
+	if f.SourceArchiveDir != "" {
+		out = append(out, source.Location{Field: "source.file.sourceArchiveDir", Value: f.SourceArchiveDir, Use: source.WritesDir})
+	}
+	return out
+}
+
 // Explain says how the source plans, caps and splits batches.
 func (Kind) Explain(src *query.Source) source.Explanation {
 	f := src.File

@@ -25,6 +25,9 @@ func (Kind) Open(_ context.Context, s *query.Spec, _ source.Env) (source.Source,
 	return New(*s.Source.Generator), nil
 }
 
+// Locations: the generator reads and writes nothing.
+func (Kind) Locations(*query.Source) []source.Location { return nil }
+
 // Explain says how the generator plans and caps batches.
 func (Kind) Explain(src *query.Source) source.Explanation {
 	g := src.Generator

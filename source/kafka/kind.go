@@ -2,7 +2,11 @@ package kafka
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
@@ -89,6 +93,33 @@ func (Kind) Explain(src *query.Source) source.Explanation {
 		cap = fmt.Sprintf("%d records (maxOffsetsPerTrigger)", k.MaxOffsetsPerTrigger)
 	}
 	return source.Explanation{Title: title, Detail: detail, Cap: cap}
+}
+
+// Locations are the topics the source reads and the local files its
+// kafka.*.location options name.
+func (Kind) Locations(src *query.Source) []source.Location {
+	k := src.Kafka
+	var out []source.Location
+	for _, t := range strings.Split(k.Subscribe, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, source.Location{Field: field + "subscribe", Value: t, Use: source.Topic})
+		}
+	}
+	if k.SubscribePattern != "" {
+		out = append(out, source.Location{Field: field + "subscribePattern", Value: k.SubscribePattern, Use: source.TopicPattern})
+	}
+	var assigned map[string]json.RawMessage
+	if json.Unmarshal([]byte(k.Assign), &assigned) == nil {
+		for _, t := range slices.Sorted(maps.Keys(assigned)) {
+			out = append(out, source.Location{Field: field + "assign", Value: t, Use: source.Topic})
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(k.Options)) {
+		if strings.HasSuffix(name, ".location") {
+			out = append(out, source.Location{Field: field + "kafka." + strings.TrimPrefix(name, "kafka."), Value: k.Options[name], Use: source.ReadsFile})
+		}
+	}
+	return out
 }
 
 // Description is progress's sources[].description.
