@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/datadriven"
-	"sigs.k8s.io/yaml"
 
 	"github.com/sluicehq/sluice/internal/validatecases"
 	. "github.com/sluicehq/sluice/query"
@@ -29,7 +28,7 @@ func TestValidate(t *testing.T) {
 		case "spec":
 			var name string
 			td.ScanArgs(t, "name", &name)
-			bases[name] = yamlToGeneric(t, td.Input)
+			bases[name] = validatecases.YAMLToGeneric(t, td.Input)
 			return ""
 		case "validate":
 			data := []byte(td.Input)
@@ -40,7 +39,7 @@ func TestValidate(t *testing.T) {
 				if !ok {
 					t.Fatalf("%s: no spec named %q", td.Pos, name)
 				}
-				patch := yamlToGeneric(t, td.Input)
+				patch := validatecases.YAMLToGeneric(t, td.Input)
 				if patch == nil {
 					patch = map[string]any{}
 				}
@@ -71,17 +70,4 @@ func TestValidate(t *testing.T) {
 			return ""
 		}
 	})
-}
-
-func yamlToGeneric(t *testing.T, in string) any {
-	t.Helper()
-	js, err := yaml.YAMLToJSON([]byte(in))
-	if err != nil {
-		t.Fatalf("test input is not YAML: %v", err)
-	}
-	var v any
-	if err := json.Unmarshal(js, &v); err != nil {
-		t.Fatal(err)
-	}
-	return v
 }

@@ -30,13 +30,13 @@ func Each(t *testing.T, fn func(t *testing.T, pos string, spec []byte, want stri
 		case "spec":
 			var name string
 			td.ScanArgs(t, "name", &name)
-			bases[name] = generic(t, td.Input)
+			bases[name] = YAMLToGeneric(t, td.Input)
 		case "validate":
 			data := []byte(td.Input)
 			if td.HasArg("base") {
 				var name string
 				td.ScanArgs(t, "base", &name)
-				patch := generic(t, td.Input)
+				patch := YAMLToGeneric(t, td.Input)
 				if patch == nil {
 					patch = map[string]any{}
 				}
@@ -52,7 +52,9 @@ func Each(t *testing.T, fn func(t *testing.T, pos string, spec []byte, want stri
 	})
 }
 
-func generic(t *testing.T, in string) any {
+// YAMLToGeneric decodes a YAML test input into the generic JSON form
+// (maps, slices, numbers, strings) MergePatch works on.
+func YAMLToGeneric(t *testing.T, in string) any {
 	t.Helper()
 	js, err := yaml.YAMLToJSON([]byte(in))
 	if err != nil {
