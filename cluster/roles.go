@@ -476,12 +476,12 @@ func (a *Authenticator) check(ctx context.Context, method string, logger *slog.L
 		addr = pe.Addr.String()
 	}
 	if err != nil {
-		logger.Warn("refused a call without a known credential", "method", method, "peer", addr)
-		msg := refusal
-		if a.Roles.Enabled() {
-			msg = "refused: the call carries no known credential: give the CLI a viewer or operator token (--token-file or " + TokenEnv + ") or a client certificate mapped to a role; executors need the cluster token"
+		if !a.Roles.Enabled() {
+			logger.Warn("refused a call without the cluster token", "method", method, "peer", addr)
+			return ctx, status.Error(codes.Unauthenticated, refusal)
 		}
-		return ctx, status.Error(codes.Unauthenticated, msg)
+		logger.Warn("refused a call without a known credential", "method", method, "peer", addr)
+		return ctx, status.Error(codes.Unauthenticated, "refused: the call carries no known credential: give the CLI a viewer or operator token (--token-file or "+TokenEnv+") or a client certificate mapped to a role; executors need the cluster token")
 	}
 	p, err = a.authorize(p, method)
 	if err != nil {
