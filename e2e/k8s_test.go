@@ -10,6 +10,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net"
 	"os"
@@ -374,4 +375,176 @@ func waitK8s(t *testing.T, k k8sEnv, what string, timeout time.Duration, cond fu
 		time.Sleep(time.Second)
 	}
 	t.Logf("%s", what)
+}
+
+// TestK8sRolesAndPolicy installs the chart with a viewer and an operator
+// tokens file from Secrets, roles.clientToken for `helm test`, and a
+// location policy that admits the values' query (checked as principal
+// driver) and gives the operator olga locations of her own. On the real
+// cluster: `helm test` lists the query with the viewer token, a viewer's
+// `driver list` works and its `submit` is refused naming the role, the
+// cluster token is refused on the CLI's service, olga submits a spec
+// inside her locations and one outside them is refused naming the field,
+// a token rotated by patching the Secret works without a restart, and
+// certificate roles over a TLS Secret without ca.crt are refused at install.
+func TestK8sRolesAndPolicy(t *testing.T) {
+	k := k8sEnv{
+		kubeconfig: needEnv(t, "KUBECONFIG"),
+		helm:       needEnv(t, "SLUICE_HELM"),
+		script:     needEnv(t, "SLUICE_K8S_SCRIPT"),
+		nodeIP:     needEnv(t, "SLUICE_K8S_NODE_IP"),
+		ns:         "sluice-roles",
+		release:    "roles",
+	}
+	chart, err := filepath.Abs("../deploy/helm/sluice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := k.run(t, 15*time.Minute, k.script, "image", "sluice:e2e-a"); err != nil {
+		t.Fatalf("build and import the image: %v\n%s", err, out)
+	}
+	endpoint, access, secret := startNodeS3(t, k.nodeIP)
+	_, brokers := startNodeKafka(t, k.nodeIP, "learning.progress", 4)
+
+	k.run(t, time.Minute, "kubectl", "delete", "namespace", k.ns, "--wait=true")
+	if out, err := k.run(t, time.Minute, "kubectl", "create", "namespace", k.ns); err != nil {
+		t.Fatalf("create namespace: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(k.diagnose(t))
+		}
+		k.run(t, 3*time.Minute, k.helm, "uninstall", k.release, "-n", k.ns)
+		k.run(t, 3*time.Minute, "kubectl", "delete", "namespace", k.ns, "--wait=false")
+	})
+	tok := func(who string) string {
+		return who + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-e2e-token"
+	}
+	vera, olga, helmTest := tok("vera"), tok("olga"), tok("helm-test")
+	k.kubectl(t, "create", "secret", "generic", "s3-keys", "--from-literal=AWS_ACCESS_KEY_ID="+access, "--from-literal=AWS_SECRET_ACCESS_KEY="+secret)
+	k.kubectl(t, "create", "secret", "generic", "viewers", "--from-literal=tokens=# viewers\nvera "+vera+"\nhelm-test "+helmTest+"\n")
+	k.kubectl(t, "create", "secret", "generic", "operators", "--from-literal=tokens=olga "+olga+"\n")
+	k.kubectl(t, "create", "secret", "generic", "helm-test", "--from-literal=token="+helmTest)
+
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	body := fmt.Sprintf(k8sTileValues, "e2e-a", endpoint, brokers) + `
+roles:
+  viewerTokens: {existingSecret: viewers, key: tokens}
+  operatorTokens: {existingSecret: operators, key: tokens}
+  clientToken: {existingSecret: helm-test, key: token}
+policy:
+  allow:
+    topics: [learning.progress]
+    sinks: ["s3://sluice/tile/"]
+    checkpoints: ["s3://sluice/checkpoint/"]
+  principals:
+    olga:
+      sinks: ["s3://sluice/olga/"]
+      checkpoints: ["s3://sluice/olga-checkpoints/"]
+`
+	if err := os.WriteFile(values, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Certificate roles need a CA: a tls.existingSecret without ca.crt is
+	// refused at render, which only a render against the cluster (lookup)
+	// can see.
+	k.kubectl(t, "create", "secret", "generic", "tls-no-ca", "--from-literal=tls.crt=unused", "--from-literal=tls.key=unused")
+	out, err := k.run(t, 3*time.Minute, k.helm, "install", k.release+"-no-ca", chart, "-n", k.ns, "-f", values, "--dry-run=server",
+		"--set", "tls.enabled=true", "--set", "tls.existingSecret=tls-no-ca", "--set", "roles.principalRoles[0]=CN=alice=operator")
+	if err == nil || !strings.Contains(out, "roles.principalRoles") || !strings.Contains(out, "tls-no-ca") || !strings.Contains(out, "no ca.crt") {
+		t.Errorf("certificate roles with a TLS Secret lacking ca.crt: err %v, want a refusal naming roles.principalRoles and the Secret:\n%s", err, out)
+	}
+
+	k.helmDo(t, "install", k.release, chart, "-f", values, "--wait", "--timeout", "10m")
+
+	// `helm test` presents roles.clientToken; the values' query is listed,
+	// so the policy admitted it as principal driver.
+	out = k.helmDo(t, "test", k.release, "--logs", "--timeout", "5m")
+	if !strings.Contains(out, "course-activity-tile") {
+		t.Errorf("helm test: `driver list` with the client token does not name the query:\n%s", out)
+	}
+
+	// The CLI from the node, at the driver pod's IP (the bridge routes it).
+	ip := k.kubectl(t, "get", "pod", "-l", "app.kubernetes.io/component=driver", "-o", "jsonpath={.items[0].status.podIP}")
+	if ip == "" {
+		t.Fatal("the driver pod has no IP")
+	}
+	server := net.JoinHostPort(ip, "7077")
+	dir := t.TempDir()
+	file := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	clusterToken, err := base64.StdEncoding.DecodeString(k.kubectl(t, "get", "secret", k.release+"-sluice-token", "-o", "jsonpath={.data.token}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := func(name, sink, checkpoint string) string {
+		return file(name+".yaml", fmt.Sprintf(`name: %s
+source:
+  kafka: {bootstrapServers: "%s", subscribe: learning.progress, startingOffsets: earliest}
+  format: json
+  schema:
+    - {name: event_id, type: string, nullable: false}
+    - {name: course_id, type: string, nullable: false}
+    - {name: event_time, type: timestamp, nullable: false}
+watermark: {column: event_time, delay: 10m}
+aggregate:
+  window: {column: event_time, size: 5m}
+  groupBy: [course_id]
+  measures: [{name: event_count, fn: count}]
+outputMode: append
+sink: {parquet: {path: "%s"}}
+checkpointLocation: %s
+trigger: {processingTime: 2s}
+`, name, brokers, sink, checkpoint))
+	}
+	as := func(token string, args ...string) (string, int) {
+		t.Helper()
+		stdout, stderr, code := cli(t, nil, append(args, "--server", server, "--token-file", file("token", token))...)
+		return stdout + stderr, code
+	}
+	want := func(what string, out string, code, wantCode int, substrs ...string) {
+		t.Helper()
+		if code != wantCode {
+			t.Errorf("%s: exit %d, want %d:\n%s", what, code, wantCode, out)
+		}
+		for _, s := range substrs {
+			if !strings.Contains(out, s) {
+				t.Errorf("%s: output lacks %q:\n%s", what, s, out)
+			}
+		}
+	}
+	out, code := as(vera, "list")
+	want("viewer list", out, code, 0, "course-activity-tile")
+	out, code = as(vera, "submit", "-f", spec("vera-tile", "s3://sluice/tile/vera/", "s3://sluice/checkpoint/vera/"))
+	want("viewer submit", out, code, 4, "needs role operator", "vera (viewer)")
+	out, code = as(string(clusterToken), "list")
+	want("list with the cluster token", out, code, 4, "cluster")
+	out, code = as(olga, "submit", "-f", spec("olga-outside", "s3://elsewhere/tile/", "s3://sluice/olga-checkpoints/outside/"))
+	want("operator submit outside the policy", out, code, 4, "location policy", "principal olga", "sink.parquet.path", "s3://elsewhere/tile/")
+	out, code = as(olga, "submit", "-f", spec("olga-tile", "s3://sluice/olga/tile/", "s3://sluice/olga-checkpoints/tile/"))
+	want("operator submit inside her locations", out, code, 0)
+	out, code = as(vera, "list")
+	want("viewer list after olga's submit", out, code, 0, "course-activity-tile", "olga-tile")
+
+	// Rotation: a new token for vera in the Secret reaches the driver
+	// through the kubelet's update of the mount and the driver's re-read;
+	// the pod is not restarted.
+	pod := k.kubectl(t, "get", "pod", "-l", "app.kubernetes.io/component=driver", "-o", "jsonpath={.items[0].metadata.uid}")
+	vera2 := tok("vera2")
+	tokens := base64.StdEncoding.EncodeToString([]byte("vera " + vera2 + "\nhelm-test " + helmTest + "\n"))
+	k.kubectl(t, "patch", "secret", "viewers", "-p", `{"data":{"tokens":"`+tokens+`"}}`)
+	waitK8s(t, k, "the rotated viewer token to be accepted", 4*time.Minute, func() bool {
+		_, code := as(vera2, "list")
+		return code == 0
+	})
+	out, code = as(vera, "list")
+	want("the revoked viewer token", out, code, 4)
+	if now := k.kubectl(t, "get", "pod", "-l", "app.kubernetes.io/component=driver", "-o", "jsonpath={.items[0].metadata.uid}"); now != pod {
+		t.Errorf("the driver pod was replaced (%s, then %s); a token rotation needs no restart", pod, now)
+	}
 }

@@ -30,6 +30,7 @@ var cases = []struct {
 	{"production", renderOpts{values: []string{"production.yaml"}}},
 	{"queries", renderOpts{values: []string{"queries.yaml"}}},
 	{"everything", renderOpts{values: []string{"everything.yaml"}, crds: true}},
+	{"roles", renderOpts{values: []string{"roles.yaml"}, crds: true}},
 }
 
 func TestLintStrict(t *testing.T) {
@@ -534,6 +535,16 @@ func TestRefusals(t *testing.T) {
 		{"TLS with no source", []string{"--set", "tls.enabled=true"}, []string{"tls.enabled", "existingSecret"}},
 		{"TLS peer name with a port", []string{"--set", "tls.enabled=true", "--set", "tls.existingSecret=s", "--set", "tls.peerName=exec.svc:7078"}, []string{"/tls/peerName", "exec.svc:7078"}},
 		{"cert-manager without its CRD", []string{"-f", filepath.Join("testdata", "tls-certmanager.yaml")}, []string{"cert-manager", "Certificate"}},
+		{"certificate roles without TLS", []string{"--set", "roles.principalRoles[0]=CN=alice=operator", "--set", "tests.enabled=false"}, []string{"roles.principalRoles", "mutual TLS", "tls.enabled", "ca.crt"}},
+		{"schema: certificate role that is no role", []string{"--set", "roles.principalRoles[0]=CN=alice=admin"}, []string{"/roles/principalRoles/0", "CN=alice=admin", "viewer|operator"}},
+		{"roles without a token for helm test", []string{"--set", "roles.viewerTokens.existingSecret=viewers"}, []string{"roles.clientToken.existingSecret", "tests.enabled", "cluster token"}},
+		{"roles without a token for the ServiceMonitor", []string{"--set", "roles.operatorTokens.existingSecret=ops", "--set", "tests.enabled=false", "--set", "metrics.serviceMonitor.enabled=true", "--api-versions", "monitoring.coreos.com/v1/ServiceMonitor"}, []string{"roles.clientToken.existingSecret", "metrics.serviceMonitor.enabled", "401"}},
+		{"client token with no tokens file", []string{"--set", "roles.clientToken.existingSecret=helm-test"}, []string{"roles.clientToken.existingSecret", "roles.viewerTokens", "roles.operatorTokens"}},
+		{"client token with certificate roles alone", []string{"--set", "tls.enabled=true", "--set", "tls.existingSecret=s", "--set", "roles.principalRoles[0]=vera=viewer", "--set", "roles.clientToken.existingSecret=helm-test"}, []string{"roles.clientToken.existingSecret", "roles.viewerTokens"}},
+		{"policy with a local path", []string{"--set", "policy.allow.checkpoints[0]=/data/checkpoints"}, []string{"policy.allow.checkpoints", `"/data/checkpoints"`, "policy.lab: true"}},
+		{"a principal's policy with a file URI", []string{"--set", "policy.principals.olga.sinks[0]=file:///out"}, []string{"policy.principals.olga.sinks", `"file:///out"`, "policy.lab: true"}},
+		{"schema: misspelt policy list", []string{"--set", "policy.allow.sink[0]=s3://warehouse/out/"}, []string{"/policy/allow", "sink", "not allowed"}},
+		{"schema: policy lab not a boolean", []string{"--set-string", "policy.lab=yes"}, []string{"/policy/lab", "want boolean"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			msg := renderErr(t, renderOpts{set: c.args})

@@ -5,7 +5,9 @@
 // matter asserted on the decoded objects: one driver with Recreate, probes,
 // resources and the restricted security context on every container, the
 // driver's Service name being the one executors and `helm test` dial, no
-// secret in a ConfigMap, and bad values refused with a readable reason.
+// secret in a ConfigMap, every role and policy flag's file traced through
+// the pod's mounts to the Secret key or ConfigMap the values name, and bad
+// values refused with a readable reason.
 //
 // It lives in the deploy module, apart from the main module, so k8s.io/api
 // (a large module) never enters the engine's build or its go.sum. It owns

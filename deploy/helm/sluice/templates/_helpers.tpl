@@ -58,6 +58,21 @@ the executors' Service name unless tls.peerName says otherwise.
 {{- default (printf "%s-tls" (include "sluice.fullname" .)) .Values.tls.existingSecret -}}
 {{- end -}}
 
+{{- /*
+Roles are on once any role credential is configured: the driver then
+refuses the cluster token on the CLI's service, so the chart's own clients
+(the helm test pod, the driver's ServiceMonitor) present
+roles.clientToken instead. "true" or "".
+*/ -}}
+{{- define "sluice.rolesEnabled" -}}
+{{- $r := .Values.roles -}}
+{{- if or $r.viewerTokens.existingSecret $r.operatorTokens.existingSecret $r.principalRoles -}}true{{- end -}}
+{{- end -}}
+
+{{- define "sluice.policyConfigMapName" -}}
+{{- printf "%s-policy" (include "sluice.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{/* Labels */}}
 {{- define "sluice.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
@@ -137,7 +152,7 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- end }}
 {{- end -}}
 
-{{/* Volumes every pod shares: the token, TLS, a writable /tmp. */}}
+{{/* Volumes every pod shares: the cluster token, TLS, a writable /tmp. */}}
 {{- define "sluice.commonVolumes" -}}
 - name: token
   secret:
@@ -145,6 +160,16 @@ app.kubernetes.io/component: {{ index . 1 }}
     defaultMode: 0440
     items:
       - {key: {{ include "sluice.tokenSecretKey" . | quote }}, path: token}
+{{- include "sluice.tlsTmpVolumes" . }}
+{{- end -}}
+
+{{- define "sluice.commonVolumeMounts" -}}
+- {name: token, mountPath: /var/run/sluice/token, readOnly: true}
+{{- include "sluice.tlsTmpVolumeMounts" . }}
+{{- end -}}
+
+{{/* TLS and /tmp alone: for the helm test pod, which with roles on presents roles.clientToken, not the cluster token. */}}
+{{- define "sluice.tlsTmpVolumes" -}}
 {{- if .Values.tls.enabled }}
 - name: tls
   secret:
@@ -156,8 +181,7 @@ app.kubernetes.io/component: {{ index . 1 }}
     sizeLimit: 256Mi
 {{- end -}}
 
-{{- define "sluice.commonVolumeMounts" -}}
-- {name: token, mountPath: /var/run/sluice/token, readOnly: true}
+{{- define "sluice.tlsTmpVolumeMounts" -}}
 {{- if .Values.tls.enabled }}
 - {name: tls, mountPath: /var/run/sluice/tls, readOnly: true}
 {{- end }}

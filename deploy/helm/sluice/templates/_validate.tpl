@@ -97,4 +97,56 @@ reaches the cluster. Included once, from templates/driver-deployment.yaml.
 {{- fail "tls.certManager.issuerRef.name: required when tls.certManager.enabled" }}
 {{- end }}
 {{- end }}
+
+{{- /* Roles: certificate roles need mutual TLS; the chart's own clients need a viewer token. */ -}}
+{{- $roles := include "sluice.rolesEnabled" . }}
+{{- if $v.roles.principalRoles }}
+{{- if not $v.tls.enabled }}
+{{- fail "roles.principalRoles: maps client certificates to roles, which needs mutual TLS: set tls.enabled with a certificate Secret holding ca.crt (the driver refuses --principal-role without a CA)" }}
+{{- end }}
+{{- /* An existing Secret can be read at install and upgrade (not under `helm template`). */ -}}
+{{- with $v.tls.existingSecret }}
+{{- with (lookup "v1" "Secret" $.Release.Namespace .) }}
+{{- if not (hasKey (default dict .data) "ca.crt") }}
+{{- fail (printf "roles.principalRoles: needs mutual TLS, but the Secret %s (tls.existingSecret) holds no ca.crt, so no client certificate is verified and none can name a principal" .metadata.name) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $monitor := and $v.metrics.serviceMonitor.enabled (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/ServiceMonitor") }}
+{{- $tokenFiles := or $v.roles.viewerTokens.existingSecret $v.roles.operatorTokens.existingSecret }}
+{{- if and $roles (not $v.roles.clientToken.existingSecret) }}
+{{- if $v.tests.enabled }}
+{{- fail "roles.clientToken.existingSecret: required with roles on (roles.viewerTokens, roles.operatorTokens or roles.principalRoles) and tests.enabled: the driver then refuses the cluster token on the CLI's service, so `helm test` needs a Secret key holding one token of roles.viewerTokens' file (the bare token); with certificate roles alone add roles.viewerTokens, or set tests.enabled: false" }}
+{{- end }}
+{{- if $monitor }}
+{{- fail "roles.clientToken.existingSecret: required with roles on and metrics.serviceMonitor.enabled: the driver's /metrics then answers 401 without a viewer credential, so Prometheus needs a Secret key holding one token of roles.viewerTokens' file (the bare token)" }}
+{{- end }}
+{{- end }}
+{{- if and $v.roles.clientToken.existingSecret (not $tokenFiles) }}
+{{- fail "roles.clientToken.existingSecret: set, but neither roles.viewerTokens nor roles.operatorTokens is: the client token must be a token of one of their files (without roles `helm test` presents the cluster token; with certificate roles alone there is no token to present)" }}
+{{- end }}
+
+{{- /* Policy: without lab, the driver accepts only URIs as prefixes (it would refuse to start). */ -}}
+{{- with $v.policy }}
+{{- $lab := dig "lab" false . }}
+{{- $lists := list (list "policy.allow" (default dict .allow)) }}
+{{- range $name, $l := (default dict .principals) }}
+{{- $lists = append $lists (list (printf "policy.principals.%s" $name) (default dict $l)) }}
+{{- end }}
+{{- range $entry := $lists }}
+{{- $where := index $entry 0 }}
+{{- $l := index $entry 1 }}
+{{- range $kind := list "sources" "sinks" "checkpoints" "badRecords" }}
+{{- range $pre := (get $l $kind | default (list)) }}
+{{- /* as the driver's policy.isURI: a scheme before the first "://", not file */ -}}
+{{- $scheme := "" }}
+{{- if contains "://" (toString $pre) }}{{ $scheme = index (splitn "://" 2 (toString $pre)) "_0" }}{{ end }}
+{{- if and (not $lab) (or (eq $scheme "") (eq $scheme "file")) }}
+{{- fail (printf "%s.%s: %q is a local path: the driver's policy allows local paths only with policy.lab: true (use an s3:// prefix; the driver and executors run in different pods)" $where $kind $pre) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- end -}}
