@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/row"
 	"github.com/sluicehq/sluice/statestore"
@@ -82,7 +83,7 @@ func Inspect(ctx context.Context, store objstore.Store) (*Report, error) {
 	// The pebble provider writes the memory provider's files, so one loader reads both.
 	if commit != nil && (meta.StateStore == "memory" || meta.StateStore == "pebble") {
 		prov := statestore.NewMemory(store, statestore.MemoryOptions{})
-		for p := 0; p < meta.ShufflePartitions; p++ {
+		for p := range ids.PartitionID(meta.ShufflePartitions) {
 			st, err := prov.Open(ctx, p, statestore.Version(commit.BatchID+1))
 			if err != nil {
 				return nil, fmt.Errorf("read state partition %d: %w", p, err)

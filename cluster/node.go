@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/executor"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/join"
 	"github.com/sluicehq/sluice/objstore"
@@ -121,7 +122,7 @@ type queryEnv struct {
 	run  string
 	// parts serialises reduce tasks per partition: a state partition is
 	// open once at a time.
-	parts map[int]*sync.Mutex
+	parts map[ids.PartitionID]*sync.Mutex
 }
 
 // NewNode listens; Run registers and serves.
@@ -455,7 +456,7 @@ func (n *Node) query(id, run string) (*queryEnv, error) {
 	return q, nil
 }
 
-func (n *Node) partLock(q *queryEnv, p int) *sync.Mutex {
+func (n *Node) partLock(q *queryEnv, p ids.PartitionID) *sync.Mutex {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	m := q.parts[p]
@@ -549,7 +550,7 @@ func (s *executorService) PrepareQuery(ctx context.Context, req *sluicepb.Prepar
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
 	n.mu.Lock()
-	n.queries[req.QueryId] = &queryEnv{env: env, spec: req.SpecJson, run: req.RunId, parts: map[int]*sync.Mutex{}}
+	n.queries[req.QueryId] = &queryEnv{env: env, spec: req.SpecJson, run: req.RunId, parts: map[ids.PartitionID]*sync.Mutex{}}
 	n.mu.Unlock()
 	n.buffer.ReleaseOlder(req.QueryId, req.RunId, math.MinInt64)
 	if q != nil {
@@ -675,7 +676,7 @@ func (s *executorService) runReduceTask(ctx context.Context, req *sluicepb.RunRe
 	n.tasks.Add(1)
 	n.running.Add(1)
 	defer func() { n.running.Add(-1); n.tasks.Done() }()
-	p := int(req.Partition)
+	p := ids.PartitionID(req.Partition)
 	key := shuffle.BatchKey{Query: req.QueryId, Run: req.RunId, Batch: req.Batch}
 	wctx, cancel := context.WithTimeout(ctx, n.opts.ReduceWait)
 	chunks, err := n.buffer.Wait(wctx, key, p, req.MapAttempts)
@@ -740,7 +741,7 @@ func (n *Node) releaseMovedState(queryID, run string, owners []string) {
 	}
 	self := string(n.ID())
 	for p := range cache.Held() {
-		if p < len(owners) && owners[p] == self {
+		if int(p) < len(owners) && owners[p] == self {
 			continue
 		}
 		lock := n.partLock(q, p)
@@ -758,8 +759,8 @@ func (n *Node) releaseMovedState(queryID, run string, owners []string) {
 	}
 }
 
-func ownerOf(owners []string, p int) string {
-	if p < len(owners) {
+func ownerOf(owners []string, p ids.PartitionID) string {
+	if int(p) < len(owners) {
 		return owners[p]
 	}
 	return ""
@@ -768,7 +769,7 @@ func ownerOf(owners []string, p int) string {
 // HeldState returns, for a prepared query, the state partitions this
 // executor caches and the bytes each holds (nil when the query is not
 // prepared or its provider caches nothing).
-func (n *Node) HeldState(queryID string) map[int]int64 {
+func (n *Node) HeldState(queryID string) map[ids.PartitionID]int64 {
 	n.mu.Lock()
 	q := n.queries[queryID]
 	n.mu.Unlock()

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/ids"
 )
 
 // NodeStats are an executor's figures since it started, for its metrics.
@@ -31,7 +33,7 @@ type stateRows struct {
 
 type stateKey struct {
 	query     string
-	partition int
+	partition ids.PartitionID
 }
 
 // setStateRows records a partition's state rows after a reduce task of
@@ -39,7 +41,7 @@ type stateKey struct {
 // here in the query's newest batch have moved to another executor and no
 // longer count (a scrape while a batch's reduces run may briefly count
 // only those already done).
-func (c *nodeCounters) setStateRows(query string, partition int, batch, rows int64) {
+func (c *nodeCounters) setStateRows(query string, partition ids.PartitionID, batch, rows int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stateRows == nil {

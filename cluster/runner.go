@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/executor"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/proto/sluicepb"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
@@ -148,18 +149,18 @@ func (r *Runner) RunBatch(ctx context.Context, plan executor.BatchPlan) (*execut
 	}
 	b := &batchRun{r: r, plan: plan, hold: hold, byID: map[ExecutorID]Member{},
 		log: r.opts.Logger.With("query", r.opts.Spec.Name, "batch", plan.Batch)}
-	var ids []ExecutorID
+	var execs []ExecutorID
 	for _, m := range hold.Members {
 		b.byID[m.ID] = m
-		ids = append(ids, m.ID)
+		execs = append(execs, m.ID)
 	}
 	r.mu.Lock()
 	prev := r.owners
-	b.owners = Assign(prev, ids, plan.Partitions)
+	b.owners = Assign(prev, execs, plan.Partitions)
 	r.owners = b.owners
 	r.mu.Unlock()
 	if moved := Moves(prev, b.owners); moved > 0 {
-		b.log.Info("partitions assigned", "executors", len(ids), "moved", moved, "owners", describeOwners(b.owners))
+		b.log.Info("partitions assigned", "executors", len(execs), "moved", moved, "owners", describeOwners(b.owners))
 	}
 	for _, id := range b.owners {
 		m := b.byID[id]
@@ -219,16 +220,16 @@ func (r *Runner) RunBatch(ctx context.Context, plan executor.BatchPlan) (*execut
 
 func describeOwners(owners []ExecutorID) string {
 	parts := map[ExecutorID][]string{}
-	var ids []ExecutorID
+	var execs []ExecutorID
 	for p, id := range owners {
 		if parts[id] == nil {
-			ids = append(ids, id)
+			execs = append(execs, id)
 		}
 		parts[id] = append(parts[id], fmt.Sprint(p))
 	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	sort.Slice(execs, func(i, j int) bool { return execs[i] < execs[j] })
 	var b strings.Builder
-	for i, id := range ids {
+	for i, id := range execs {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
@@ -351,10 +352,10 @@ func (b *batchRun) prepare(ctx context.Context, m Member) error {
 	return nil
 }
 
-func (b *batchRun) ownsPartitions(id ExecutorID) []int {
-	var ps []int
-	for p, o := range b.owners {
-		if o == id {
+func (b *batchRun) ownsPartitions(id ExecutorID) []ids.PartitionID {
+	var ps []ids.PartitionID
+	for p := range ids.PartitionID(len(b.owners)) {
+		if b.owners[p] == id {
 			ps = append(ps, p)
 		}
 	}
@@ -477,7 +478,7 @@ func (b *batchRun) runMap(ctx context.Context, i int) (uint64, *sluicepb.MapMetr
 func (b *batchRun) runReduces(ctx context.Context, accepted []uint64) ([]*executor.ReduceResult, error) {
 	out := make([]*executor.ReduceResult, b.plan.Partitions)
 	g, gctx := errgroup.WithContext(ctx)
-	for p := 0; p < b.plan.Partitions; p++ {
+	for p := range ids.PartitionID(b.plan.Partitions) {
 		m := b.byID[b.owners[p]]
 		g.Go(func() error {
 			req := &sluicepb.RunReduceTaskRequest{

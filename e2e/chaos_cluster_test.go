@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/faultproxy"
 	"github.com/sluicehq/sluice/internal/s3test"
 	"github.com/sluicehq/sluice/objstore"
@@ -370,10 +371,11 @@ func recordedSnapshot(t *testing.T, cp objstore.Store, tag, key string) bool {
 	if !ok || err != nil || v < 1 {
 		return false
 	}
-	p, err := strconv.Atoi(parts[2])
+	n, err := strconv.Atoi(parts[2])
 	if err != nil {
 		return false
 	}
+	p := ids.PartitionID(n)
 	c, err := checkpoint.New(cp).Commit(context.Background(), v-1)
 	if err != nil || c.State == nil {
 		return false

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/s3test"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/objstore"
@@ -156,7 +157,7 @@ func TestRetentionOnS3KeepsCheckpointBoundedThroughStopsMidCleanup(t *testing.T)
 	fresh := statestore.NewMemory(counting, statestore.MemoryOptions{SnapshotInterval: interval})
 	defer fresh.Close()
 	fromSnapshot := 0
-	for p := range spec.ShufflePartitions {
+	for p := range ids.PartitionID(spec.ShufflePartitions) {
 		st, err := fresh.Open(ctx, p, statestore.Version(last+1))
 		if err != nil {
 			t.Fatalf("fresh load of partition %d: %v", p, err)

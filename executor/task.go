@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/agg"
 	"github.com/sluicehq/sluice/eventtime"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/join"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
@@ -243,7 +244,7 @@ func writeBadRecords(ctx context.Context, store objstore.Store, t MapTask, bad [
 // ReduceTask merges one state partition's partials.
 type ReduceTask struct {
 	Batch     int64
-	Partition int
+	Partition ids.PartitionID
 	Watermark eventtime.Batch
 	// SkipSink is set when the sink log already holds this batch (a re-run
 	// after the sink committed): state is rebuilt, output is not rewritten.
@@ -255,7 +256,7 @@ type ReduceTask struct {
 
 // ReduceResult is a reduce task's output.
 type ReduceResult struct {
-	Partition int
+	Partition ids.PartitionID
 	// Files written by the file sink; Rows when the driver writes output.
 	Files []string
 	Rows  []row.Row

@@ -5,13 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice/agg"
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/executor"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/join"
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/statestore"
@@ -337,13 +338,13 @@ func (q *Query) commitEntry(e *checkpoint.OffsetEntry, res *executor.BatchResult
 		// Which partitions' state files make version N+1: a delta (or a
 		// snapshot) of an abandoned attempt for a partition not listed is
 		// never loaded, and a listed one that is missing is an error.
-		rec := &statestore.CommitRecord{Format: statestore.RecordFormat, Deltas: []int{}}
+		rec := &statestore.CommitRecord{Format: statestore.RecordFormat, Deltas: []ids.PartitionID{}}
 		for _, r := range res.Reduces {
 			if r.StateWrites >= 1 {
 				rec.Deltas = append(rec.Deltas, r.Partition)
 				if r.StateAttempt != "" {
 					if rec.Attempts == nil {
-						rec.Attempts = map[int]string{}
+						rec.Attempts = map[ids.PartitionID]string{}
 					}
 					rec.Attempts[r.Partition] = r.StateAttempt
 				}
@@ -352,8 +353,8 @@ func (q *Query) commitEntry(e *checkpoint.OffsetEntry, res *executor.BatchResult
 				rec.Snapshots = append(rec.Snapshots, r.Partition)
 			}
 		}
-		sort.Ints(rec.Deltas)
-		sort.Ints(rec.Snapshots)
+		slices.Sort(rec.Deltas)
+		slices.Sort(rec.Snapshots)
 		ce.State = rec
 	}
 	return ce

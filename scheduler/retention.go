@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/join"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/statestore"
@@ -157,7 +158,7 @@ func (c *cleaner) clean(ctx context.Context, committed, keep int64) bool {
 	}
 	q.hook("cleanup-state", committed)
 	if q.cfg.State != nil && q.layout != nil {
-		for p := 0; p < q.meta.ShufflePartitions; p++ {
+		for p := range ids.PartitionID(q.meta.ShufflePartitions) {
 			n, err := q.cfg.State.Cleanup(ctx, p, statestore.Version(keep))
 			c.deleted.Add(int64(n))
 			if err != nil {

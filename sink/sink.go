@@ -3,6 +3,7 @@ package sink
 import (
 	"context"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/row"
 )
 
@@ -26,7 +27,7 @@ type Batch struct {
 // finishes that logged commit), one from another writer is an error.
 // Committed reports whether the log already holds the batch.
 type FileSink interface {
-	WritePartition(ctx context.Context, b Batch, partition int, rows []row.Row) ([]string, error)
+	WritePartition(ctx context.Context, b Batch, partition ids.PartitionID, rows []row.Row) ([]string, error)
 	Committed(ctx context.Context, batchID int64) (bool, error)
 	Commit(ctx context.Context, b Batch, files []string) error
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
@@ -24,7 +25,7 @@ const SuccessMarker = "_SUCCESS"
 func BatchDir(batchID int64) string { return "batch_id=" + strconv.FormatInt(batchID, 10) + "/" }
 
 // PartName returns the object name of state partition p's rows.
-func PartName(p int) string { return "part-" + strconv.Itoa(p) + ".jsonl" }
+func PartName(p ids.PartitionID) string { return "part-" + p.String() + ".jsonl" }
 
 // Writer is the idempotent per-batch directory writer. It implements
 // sink.BatchWriter and sink.PartitionedBatchWriter.
@@ -74,8 +75,8 @@ func (w *Writer) WriteBatchParts(ctx context.Context, batchID int64, parts [][]r
 	if err := clearDir(ctx, w.store, dir); err != nil {
 		return fmt.Errorf("write batch %d: %w", batchID, err)
 	}
-	for p, data := range encoded {
-		if err := w.store.Put(ctx, dir+PartName(p), data); err != nil {
+	for p := range ids.PartitionID(len(encoded)) {
+		if err := w.store.Put(ctx, dir+PartName(p), encoded[p]); err != nil {
 			return fmt.Errorf("write batch %d part %d: %w", batchID, p, err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 )
 
@@ -64,7 +65,7 @@ func (w *Writer) writeStaged(ctx context.Context, mp objstore.Multipart, batchID
 		return fmt.Errorf("write batch %d: %w", batchID, err)
 	}
 	keys := make([]string, 0, len(encoded)+1)
-	for p := range encoded {
+	for p := range ids.PartitionID(len(encoded)) {
 		keys = append(keys, dir+PartName(p))
 	}
 	keys = append(keys, dir+SuccessMarker)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
@@ -49,7 +50,7 @@ func runBatches(t *testing.T, s *Sink, from, to int64) []row.Row {
 		b := sink.Batch{QueryID: queryA, ID: n}
 		var descs []string
 		for p, part := range [][]row.Row{rows[:min(1, len(rows))], rows[min(1, len(rows)):]} {
-			d, err := s.WritePartition(ctx, b, p, part)
+			d, err := s.WritePartition(ctx, b, ids.PartitionID(p), part)
 			if err != nil {
 				t.Fatal(err)
 			}

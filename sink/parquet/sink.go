@@ -11,6 +11,7 @@ import (
 
 	pq "github.com/parquet-go/parquet-go"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
@@ -152,7 +153,7 @@ func (s *Sink) path() string {
 // FileName returns the object name of (batch, partition)'s file for a query,
 // without a directory: part-<batch:05d>-<partition:04d>-<queryID>.snappy.parquet.
 // The full query id (not a prefix) keeps two queries' files apart.
-func FileName(queryID string, batchID int64, partition int) string {
+func FileName(queryID string, batchID int64, partition ids.PartitionID) string {
 	return fmt.Sprintf("part-%05d-%04d-%s.snappy.parquet", batchID, partition, queryID)
 }
 
@@ -164,7 +165,7 @@ func FileName(queryID string, batchID int64, partition int) string {
 // are sent, and invisible until Commit completes it; on a store without it
 // the file is written with Put and the descriptor is its key. No rows
 // write no file.
-func (s *Sink) WritePartition(ctx context.Context, b sink.Batch, partition int, rows []row.Row) ([]string, error) {
+func (s *Sink) WritePartition(ctx context.Context, b sink.Batch, partition ids.PartitionID, rows []row.Row) ([]string, error) {
 	if s.initErr != nil {
 		return nil, s.initErr
 	}

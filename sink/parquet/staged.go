@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 )
 
@@ -36,14 +37,14 @@ type Upload struct {
 
 // pendingRecord is _sink_pending/<batch>/<partition>-<attempt>.json.
 type pendingRecord struct {
-	Version   int      `json:"version"`
-	QueryID   string   `json:"queryId"`
-	BatchID   int64    `json:"batchId"`
-	Partition int      `json:"partition"`
-	Uploads   []Upload `json:"uploads"`
+	Version   int             `json:"version"`
+	QueryID   string          `json:"queryId"`
+	BatchID   int64           `json:"batchId"`
+	Partition ids.PartitionID `json:"partition"`
+	Uploads   []Upload        `json:"uploads"`
 }
 
-func pendingKey(batchID int64, partition int, attempt string) string {
+func pendingKey(batchID int64, partition ids.PartitionID, attempt string) string {
 	return fmt.Sprintf("%s%d/%04d-%s.json", PendingDir, batchID, partition, attempt)
 }
 
@@ -81,7 +82,7 @@ func parseDescriptor(s string) (Upload, bool, error) {
 // file (write(i, w) for keys[i]) straight into its upload, a part each
 // time s.partSize bytes are buffered (see partWriter). It returns the
 // descriptors, sorted by key.
-func (s *Sink) stage(ctx context.Context, mp objstore.Multipart, queryID string, batchID int64, partition int, keys []string, write func(i int, w io.Writer) error) ([]string, error) {
+func (s *Sink) stage(ctx context.Context, mp objstore.Multipart, queryID string, batchID int64, partition ids.PartitionID, keys []string, write func(i int, w io.Writer) error) ([]string, error) {
 	rec := pendingRecord{Version: pendingVersion, QueryID: queryID, BatchID: batchID, Partition: partition}
 	for _, key := range keys {
 		id, err := mp.CreateMultipart(ctx, key)
