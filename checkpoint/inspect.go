@@ -22,8 +22,8 @@ var ErrNoMetadata = errors.New("no metadata file")
 type Report struct {
 	QueryID              string            `json:"queryId"`
 	Name                 string            `json:"name"`
-	LastBatchID          int64             `json:"lastBatchId"`
-	LastCommittedBatchID int64             `json:"lastCommittedBatchId"`
+	LastBatchID          ids.BatchID       `json:"lastBatchId"`
+	LastCommittedBatchID ids.BatchID       `json:"lastCommittedBatchId"`
 	NextBatchWatermark   string            `json:"nextBatchWatermark"`
 	PendingRerun         bool              `json:"pendingRerun"`
 	StateRows            int64             `json:"stateRows"`

@@ -24,11 +24,12 @@ type nodeCounters struct {
 
 	mu        sync.Mutex
 	stateRows map[stateKey]stateRows
-	lastBatch map[string]int64 // per query: the newest batch reduced here
+	lastBatch map[string]ids.BatchID // per query: the newest batch reduced here
 }
 
 type stateRows struct {
-	batch, rows int64
+	batch ids.BatchID
+	rows  int64
 }
 
 type stateKey struct {
@@ -41,11 +42,11 @@ type stateKey struct {
 // here in the query's newest batch have moved to another executor and no
 // longer count (a scrape while a batch's reduces run may briefly count
 // only those already done).
-func (c *nodeCounters) setStateRows(query string, partition ids.PartitionID, batch, rows int64) {
+func (c *nodeCounters) setStateRows(query string, partition ids.PartitionID, batch ids.BatchID, rows int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stateRows == nil {
-		c.stateRows, c.lastBatch = map[stateKey]stateRows{}, map[string]int64{}
+		c.stateRows, c.lastBatch = map[stateKey]stateRows{}, map[string]ids.BatchID{}
 	}
 	c.stateRows[stateKey{query, partition}] = stateRows{batch: batch, rows: rows}
 	c.lastBatch[query] = max(c.lastBatch[query], batch)

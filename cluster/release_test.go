@@ -26,7 +26,7 @@ func TestStateOfPartitionsThatMovedAwayIsReleased(t *testing.T) {
 			spec.Source.File.MaxFilesPerTrigger = 2
 			spec.StateStore = store
 			var mu sync.Mutex
-			held := map[int64][]map[ids.PartitionID]int64{} // batch -> per node
+			held := map[ids.BatchID][]map[ids.PartitionID]int64{} // batch -> per node
 			snapshot := func(p *scheduler.Progress) {
 				c.mu.Lock()
 				nodes := append([]*Node(nil), c.nodes...)

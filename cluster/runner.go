@@ -36,7 +36,7 @@ type RunnerOptions struct {
 	Spec   query.Spec
 	Logger *slog.Logger
 	// Hook is the driver's fault-injection hook (point maps-done).
-	Hook func(point string, batch int64)
+	Hook func(point string, batch ids.BatchID)
 	// MapAttempts bounds the launches of one map task within a batch
 	// (default 3), each on another executor while there is one.
 	MapAttempts int
@@ -418,7 +418,7 @@ func (b *batchRun) runMap(ctx context.Context, i int) (uint64, *sluicepb.MapMetr
 		tried[m.ID] = true
 		attempt := b.r.attempts.Add(1)
 		req := &sluicepb.RunMapTaskRequest{
-			QueryId: b.r.opts.QueryID, RunId: b.r.runID, Batch: b.plan.Batch, MapIndex: int32(i), Attempt: attempt,
+			QueryId: b.r.opts.QueryID, RunId: b.r.runID, Batch: int64(b.plan.Batch), MapIndex: int32(i), Attempt: attempt,
 			Split:           &sluicepb.Split{Id: sp.ID, Desc: sp.Desc},
 			LateWatermarkUs: int64(b.plan.Watermark.Late), Partitions: int32(b.plan.Partitions), Owners: b.protoOwners,
 			BatchTimestampMs: b.plan.BatchTimestampMs,
@@ -482,7 +482,7 @@ func (b *batchRun) runReduces(ctx context.Context, accepted []uint64) ([]*execut
 		m := b.byID[b.owners[p]]
 		g.Go(func() error {
 			req := &sluicepb.RunReduceTaskRequest{
-				QueryId: b.r.opts.QueryID, RunId: b.r.runID, Batch: b.plan.Batch, Partition: int32(p),
+				QueryId: b.r.opts.QueryID, RunId: b.r.runID, Batch: int64(b.plan.Batch), Partition: int32(p),
 				LateWatermarkUs: int64(b.plan.Watermark.Late), EvictWatermarkUs: int64(b.plan.Watermark.Evict),
 				SkipSink: b.plan.SkipSink, MapAttempts: accepted,
 			}
@@ -515,7 +515,7 @@ func (b *batchRun) runReduces(ctx context.Context, accepted []uint64) ([]*execut
 			rr := &executor.ReduceResult{
 				Partition: p, Files: resp.Files, NumOutputRows: resp.NumOutputRows, StateRows: resp.StateRows,
 				Updated: resp.Updated, Removed: resp.Removed, MemoryBytes: resp.MemoryBytes, StateWrites: int(resp.StateWrites),
-				StateAttempt: statestore.AttemptID(req.RunId, req.Batch, req.MapAttempts),
+				StateAttempt: statestore.AttemptID(req.RunId, b.plan.Batch, req.MapAttempts),
 			}
 			if len(rows) > 0 {
 				if rr.Rows, err = shuffle.DecodeRows(rows, make([]row.Row, 0, resp.NumOutputRows)); err != nil {
@@ -542,7 +542,7 @@ func (b *batchRun) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
-	req := &sluicepb.ReleaseBatchRequest{QueryId: b.r.opts.QueryID, RunId: b.r.runID, Batch: b.plan.Batch}
+	req := &sluicepb.ReleaseBatchRequest{QueryId: b.r.opts.QueryID, RunId: b.r.runID, Batch: int64(b.plan.Batch)}
 	for _, o := range b.protoOwners {
 		req.PartitionOwners = append(req.PartitionOwners, o.ExecutorId)
 	}

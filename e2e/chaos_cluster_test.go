@@ -376,7 +376,7 @@ func recordedSnapshot(t *testing.T, cp objstore.Store, tag, key string) bool {
 		return false
 	}
 	p := ids.PartitionID(n)
-	c, err := checkpoint.New(cp).Commit(context.Background(), v-1)
+	c, err := checkpoint.New(cp).Commit(context.Background(), ids.BatchID(v-1)) // version V is batch V-1's commit
 	if err != nil || c.State == nil {
 		return false
 	}

@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/s3test"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/objstore"
@@ -477,9 +478,9 @@ func readWindows(read func(context.Context, objstore.Store) ([]query.Column, []r
 
 // logReport summarises a drained checkpoint's log.
 type logReport struct {
-	batches    int64 // id of the last commit + 1
-	firstKept  int64 // oldest commit still in the log (> 0 after cleanup)
-	lastOffset int64
+	batches    int64       // id of the last commit + 1
+	firstKept  ids.BatchID // oldest commit still in the log (> 0 after cleanup)
+	lastOffset ids.BatchID
 }
 
 // checkLogStore requires a drained checkpoint's log to be sound:
@@ -505,10 +506,10 @@ func checkLogStore(t *testing.T, cp objstore.Store) logReport {
 	if len(cids) == 0 || len(oids) == 0 {
 		t.Fatalf("the checkpoint holds %d offsets and %d commits", len(oids), len(cids))
 	}
-	for name, ids := range map[string][]int64{"offsets": oids, "commits": cids} {
-		for i := 1; i < len(ids); i++ {
-			if ids[i] != ids[i-1]+1 {
-				t.Fatalf("%s/ is not gap-free: %d follows %d (ids %v)", name, ids[i], ids[i-1], ids)
+	for name, logged := range map[string][]ids.BatchID{"offsets": oids, "commits": cids} {
+		for i := 1; i < len(logged); i++ {
+			if logged[i] != logged[i-1]+1 {
+				t.Fatalf("%s/ is not gap-free: %d follows %d (ids %v)", name, logged[i], logged[i-1], logged)
 			}
 		}
 	}
@@ -539,7 +540,7 @@ func checkLogStore(t *testing.T, cp objstore.Store) logReport {
 		}
 		prev = cur
 	}
-	return logReport{batches: cids[len(cids)-1] + 1, firstKept: cids[0], lastOffset: oids[len(oids)-1]}
+	return logReport{batches: int64(cids[len(cids)-1]) + 1, firstKept: cids[0], lastOffset: oids[len(oids)-1]}
 }
 
 // pendingBatch returns the batch the log planned but did not commit (the

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
@@ -116,7 +117,7 @@ func checkLog(t *testing.T, cp string) int64 {
 		t.Fatal(err)
 	}
 	for i, id := range cids {
-		if id != int64(i) {
+		if id != ids.BatchID(i) {
 			t.Fatalf("commits/ is not gap-free: %v", cids)
 		}
 		if i == 0 {

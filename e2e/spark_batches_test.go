@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/kafkatest"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/query"
@@ -233,7 +234,7 @@ func TestCappedKafkaBacklogGivesSparksBatchesAndRows(t *testing.T) {
 	log := checkpoint.New(l.store(t, l.Checkpoint))
 	ctx := context.Background()
 	for n, b := range batches {
-		e, err := log.Offsets(ctx, int64(n))
+		e, err := log.Offsets(ctx, ids.BatchID(n))
 		if err != nil {
 			t.Fatalf("offsets/%d: %v", n, err)
 		}
@@ -249,7 +250,7 @@ func TestCappedKafkaBacklogGivesSparksBatchesAndRows(t *testing.T) {
 			t.Fatalf("batch %d watermarks late %d, evict %d; want %d, %d", n, e.LateWatermarkMs, e.BatchWatermarkMs, b.lateWM, b.evictW)
 		}
 	}
-	if e, err := log.Offsets(ctx, int64(len(batches))); err != nil || !e.NoData {
+	if e, err := log.Offsets(ctx, ids.BatchID(len(batches))); err != nil || !e.NoData {
 		t.Fatalf("batch %d after the %d data batches: %+v, %v; want the no-data batch", len(batches), len(batches), e, err)
 	}
 	if d := sinkDiff(t, l, want); d != "" {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluicehq/sluice/agg"
 	"github.com/sluicehq/sluice/executor"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/join"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
@@ -54,7 +55,7 @@ type Options struct {
 	// (foreachBatch).
 	Writer sink.BatchWriter
 	// Hook is the fault-injection hook (see package fault).
-	Hook     func(point string, batch int64)
+	Hook     func(point string, batch ids.BatchID)
 	Progress func(*scheduler.Progress)
 	// Idle is called when the query finds nothing to run (see
 	// scheduler.Config.Idle).
@@ -72,7 +73,7 @@ type Options struct {
 	WrapStore func(role string, s objstore.Store) objstore.Store
 	// OnRetry is told when a batch fails for a retryable reason and is
 	// retried (see scheduler.Config.OnRetry).
-	OnRetry func(batch int64, attempt int, err error)
+	OnRetry func(batch ids.BatchID, attempt int, err error)
 	// QueryID, if set, is the id a new checkpoint records.
 	QueryID string
 	// SourceRetryFor is how long the query keeps retrying when it cannot

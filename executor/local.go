@@ -18,7 +18,7 @@ import (
 
 // BatchPlan is one batch as the driver dispatches it.
 type BatchPlan struct {
-	Batch      int64
+	Batch      ids.BatchID
 	Splits     []source.Split
 	Watermark  eventtime.Batch
 	Partitions int

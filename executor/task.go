@@ -35,7 +35,7 @@ type Env struct {
 	BadRecords objstore.Store
 	Logger     *slog.Logger
 	// Hook, if set, is called at named points of a task (fault injection).
-	Hook func(point string, batch int64)
+	Hook func(point string, batch ids.BatchID)
 	// Dimension serves the join's snapshots by reference (nil for a query
 	// without a join).
 	Dimension Dimension
@@ -48,7 +48,7 @@ type Dimension interface {
 	Table(ctx context.Context, ref join.Ref) (*join.Table, error)
 }
 
-func (e *Env) hook(point string, batch int64) {
+func (e *Env) hook(point string, batch ids.BatchID) {
 	if e.Hook != nil {
 		e.Hook(point, batch)
 	}
@@ -69,7 +69,7 @@ func timeCol(s *query.Spec) int {
 
 // MapTask reads one split of a batch.
 type MapTask struct {
-	Batch      int64
+	Batch      ids.BatchID
 	Index      int
 	Split      source.Split
 	Late       eventtime.Watermark
@@ -243,7 +243,7 @@ func writeBadRecords(ctx context.Context, store objstore.Store, t MapTask, bad [
 
 // ReduceTask merges one state partition's partials.
 type ReduceTask struct {
-	Batch     int64
+	Batch     ids.BatchID
 	Partition ids.PartitionID
 	Watermark eventtime.Batch
 	// SkipSink is set when the sink log already holds this batch (a re-run
@@ -331,4 +331,4 @@ func RunReduce(ctx context.Context, env *Env, t ReduceTask, partials [][]agg.Ent
 	return res, nil
 }
 
-func batchOf(env *Env, id int64) sink.Batch { return sink.Batch{QueryID: env.QueryID, ID: id} }
+func batchOf(env *Env, id ids.BatchID) sink.Batch { return sink.Batch{QueryID: env.QueryID, ID: id} }

@@ -28,3 +28,10 @@ func (p PartitionID) String() string { return strconv.Itoa(int(p)) }
 
 // LogValue logs the id as the number it is.
 func (p PartitionID) LogValue() slog.Value { return slog.IntValue(int(p)) }
+
+// ParseBatchID reads a batch id as String writes it (strconv.ParseInt's
+// syntax, base 10); callers that name log entries refuse negative ids.
+func ParseBatchID(s string) (BatchID, error) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	return BatchID(n), err
+}

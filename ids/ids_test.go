@@ -50,3 +50,15 @@ func TestRangeOverPartitionCountYieldsPartitionIDs(t *testing.T) {
 		t.Errorf("range PartitionID(3) = %v", got)
 	}
 }
+
+func TestParseBatchIDReadsWhatStringWrites(t *testing.T) {
+	for _, b := range []BatchID{0, 7, 12345, -1} {
+		got, err := ParseBatchID(b.String())
+		if err != nil || got != b {
+			t.Errorf("ParseBatchID(%q) = %d, %v", b.String(), got, err)
+		}
+	}
+	if _, err := ParseBatchID("7.compact"); err == nil {
+		t.Error("ParseBatchID accepted 7.compact")
+	}
+}

@@ -292,7 +292,7 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 
 // plan reads the source for batch: whether it has data past the last
 // batch (the batch's end is kept in lp), and the time it planned at.
-func (q *Query) plan(ctx context.Context, lp *loop, target source.Offset, batch int64) (bool, time.Time, error) {
+func (q *Query) plan(ctx context.Context, lp *loop, target source.Offset, batch ids.BatchID) (bool, time.Time, error) {
 	cfg := q.cfg
 	start, err := q.start(ctx, lp)
 	now := cfg.Now()
@@ -402,13 +402,13 @@ func stopErr(ctx context.Context, err error) error {
 	return err
 }
 
-func (q *Query) retrying(batch int64, attempt int, err error) {
+func (q *Query) retrying(batch ids.BatchID, attempt int, err error) {
 	if q.cfg.OnRetry != nil {
 		q.cfg.OnRetry(batch, attempt, err)
 	}
 }
 
-func (q *Query) hook(point string, batch int64) {
+func (q *Query) hook(point string, batch ids.BatchID) {
 	if q.cfg.Hook != nil {
 		q.cfg.Hook(point, batch)
 	}

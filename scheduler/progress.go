@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/row"
 )
 
@@ -16,7 +17,7 @@ type Progress struct {
 	RunID                  string                  `json:"runId"`
 	Name                   string                  `json:"name"`
 	Timestamp              string                  `json:"timestamp"`
-	BatchID                int64                   `json:"batchId"`
+	BatchID                ids.BatchID             `json:"batchId"`
 	Rerun                  bool                    `json:"rerun,omitempty"`
 	NoData                 bool                    `json:"noData,omitempty"`
 	NumInputRows           int64                   `json:"numInputRows"`

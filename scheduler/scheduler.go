@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/executor"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/join"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
@@ -87,13 +88,13 @@ type Config struct {
 	// OnRetry, if set, is told each time a batch or the planning of one
 	// fails for a retryable reason and will be tried again (the query is
 	// recovering, not failed).
-	OnRetry func(batch int64, attempt int, err error)
+	OnRetry func(batch ids.BatchID, attempt int, err error)
 	// NewQueryID, if set, is the id a new checkpoint records (the driver
 	// service's registry id); an existing checkpoint keeps its own.
 	NewQueryID string
 	// Hook, if set, is called at named points (fault injection):
 	// before-offsets, after-offsets, before-sink-commit, after-sink-commit, after-commit.
-	Hook func(point string, batch int64)
+	Hook func(point string, batch ids.BatchID)
 	// Manifests takes the join's dimension snapshots (required when the
 	// spec has a join): one when a run plans its first batch, another
 	// each join.refreshInterval; each batch's offsets/N records the one
@@ -110,7 +111,7 @@ type Manifests interface {
 // Idle says where an idle query stands.
 type Idle struct {
 	// LastCommitted is the last committed batch id (-1 for none).
-	LastCommitted int64
+	LastCommitted ids.BatchID
 	// WatermarkMs is the watermark the next batch will use.
 	WatermarkMs int64
 }
@@ -312,7 +313,7 @@ func compatible(have, want *checkpoint.Metadata) error {
 // are.
 func newID() string { return uuid.NewString() }
 
-func badRecordsDir(s *query.Spec, batch, malformed int64) string {
+func badRecordsDir(s *query.Spec, batch ids.BatchID, malformed int64) string {
 	if malformed == 0 {
 		return ""
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/eventtime"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/statestore"
 )
@@ -191,16 +192,16 @@ type event struct {
 	Type eventType
 	Now  time.Time
 
-	Batch                        int64    // evStart
-	WatermarkMs, LateWatermarkMs int64    // evStart
-	Rerun                        bool     // evStart
-	HasData                      bool     // evPlanned
-	MaxEventTime                 int64    // evRan
-	HasEventTime                 bool     // evRan
-	Kind                         failKind // evFailed
-	Err                          error    // evFailed, evCommitted
-	Mine                         bool     // evOwn
-	StopNow                      bool     // evStop
+	Batch                        ids.BatchID // evStart
+	WatermarkMs, LateWatermarkMs int64       // evStart
+	Rerun                        bool        // evStart
+	HasData                      bool        // evPlanned
+	MaxEventTime                 int64       // evRan
+	HasEventTime                 bool        // evRan
+	Kind                         failKind    // evFailed
+	Err                          error       // evFailed, evCommitted
+	Mine                         bool        // evOwn
+	StopNow                      bool        // evStop
 }
 
 // actionType says what to do next.
@@ -271,7 +272,7 @@ type action struct {
 	Type actionType
 
 	At                           time.Time     // actPlan: the trigger's start
-	Batch                        int64         // actPrepare..actFinish, actWait after a failure
+	Batch                        ids.BatchID   // actPrepare..actFinish, actWait after a failure
 	NoData                       bool          // actPrepare
 	WatermarkMs, LateWatermarkMs int64         // actPrepare
 	Attempt                      int           // actWriteOffsets, actRun, actCommit; actWait: the failed attempt
@@ -311,7 +312,8 @@ type machine struct {
 	// next is the batch to plan (or the batch in flight); usedWM and
 	// nextWM (ms) the watermarks the last batch evicted with and the next
 	// one evicts with.
-	next, usedWM, nextWM int64
+	next           ids.BatchID
+	usedWM, nextWM int64
 	// The batch in flight: the watermark (ms) it evicts with, and the next
 	// one it computed.
 	curWM, curNext  int64

@@ -12,6 +12,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/statestore"
 )
@@ -151,7 +152,7 @@ func (s *stepSim) cmd(t *testing.T, td *datadriven.TestData) string {
 	case "start":
 		ev.Type = evStart
 		if v, ok := arg("batch"); ok {
-			ev.Batch, _ = strconv.ParseInt(v, 10, 64)
+			ev.Batch, _ = ids.ParseBatchID(v)
 		}
 		if v, ok := arg("watermark"); ok {
 			ev.WatermarkMs = parseDur(t, v).Milliseconds()

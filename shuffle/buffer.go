@@ -18,7 +18,7 @@ type BatchKey struct {
 	Query string
 	// Run is the driver's run id; data of another run is never mixed in.
 	Run   string
-	Batch int64
+	Batch ids.BatchID
 }
 
 // Tag names one map task attempt's data.
@@ -239,7 +239,7 @@ func (b *Buffer) free(st *stored) {
 
 // MissingError says which map tasks' data a reduce is still waiting for.
 type MissingError struct {
-	Batch     int64
+	Batch     ids.BatchID
 	Partition ids.PartitionID
 	// Missing lists map indexes whose accepted attempt has not arrived.
 	Missing []int
@@ -324,7 +324,7 @@ func (b *Buffer) Release(key BatchKey) {
 
 // ReleaseOlder drops query's data of other runs and of batches before
 // batch.
-func (b *Buffer) ReleaseOlder(query, run string, batch int64) {
+func (b *Buffer) ReleaseOlder(query, run string, batch ids.BatchID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for k := range b.batches {

@@ -181,7 +181,7 @@ func (ps *Pusher) pushRemote(ctx context.Context, tag Tag, out *Output, o Owner,
 	send := func(p ids.PartitionID, data []byte, last bool) error {
 		for {
 			m := &sluicepb.PushPartialsRequest{
-				QueryId: tag.Query, RunId: tag.Run, Batch: tag.Batch, MapIndex: int32(tag.Map), Attempt: tag.Attempt,
+				QueryId: tag.Query, RunId: tag.Run, Batch: int64(tag.Batch), MapIndex: int32(tag.Map), Attempt: tag.Attempt,
 				Partition: int32(p), Data: data, Last: last,
 			}
 			if len(data) > piece {

@@ -42,7 +42,7 @@ func (s *Server) PushPartials(stream sluicepb.ShuffleService_PushPartialsServer)
 		if err != nil {
 			return err
 		}
-		tag := Tag{BatchKey: BatchKey{Query: m.QueryId, Run: m.RunId, Batch: m.Batch}, Map: int(m.MapIndex), Attempt: m.Attempt}
+		tag := Tag{BatchKey: BatchKey{Query: m.QueryId, Run: m.RunId, Batch: ids.BatchID(m.Batch)}, Map: int(m.MapIndex), Attempt: m.Attempt}
 		if w == nil {
 			if s.Accept != nil {
 				if err := s.Accept(tag.Query, tag.Run); err != nil {

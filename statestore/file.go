@@ -164,7 +164,7 @@ func snapKey(op int, p ids.PartitionID, v Version, attempt string) string {
 // run, the batch and the map attempts it reads. The driver and the
 // executor derive it alike, so the commit can record the attempt whose
 // state files make a version without carrying it in the task result.
-func AttemptID(runID string, batch int64, mapAttempts []uint64) string {
+func AttemptID(runID string, batch ids.BatchID, mapAttempts []uint64) string {
 	h := fnv.New64a()
 	h.Write([]byte(runID))
 	var b [8]byte

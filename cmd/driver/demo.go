@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
@@ -85,7 +86,7 @@ talking gRPC on loopback, a local checkpoint and Parquet output in --dir.
 			if err != nil {
 				return err
 			}
-			printed := map[int64]bool{}
+			printed := map[ids.BatchID]bool{}
 			progress := func(p *scheduler.Progress) {
 				if p.Sink.NumOutputRows > 0 {
 					printBatchWindows(cmd.Context(), out, sinkStore, p.ID, p.BatchID, printed)
@@ -229,7 +230,7 @@ func feed(ctx context.Context, addr string, opts query.GeneratorSource) error {
 }
 
 // printBatchWindows prints the windows batch id committed to the sink.
-func printBatchWindows(ctx context.Context, out io.Writer, store objstore.Store, queryID string, id int64, printed map[int64]bool) {
+func printBatchWindows(ctx context.Context, out io.Writer, store objstore.Store, queryID string, id ids.BatchID, printed map[ids.BatchID]bool) {
 	if printed[id] {
 		return
 	}

@@ -84,11 +84,11 @@ type Sink struct {
 	queryID  string               // set by Prepare
 	env      query.Environment    // set by Prepare
 	resolved map[string]logLayout // query id -> where its log entries go
-	newest   int64                // the newest batch id the prepared query's log held at Prepare or committed since
+	newest   ids.BatchID          // the newest batch id the prepared query's log held at Prepare or committed since
 	cleaning bool                 // a background log cleanup is running
 	// cleanAgain is the newest batch whose cleanup was asked while one
 	// ran (-1: none): the running one goes on with it.
-	cleanAgain int64
+	cleanAgain ids.BatchID
 	cleanWG    sync.WaitGroup
 	bgCtx      context.Context // background work's; Close cancels it
 	bgCancel   context.CancelFunc
@@ -153,7 +153,7 @@ func (s *Sink) path() string {
 // FileName returns the object name of (batch, partition)'s file for a query,
 // without a directory: part-<batch:05d>-<partition:04d>-<queryID>.snappy.parquet.
 // The full query id (not a prefix) keeps two queries' files apart.
-func FileName(queryID string, batchID int64, partition ids.PartitionID) string {
+func FileName(queryID string, batchID ids.BatchID, partition ids.PartitionID) string {
 	return fmt.Sprintf("part-%05d-%04d-%s.snappy.parquet", batchID, partition, queryID)
 }
 
