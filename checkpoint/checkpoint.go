@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/statestore"
@@ -88,26 +89,27 @@ type SourceRange struct {
 }
 
 // OffsetEntry is offsets/N: everything a re-run of batch N needs to see
-// exactly what the first run saw.
+// exactly what the first run saw. Its JSON (entry.go) writes the
+// watermarks in milliseconds, as batchWatermarkMs and lateWatermarkMs.
 type OffsetEntry struct {
-	Version int         `json:"version"`
-	BatchID ids.BatchID `json:"batchId"`
-	// BatchWatermarkMs is the watermark batch N evicts with (computed after
-	// N-1); LateWatermarkMs is the watermark rows are dropped against
+	Version int
+	BatchID ids.BatchID
+	// BatchWatermark is the watermark batch N evicts with (computed after
+	// N-1); LateWatermark is the watermark rows are dropped against
 	// (batch N-1's own).
-	BatchWatermarkMs int64         `json:"batchWatermarkMs"`
-	LateWatermarkMs  int64         `json:"lateWatermarkMs"`
-	BatchTimestampMs int64         `json:"batchTimestampMs"`
-	NoData           bool          `json:"noData,omitempty"`
-	Sources          []SourceRange `json:"sources"`
+	BatchWatermark   eventtime.Watermark
+	LateWatermark    eventtime.Watermark
+	BatchTimestampMs int64
+	NoData           bool
+	Sources          []SourceRange
 	// Conf holds the settings frozen for the query's life.
-	Conf map[string]string `json:"conf"`
+	Conf map[string]string
 	// RunID is the driver run that wrote the entry: a retried write that
 	// finds the entry already there recognises its own earlier attempt.
-	RunID string `json:"runId,omitempty"`
+	RunID string
 	// Manifest is the join's dimension snapshot the batch joins against
 	// (absent for a query without a join, and in older entries).
-	Manifest *ManifestRef `json:"manifest,omitempty"`
+	Manifest *ManifestRef
 }
 
 // ManifestRef names a stream-static join's dimension snapshot: its
@@ -118,16 +120,17 @@ type ManifestRef struct {
 	Hash string `json:"hash"`
 }
 
-// CommitEntry is commits/N.
+// CommitEntry is commits/N. Its JSON (entry.go) writes the watermark in
+// milliseconds, as nextBatchWatermarkMs.
 type CommitEntry struct {
-	Version              int         `json:"version"`
-	BatchID              ids.BatchID `json:"batchId"`
-	NextBatchWatermarkMs int64       `json:"nextBatchWatermarkMs"`
+	Version            int
+	BatchID            ids.BatchID
+	NextBatchWatermark eventtime.Watermark
 	// State says which state partitions' files make version N+1 (absent
 	// for a query without state, and in entries of older versions).
-	State *statestore.CommitRecord `json:"state,omitempty"`
+	State *statestore.CommitRecord
 	// RunID is the driver run that wrote the entry (see OffsetEntry).
-	RunID string `json:"runId,omitempty"`
+	RunID string
 }
 
 // Log reads and writes a checkpoint's log entries.
@@ -247,7 +250,10 @@ func (l *Log) Latest(ctx context.Context) (*OffsetEntry, *CommitEntry, error) {
 }
 
 func (l *Log) create(ctx context.Context, key string, batch ids.BatchID, v any) error {
-	b, _ := json.Marshal(v)
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", key, err)
+	}
 	if err := l.store.PutIfAbsent(ctx, key, append(b, '\n')); err != nil {
 		if errors.Is(err, objstore.ErrExists) {
 			return &FencedError{Batch: batch, Object: key}
@@ -340,7 +346,7 @@ type Resume struct {
 	Last *OffsetEntry
 	// Watermark is the watermark the next planned batch evicts with, and
 	// LateWatermark the one it drops late rows against (the last batch's).
-	WatermarkMs, LateWatermarkMs int64
+	Watermark, LateWatermark eventtime.Watermark
 }
 
 // Decide applies the restart rule (docs/semantics.md, "Restart") to the
@@ -359,8 +365,8 @@ func Decide(last *OffsetEntry, commit *CommitEntry) (Resume, error) {
 		}
 		return Resume{Rerun: last, Last: last}, nil
 	case commit.BatchID == last.BatchID:
-		wm := max(last.BatchWatermarkMs, commit.NextBatchWatermarkMs)
-		return Resume{NextBatch: last.BatchID + 1, Last: last, WatermarkMs: wm, LateWatermarkMs: last.BatchWatermarkMs}, nil
+		wm := max(last.BatchWatermark, commit.NextBatchWatermark)
+		return Resume{NextBatch: last.BatchID + 1, Last: last, Watermark: wm, LateWatermark: last.BatchWatermark}, nil
 	default:
 		return Resume{}, fmt.Errorf("commits/%d is newer than offsets/%d: %w", commit.BatchID, last.BatchID, ErrIncompatibleCheckpoint)
 	}

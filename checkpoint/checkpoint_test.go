@@ -7,14 +7,17 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 )
 
 func TestDecideAppliesRestartRule(t *testing.T) {
-	off := func(id ids.BatchID, wm int64) *OffsetEntry { return &OffsetEntry{BatchID: id, BatchWatermarkMs: wm} }
-	com := func(id ids.BatchID, next int64) *CommitEntry {
-		return &CommitEntry{BatchID: id, NextBatchWatermarkMs: next}
+	off := func(id ids.BatchID, wm eventtime.Watermark) *OffsetEntry {
+		return &OffsetEntry{BatchID: id, BatchWatermark: wm}
+	}
+	com := func(id ids.BatchID, next eventtime.Watermark) *CommitEntry {
+		return &CommitEntry{BatchID: id, NextBatchWatermark: next}
 	}
 	cases := []struct {
 		name    string
@@ -22,7 +25,7 @@ func TestDecideAppliesRestartRule(t *testing.T) {
 		c       *CommitEntry
 		rerun   ids.BatchID // -1: none
 		next    ids.BatchID
-		wm, lwm int64
+		wm, lwm eventtime.Watermark
 		bad     bool
 	}{
 		{name: "fresh", rerun: -1, next: 0},
@@ -51,7 +54,7 @@ func TestDecideAppliesRestartRule(t *testing.T) {
 			}
 			continue
 		}
-		if r.Rerun != nil || r.NextBatch != c.next || r.WatermarkMs != c.wm || r.LateWatermarkMs != c.lwm {
+		if r.Rerun != nil || r.NextBatch != c.next || r.Watermark != c.wm || r.LateWatermark != c.lwm {
 			t.Errorf("%s: got %+v, want next %d watermark %d late %d", c.name, r, c.next, c.wm, c.lwm)
 		}
 	}

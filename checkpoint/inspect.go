@@ -63,7 +63,7 @@ func Inspect(ctx context.Context, store objstore.Store) (*Report, error) {
 	rep := &Report{QueryID: meta.QueryID, Name: meta.Name, LastBatchID: -1, LastCommittedBatchID: -1,
 		StateStore: meta.StateStore, ShufflePartitions: meta.ShufflePartitions, Offsets: json.RawMessage("null"),
 		Approvals: meta.Approvals}
-	wm := res.WatermarkMs
+	wm := res.Watermark
 	if last != nil {
 		rep.LastBatchID = last.BatchID
 		rep.Conf = last.Conf
@@ -74,12 +74,12 @@ func Inspect(ctx context.Context, store objstore.Store) (*Report, error) {
 	}
 	if res.Rerun != nil {
 		rep.PendingRerun = true
-		wm = res.Rerun.BatchWatermarkMs
+		wm = res.Rerun.BatchWatermark
 	}
 	if commit != nil {
 		rep.LastCommittedBatchID = commit.BatchID
 	}
-	rep.NextBatchWatermark = row.FormatTimestamp(wm * 1000)
+	rep.NextBatchWatermark = row.FormatTimestamp(int64(wm))
 	// The pebble provider writes the memory provider's files, so one loader reads both.
 	if commit != nil && (meta.StateStore == "memory" || meta.StateStore == "pebble") {
 		prov := statestore.NewMemory(store, statestore.MemoryOptions{})

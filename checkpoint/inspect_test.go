@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 )
@@ -24,11 +25,11 @@ func TestInspectReadsTheLogWithoutChangingIt(t *testing.T) {
 	}
 	for b := ids.BatchID(0); b < 3; b++ {
 		end := json.RawMessage(`{"t":{"0":` + string(rune('1'+b)) + `}}`)
-		if err := l.WriteOffsets(ctx, &OffsetEntry{BatchID: b, BatchWatermarkMs: int64(b) * 60_000, Sources: []SourceRange{{End: end}}}); err != nil {
+		if err := l.WriteOffsets(ctx, &OffsetEntry{BatchID: b, BatchWatermark: eventtime.Watermark(b) * 60_000_000, Sources: []SourceRange{{End: end}}}); err != nil {
 			t.Fatal(err)
 		}
 		if b < 2 {
-			if err := l.WriteCommit(ctx, &CommitEntry{BatchID: b, NextBatchWatermarkMs: int64(b+1) * 60_000}); err != nil {
+			if err := l.WriteCommit(ctx, &CommitEntry{BatchID: b, NextBatchWatermark: eventtime.Watermark(b+1) * 60_000_000}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -182,9 +182,9 @@ func TestDriverKilledAtEachPointResumesExactlyOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if progress[0].BatchWatermarkMs != logged.BatchWatermarkMs || !bytes.Equal(progress[0].Sources[0].EndOffset, logged.Sources[0].End) {
+			if progress[0].BatchWatermarkMs != logged.BatchWatermark.Millis() || !bytes.Equal(progress[0].Sources[0].EndOffset, logged.Sources[0].End) {
 				t.Fatalf("re-run of batch 2 used watermark %d and end %s, logged %d and %s",
-					progress[0].BatchWatermarkMs, progress[0].Sources[0].EndOffset, logged.BatchWatermarkMs, logged.Sources[0].End)
+					progress[0].BatchWatermarkMs, progress[0].Sources[0].EndOffset, logged.BatchWatermark.Millis(), logged.Sources[0].End)
 			}
 		})
 	}

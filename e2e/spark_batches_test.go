@@ -246,8 +246,8 @@ func TestCappedKafkaBacklogGivesSparksBatchesAndRows(t *testing.T) {
 		if e.NoData || len(e.Sources) != 1 || string(e.Sources[0].End) != wantEnd {
 			t.Fatalf("batch %d ends at %s, want Spark's %s", n, e.Sources[0].End, wantEnd)
 		}
-		if e.LateWatermarkMs != b.lateWM || e.BatchWatermarkMs != b.evictW {
-			t.Fatalf("batch %d watermarks late %d, evict %d; want %d, %d", n, e.LateWatermarkMs, e.BatchWatermarkMs, b.lateWM, b.evictW)
+		if e.LateWatermark.Millis() != b.lateWM || e.BatchWatermark.Millis() != b.evictW {
+			t.Fatalf("batch %d watermarks late %d, evict %d ms; want %d, %d", n, e.LateWatermark.Millis(), e.BatchWatermark.Millis(), b.lateWM, b.evictW)
 		}
 	}
 	if e, err := log.Offsets(ctx, ids.BatchID(len(batches))); err != nil || !e.NoData {

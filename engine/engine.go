@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/agg"
+	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/join"
@@ -208,7 +209,7 @@ func NewEnv(ctx context.Context, spec *query.Spec, queryID string, opts Options)
 		po := parquet.Options{PartitionBy: spec.Sink.Parquet.PartitionBy, Path: spec.Sink.Parquet.Path, Environment: spec.Environment, Logger: opts.Logger,
 			CompactInterval: spec.Sink.Parquet.CompactInterval, MinBatchesToRetain: spec.MinBatchesToRetain}
 		if spec.Sink.Parquet.CompactClosedDates {
-			po.ClosedWatermark = func(ctx context.Context) (int64, error) {
+			po.ClosedWatermark = func(ctx context.Context) (eventtime.Watermark, error) {
 				_, wm, err := ClosedWatermark(ctx, cp)
 				return wm, err
 			}

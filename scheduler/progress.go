@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/row"
 )
@@ -180,7 +181,7 @@ func InputRowsPerSecond(rows int64, prev, start time.Time) float64 {
 	return float64(rows) / start.Sub(prev).Seconds()
 }
 
-func fmtMs(ms int64) string { return row.FormatTimestamp(ms * 1000) }
+func fmtWatermark(w eventtime.Watermark) string { return row.FormatTimestamp(int64(w)) }
 
 func fmtMicros(us int64) string { return row.FormatTimestamp(us) }
 

@@ -112,8 +112,8 @@ type Manifests interface {
 type Idle struct {
 	// LastCommitted is the last committed batch id (-1 for none).
 	LastCommitted ids.BatchID
-	// WatermarkMs is the watermark the next batch will use.
-	WatermarkMs int64
+	// Watermark is the watermark the next batch will use.
+	Watermark eventtime.Watermark
 }
 
 // Query is one query's loop, bound to its checkpoint.
@@ -465,8 +465,8 @@ func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *exec
 		InputRowsPerSecond: inRate,
 		NumRowsMalformed:   res.Malformed,
 		BadRecords:         badRecordsDir(&cfg.Spec, e.BatchID, res.Malformed),
-		BatchWatermarkMs:   e.BatchWatermarkMs,
-		LateWatermarkMs:    e.LateWatermarkMs,
+		BatchWatermarkMs:   e.BatchWatermark.Millis(),
+		LateWatermarkMs:    e.LateWatermark.Millis(),
 		Attempts:           attempts,
 		ShuffleBytes:       res.ShuffleBytes,
 		DurationMs: map[string]int64{
@@ -476,7 +476,7 @@ func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *exec
 			"commitOffsets":    ms(done.Sub(commitStart)),
 			"triggerExecution": ms(total),
 		},
-		EventTime: map[string]string{"watermark": fmtMs(e.BatchWatermarkMs)},
+		EventTime: map[string]string{"watermark": fmtWatermark(e.BatchWatermark)},
 	}
 	p.NumRowsTooFarAhead, p.WatermarkJumpMs, p.NumWatermarkJumps = res.TooFarAhead, q.jumpMs, q.jumps
 	if cfg.Spec.Join != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sluicehq/sluice/agg"
+	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
@@ -274,8 +275,8 @@ func TestIdleIsReportedWhenThereIsNothingToRun(t *testing.T) {
 		t.Fatalf("availableNow with data: %d batches, idle reports %v; want 2 batches and no idle report", batches, idles)
 	}
 	idles, batches = runIdle(t, ctx, store, src, query.Trigger{AvailableNow: true})
-	wm := time.Date(2026, 1, 1, 0, 23, 0, 0, time.UTC).UnixMilli()
-	if batches != 0 || len(idles) != 1 || idles[0].LastCommitted != 1 || idles[0].WatermarkMs != wm {
+	wm := eventtime.Watermark(time.Date(2026, 1, 1, 0, 23, 0, 0, time.UTC).UnixMicro())
+	if batches != 0 || len(idles) != 1 || idles[0].LastCommitted != 1 || idles[0].Watermark != wm {
 		t.Fatalf("availableNow with nothing new: %d batches, idle reports %+v; want one report of batch 1, watermark %d", batches, idles, wm)
 	}
 	// The default trigger polls while idle: one report per idle spell, a

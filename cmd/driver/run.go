@@ -203,5 +203,5 @@ func idleLine(spec query.Spec, i scheduler.Idle) string {
 		what = "waiting for new data"
 	}
 	return fmt.Sprintf("%s: no new data and no window for the watermark to close; %s, watermark %s",
-		what, at, row.FormatTimestamp(i.WatermarkMs*1000))
+		what, at, row.FormatTimestamp(int64(i.Watermark)))
 }

@@ -361,7 +361,7 @@ func (s *Sink) compactClosed(ctx context.Context, queryID string, n ids.BatchID)
 		s.logger.Warn("compaction of closed dates: read the committed watermark", "query", queryID, "batch", n, "path", s.path(), "err", err)
 		return
 	}
-	res, err := CompactDates(ctx, s.store, CompactOptions{QueryID: queryID, WatermarkMs: wm})
+	res, err := CompactDates(ctx, s.store, CompactOptions{QueryID: queryID, Watermark: wm})
 	if errors.Is(err, ErrCompactionRunning) {
 		s.logger.Info("compaction of closed dates skipped this time", "query", queryID, "batch", n, "path", s.path(), "reason", err)
 		return

@@ -11,6 +11,7 @@ import (
 
 	pq "github.com/parquet-go/parquet-go"
 
+	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
@@ -59,7 +60,7 @@ type Options struct {
 	// (sink.parquet.compactClosedDates): after each compacted log entry
 	// the background job runs CompactDates with the watermark it returns
 	// (the checkpoint's committed one).
-	ClosedWatermark func(ctx context.Context) (int64, error)
+	ClosedWatermark func(ctx context.Context) (eventtime.Watermark, error)
 }
 
 // Sink is the exactly-once Parquet file sink. It implements sink.FileSink.
