@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/executor"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
@@ -294,8 +295,8 @@ type recorder struct {
 	counting *objstore.Counting
 	last     Requests
 	traced   int // trace entries already attributed
-	walStart map[int64]time.Time
-	mapDone  map[int64][]time.Time
+	walStart map[ids.BatchID]time.Time
+	mapDone  map[ids.BatchID][]time.Time
 	batches  []Batch
 	notify   chan<- scheduler.Progress
 }
@@ -339,7 +340,7 @@ func (r *recorder) progress(p *scheduler.Progress) {
 }
 
 // hook notes when map tasks end (the engine's fault-injection hook).
-func (r *recorder) hook(point string, batch int64) {
+func (r *recorder) hook(point string, batch ids.BatchID) {
 	if point != "map-done" {
 		return
 	}
@@ -347,7 +348,7 @@ func (r *recorder) hook(point string, batch int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.mapDone == nil {
-		r.mapDone = map[int64][]time.Time{}
+		r.mapDone = map[ids.BatchID][]time.Time{}
 	}
 	r.mapDone[batch] = append(r.mapDone[batch], now)
 }
@@ -359,11 +360,11 @@ type walTimer struct {
 }
 
 func (w *walTimer) PutIfAbsent(ctx context.Context, key string, data []byte) error {
-	var id int64
+	var id ids.BatchID
 	if _, err := fmt.Sscanf(key, "offsets/%d", &id); err == nil {
 		w.rec.mu.Lock()
 		if w.rec.walStart == nil {
-			w.rec.walStart = map[int64]time.Time{}
+			w.rec.walStart = map[ids.BatchID]time.Time{}
 		}
 		w.rec.walStart[id] = time.Now()
 		w.rec.mu.Unlock()
@@ -424,7 +425,7 @@ func summarize(ctx context.Context, rec *recorder, spec query.Spec, elapsed time
 	if err != nil {
 		return nil, fmt.Errorf("read sink log: %w", err)
 	}
-	writes := map[int64]int{}
+	writes := map[ids.BatchID]int{}
 	for _, e := range entries {
 		writes[e.BatchID] = len(e.Files) + 1
 	}

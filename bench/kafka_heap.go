@@ -12,6 +12,7 @@ import (
 	"slices"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/scheduler"
 )
 
@@ -35,7 +36,7 @@ func kafkaHeapProfiles(ctx context.Context, kc KafkaConfig, addr, dir string, ou
 	var perr error
 	var ms runtime.MemStats
 	progress := func(p *scheduler.Progress) {
-		if p.BatchID%int64(every) != 0 || perr != nil {
+		if p.BatchID%ids.BatchID(every) != 0 || perr != nil {
 			return
 		}
 		runtime.GC()

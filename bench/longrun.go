@@ -21,6 +21,7 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/s3test"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
@@ -48,7 +49,7 @@ type LongRunConfig struct {
 
 // LongRunSample is the checkpoint and the process after Batch committed.
 type LongRunSample struct {
-	Batch int64
+	Batch ids.BatchID
 	// Checkpoint counts every object under the checkpoint, Offsets,
 	// Commits and State those under offsets/, commits/ and state/;
 	// SinkLog those under the sink's _sink_log/.
@@ -59,7 +60,7 @@ type LongRunSample struct {
 
 // LongRunRestart is a new driver's start after AfterBatch committed.
 type LongRunRestart struct {
-	AfterBatch int64
+	AfterBatch ids.BatchID
 	// FirstCommitMs is from engine.Build to the first batch's progress.
 	FirstCommitMs float64
 	// Gets and Lists are the requests the new driver made to the
@@ -227,7 +228,7 @@ func runLongRun(ctx context.Context, c LongRunConfig, dir string, out io.Writer)
 	res := &LongRunResult{Batches: c.Batches, Retain: c.Retain}
 	start := time.Now()
 	var mu sync.Mutex
-	sample := func(batch int64) error {
+	sample := func(batch ids.BatchID) error {
 		keys, err := cp.List(ctx, "")
 		if err != nil {
 			return err
@@ -259,7 +260,7 @@ func runLongRun(ctx context.Context, c LongRunConfig, dir string, out io.Writer)
 	// One driver run: from Build to the batch until, or (restart) to its
 	// first commit. The sampler runs beside the batch loop.
 	var stateWrites, batches int64
-	drive := func(until int64, restart bool) error {
+	drive := func(until ids.BatchID, restart bool) error {
 		counts, sinkCounts := &longRunStores{}, &longRunStores{}
 		opts := engine.Options{
 			Store: objstore.Options{S3: gw.opts},
@@ -275,7 +276,7 @@ func runLongRun(ctx context.Context, c LongRunConfig, dir string, out io.Writer)
 		}
 		runCtx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		samples := make(chan int64, 1)
+		samples := make(chan ids.BatchID, 1)
 		var sampleErr error
 		var wg sync.WaitGroup
 		wg.Add(1)
@@ -309,7 +310,7 @@ func runLongRun(ctx context.Context, c LongRunConfig, dir string, out io.Writer)
 			for _, op := range p.StateOperators {
 				stateWrites += int64(op.NumStateStoreWrites)
 			}
-			if (p.BatchID+1)%int64(c.SampleEvery) == 0 {
+			if (p.BatchID+1)%ids.BatchID(c.SampleEvery) == 0 {
 				select {
 				case samples <- p.BatchID:
 				default: // the sampler is behind: skip this one
@@ -334,9 +335,9 @@ func runLongRun(ctx context.Context, c LongRunConfig, dir string, out io.Writer)
 		}
 		return sampleErr
 	}
-	last := int64(c.Batches - 1)
+	last := ids.BatchID(c.Batches - 1)
 	for _, step := range []struct {
-		until   int64
+		until   ids.BatchID
 		restart bool
 	}{{99, false}, {0, true}, {0, true}, {0, true}, {last, false}, {0, true}, {0, true}, {0, true}} {
 		if err := drive(step.until, step.restart); err != nil {
@@ -415,7 +416,7 @@ func longRunLines(r *LongRunResult) []line {
 func longRunTargets(r *LongRunResult) []Target {
 	t := Target{Name: "new driver → first commit after the last longrun batch / after batch 100 (medians)", Want: "≤ 1.5×", Status: "not measured"}
 	var early, late []float64
-	var lateAt int64
+	var lateAt ids.BatchID
 	for _, rs := range r.restarts() {
 		if rs.AfterBatch < 200 {
 			early = append(early, rs.FirstCommitMs)

@@ -9,11 +9,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/syncbuf"
 	"github.com/sluicehq/sluice/query"
 )
@@ -36,7 +36,7 @@ type ExecutorRecovery struct {
 	KillToCommit []float64 // ms
 	// Timeline: seconds from the driver's start to each batch's commit,
 	// and to each kill.
-	CommitAt map[int64]float64
+	CommitAt map[ids.BatchID]float64
 	KillAt   []float64
 	// Missed counts batches that committed before the kill could land
 	// (the harness then waits for the next one).
@@ -48,13 +48,13 @@ type commitWatcher struct {
 	dir   string
 	start time.Time
 	mu    sync.Mutex
-	seen  map[int64]time.Time
+	seen  map[ids.BatchID]time.Time
 	stop  chan struct{}
 	done  chan struct{}
 }
 
 func watchCommits(dir string, start time.Time) *commitWatcher {
-	w := &commitWatcher{dir: dir, start: start, seen: map[int64]time.Time{}, stop: make(chan struct{}), done: make(chan struct{})}
+	w := &commitWatcher{dir: dir, start: start, seen: map[ids.BatchID]time.Time{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
 		for {
@@ -79,7 +79,7 @@ func (w *commitWatcher) scan() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, e := range es {
-		if n, err := strconv.ParseInt(e.Name(), 10, 64); err == nil {
+		if n, err := ids.ParseBatchID(e.Name()); err == nil {
 			if _, ok := w.seen[n]; !ok {
 				w.seen[n] = now
 			}
@@ -88,17 +88,17 @@ func (w *commitWatcher) scan() {
 }
 
 // at returns when batch n's commit was first seen.
-func (w *commitWatcher) at(n int64) (time.Time, bool) {
+func (w *commitWatcher) at(n ids.BatchID) (time.Time, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	t, ok := w.seen[n]
 	return t, ok
 }
 
-func (w *commitWatcher) close() map[int64]float64 {
+func (w *commitWatcher) close() map[ids.BatchID]float64 {
 	close(w.stop)
 	<-w.done
-	out := map[int64]float64{}
+	out := map[ids.BatchID]float64{}
 	for n, t := range w.seen {
 		out[n] = t.Sub(w.start).Seconds()
 	}
@@ -131,12 +131,12 @@ func runExecutorRecoveryMode(ctx context.Context, e *ModeEnv) (*Section, error) 
 			Rows: [][]string{{fmt.Sprint(r.Kills), fmt.Sprintf("%.0f", median(r.KillToCommit)), fmt.Sprintf("%.0f", slices.Max(r.KillToCommit)), fmt.Sprintf("%.0f", slices.Min(r.KillToCommit)), fmt.Sprintf("%.0f", ordinaryBatchMs(r))}}}
 	}
 	var xs, ys []float64
-	var ids []int64
+	var batches []ids.BatchID
 	for n := range r.CommitAt {
-		ids = append(ids, n)
+		batches = append(batches, n)
 	}
-	slices.Sort(ids)
-	for _, n := range ids {
+	slices.Sort(batches)
+	for _, n := range batches {
 		xs, ys = append(xs, r.CommitAt[n]), append(ys, float64(n))
 	}
 	if len(xs) > 0 {
@@ -250,13 +250,13 @@ func runExecutorRecovery(ctx context.Context, driver, executor, dir string, kill
 		if next >= files-1 {
 			return fail(fmt.Errorf("after %d kills and %d batches that committed before the kill landed, no batch is left: use larger -rows-per-file", k, res.Missed))
 		}
-		batch := int64(next)
-		offsets := filepath.Join(spec.CheckpointLocation, "offsets", strconv.FormatInt(batch, 10))
+		batch := ids.BatchID(next)
+		offsets := filepath.Join(spec.CheckpointLocation, "offsets", batch.String())
 		if err := waitForCond(ctx, func() bool { return exists(offsets) }, exited, 2*time.Minute); err != nil {
 			driverDone = true
 			return fail(fmt.Errorf("kill %d: waiting for batch %d to start: %w", k+1, batch, err))
 		}
-		if _, done := w.at(batch); done || exists(filepath.Join(spec.CheckpointLocation, "commits", strconv.FormatInt(batch, 10))) {
+		if _, done := w.at(batch); done || exists(filepath.Join(spec.CheckpointLocation, "commits", batch.String())) {
 			res.Missed++
 			next++
 			continue
@@ -265,7 +265,7 @@ func runExecutorRecovery(ctx context.Context, driver, executor, dir string, kill
 		live[victim].Process.Signal(syscall.SIGKILL)
 		killed := time.Now()
 		live[victim].Wait()
-		if exists(filepath.Join(spec.CheckpointLocation, "commits", strconv.FormatInt(batch, 10))) {
+		if exists(filepath.Join(spec.CheckpointLocation, "commits", batch.String())) {
 			// Committed between the check and the kill: not mid-batch.
 			if live[victim], err = startExecutor(len(execs)); err != nil {
 				return fail(err)

@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/s3test"
 	"github.com/sluicehq/sluice/internal/syncbuf"
 	"github.com/sluicehq/sluice/objstore"
@@ -290,7 +291,7 @@ func (g *versityGW) storeOptions(endpoint string) objstore.Options {
 
 // S3Batch is one batch's requests.
 type S3Batch struct {
-	BatchID int64
+	BatchID ids.BatchID
 	NoData  bool
 	Rows    int64
 	Counts  S3Counts

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/s3test"
 	"github.com/sluicehq/sluice/objstore"
 )
@@ -301,7 +302,7 @@ func TestExecutorKillsLoseNoRows(t *testing.T) {
 	if n := len(r.CommitAt); n != files && n != files+1 {
 		t.Errorf("%d commits seen, want one per file (%d) and maybe a final no-data batch", n, files)
 	}
-	for i := range int64(len(r.CommitAt)) {
+	for i := range ids.BatchID(len(r.CommitAt)) {
 		if _, ok := r.CommitAt[i]; !ok {
 			t.Errorf("commit %d not seen (commits seen: %v)", i, r.CommitAt)
 		}

@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
-	"strconv"
+	"slices"
 	"strings"
 
+	"github.com/sluicehq/sluice/eventtime"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/statestore"
 )
@@ -26,7 +27,7 @@ var ErrIncompatibleCheckpoint = errors.New("new checkpoint required")
 
 // FencedError details a lost create-if-absent. It matches ErrFenced.
 type FencedError struct {
-	Batch  int64
+	Batch  ids.BatchID
 	Object string
 }
 
@@ -88,26 +89,27 @@ type SourceRange struct {
 }
 
 // OffsetEntry is offsets/N: everything a re-run of batch N needs to see
-// exactly what the first run saw.
+// exactly what the first run saw. Its JSON (entry.go) writes the
+// watermarks in milliseconds, as batchWatermarkMs and lateWatermarkMs.
 type OffsetEntry struct {
-	Version int   `json:"version"`
-	BatchID int64 `json:"batchId"`
-	// BatchWatermarkMs is the watermark batch N evicts with (computed after
-	// N-1); LateWatermarkMs is the watermark rows are dropped against
+	Version int
+	BatchID ids.BatchID
+	// BatchWatermark is the watermark batch N evicts with (computed after
+	// N-1); LateWatermark is the watermark rows are dropped against
 	// (batch N-1's own).
-	BatchWatermarkMs int64         `json:"batchWatermarkMs"`
-	LateWatermarkMs  int64         `json:"lateWatermarkMs"`
-	BatchTimestampMs int64         `json:"batchTimestampMs"`
-	NoData           bool          `json:"noData,omitempty"`
-	Sources          []SourceRange `json:"sources"`
+	BatchWatermark   eventtime.Watermark
+	LateWatermark    eventtime.Watermark
+	BatchTimestampMs int64
+	NoData           bool
+	Sources          []SourceRange
 	// Conf holds the settings frozen for the query's life.
-	Conf map[string]string `json:"conf"`
+	Conf map[string]string
 	// RunID is the driver run that wrote the entry: a retried write that
 	// finds the entry already there recognises its own earlier attempt.
-	RunID string `json:"runId,omitempty"`
+	RunID string
 	// Manifest is the join's dimension snapshot the batch joins against
 	// (absent for a query without a join, and in older entries).
-	Manifest *ManifestRef `json:"manifest,omitempty"`
+	Manifest *ManifestRef
 }
 
 // ManifestRef names a stream-static join's dimension snapshot: its
@@ -118,16 +120,17 @@ type ManifestRef struct {
 	Hash string `json:"hash"`
 }
 
-// CommitEntry is commits/N.
+// CommitEntry is commits/N. Its JSON (entry.go) writes the watermark in
+// milliseconds, as nextBatchWatermarkMs.
 type CommitEntry struct {
-	Version              int   `json:"version"`
-	BatchID              int64 `json:"batchId"`
-	NextBatchWatermarkMs int64 `json:"nextBatchWatermarkMs"`
+	Version            int
+	BatchID            ids.BatchID
+	NextBatchWatermark eventtime.Watermark
 	// State says which state partitions' files make version N+1 (absent
 	// for a query without state, and in entries of older versions).
-	State *statestore.CommitRecord `json:"state,omitempty"`
+	State *statestore.CommitRecord
 	// RunID is the driver run that wrote the entry (see OffsetEntry).
-	RunID string `json:"runId,omitempty"`
+	RunID string
 }
 
 // Log reads and writes a checkpoint's log entries.
@@ -179,28 +182,32 @@ func (l *Log) CreateMetadata(ctx context.Context, m *Metadata) error {
 	return nil
 }
 
-func (l *Log) ids(ctx context.Context, dir string) ([]int64, error) {
+func (l *Log) batchIDs(ctx context.Context, dir string) ([]ids.BatchID, error) {
 	keys, err := l.store.List(ctx, dir+"/")
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", dir, err)
 	}
-	var ids []int64
+	var out []ids.BatchID
 	for _, k := range keys {
 		name := strings.TrimPrefix(k, dir+"/")
-		if id, err := strconv.ParseInt(name, 10, 64); err == nil && id >= 0 {
-			ids = append(ids, id)
+		if id, err := ids.ParseBatchID(name); err == nil && id >= 0 {
+			out = append(out, id)
 		}
 	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	return ids, nil
+	slices.Sort(out)
+	return out, nil
 }
 
 // OffsetIDs and CommitIDs list the batch ids in each log, ascending.
-func (l *Log) OffsetIDs(ctx context.Context) ([]int64, error) { return l.ids(ctx, "offsets") }
-func (l *Log) CommitIDs(ctx context.Context) ([]int64, error) { return l.ids(ctx, "commits") }
+func (l *Log) OffsetIDs(ctx context.Context) ([]ids.BatchID, error) {
+	return l.batchIDs(ctx, "offsets")
+}
+func (l *Log) CommitIDs(ctx context.Context) ([]ids.BatchID, error) {
+	return l.batchIDs(ctx, "commits")
+}
 
 // Offsets reads offsets/N.
-func (l *Log) Offsets(ctx context.Context, id int64) (*OffsetEntry, error) {
+func (l *Log) Offsets(ctx context.Context, id ids.BatchID) (*OffsetEntry, error) {
 	var e OffsetEntry
 	if err := l.getJSON(ctx, fmt.Sprintf("offsets/%d", id), &e); err != nil {
 		return nil, fmt.Errorf("read offsets/%d: %w", id, err)
@@ -209,7 +216,7 @@ func (l *Log) Offsets(ctx context.Context, id int64) (*OffsetEntry, error) {
 }
 
 // Commit reads commits/N.
-func (l *Log) Commit(ctx context.Context, id int64) (*CommitEntry, error) {
+func (l *Log) Commit(ctx context.Context, id ids.BatchID) (*CommitEntry, error) {
 	var e CommitEntry
 	if err := l.getJSON(ctx, fmt.Sprintf("commits/%d", id), &e); err != nil {
 		return nil, fmt.Errorf("read commits/%d: %w", id, err)
@@ -242,8 +249,11 @@ func (l *Log) Latest(ctx context.Context) (*OffsetEntry, *CommitEntry, error) {
 	return o, c, nil
 }
 
-func (l *Log) create(ctx context.Context, key string, batch int64, v any) error {
-	b, _ := json.Marshal(v)
+func (l *Log) create(ctx context.Context, key string, batch ids.BatchID, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", key, err)
+	}
 	if err := l.store.PutIfAbsent(ctx, key, append(b, '\n')); err != nil {
 		if errors.Is(err, objstore.ErrExists) {
 			return &FencedError{Batch: batch, Object: key}
@@ -284,29 +294,30 @@ func (l *Log) WriteCommit(ctx context.Context, e *CommitEntry) error {
 // retain batches have committed. Batch committed+1 (the next, or a re-run
 // of an uncommitted one) needs offsets/committed+1, commits/committed and
 // state version committed+1, all at or after RetainFrom.
-func RetainFrom(committed, retain int64) int64 {
+func RetainFrom(committed ids.BatchID, retain int64) ids.BatchID {
 	if retain < 1 {
 		retain = 1
 	}
-	if committed+1 < retain {
+	from := committed + 1 - ids.BatchID(retain)
+	if from < 0 {
 		return -1
 	}
-	return committed - retain + 1
+	return from
 }
 
 // Cleanup deletes offsets and commits entries of batches before keep and
 // returns how many it deleted. Interrupted, it leaves a
 // log whose newest entries are untouched (what a restart reads), so a
 // later Cleanup finishes the job.
-func (l *Log) Cleanup(ctx context.Context, keep int64) (int, error) {
+func (l *Log) Cleanup(ctx context.Context, keep ids.BatchID) (int, error) {
 	deleted := 0
 	for _, dir := range []string{"offsets", "commits"} {
-		ids, err := l.ids(ctx, dir)
+		batches, err := l.batchIDs(ctx, dir)
 		if err != nil {
 			return deleted, err
 		}
 		var keys []string
-		for _, id := range ids {
+		for _, id := range batches {
 			if id >= keep {
 				break
 			}
@@ -329,13 +340,13 @@ type Resume struct {
 	// runs again exactly as logged.
 	Rerun *OffsetEntry
 	// NextBatch is the id of the next batch to plan (when Rerun is nil).
-	NextBatch int64
+	NextBatch ids.BatchID
 	// Last is the newest offsets entry (nil for a fresh checkpoint): its
 	// ends are where the next batch starts.
 	Last *OffsetEntry
 	// Watermark is the watermark the next planned batch evicts with, and
 	// LateWatermark the one it drops late rows against (the last batch's).
-	WatermarkMs, LateWatermarkMs int64
+	Watermark, LateWatermark eventtime.Watermark
 }
 
 // Decide applies the restart rule (docs/semantics.md, "Restart") to the
@@ -354,8 +365,8 @@ func Decide(last *OffsetEntry, commit *CommitEntry) (Resume, error) {
 		}
 		return Resume{Rerun: last, Last: last}, nil
 	case commit.BatchID == last.BatchID:
-		wm := max(last.BatchWatermarkMs, commit.NextBatchWatermarkMs)
-		return Resume{NextBatch: last.BatchID + 1, Last: last, WatermarkMs: wm, LateWatermarkMs: last.BatchWatermarkMs}, nil
+		wm := max(last.BatchWatermark, commit.NextBatchWatermark)
+		return Resume{NextBatch: last.BatchID + 1, Last: last, Watermark: wm, LateWatermark: last.BatchWatermark}, nil
 	default:
 		return Resume{}, fmt.Errorf("commits/%d is newer than offsets/%d: %w", commit.BatchID, last.BatchID, ErrIncompatibleCheckpoint)
 	}

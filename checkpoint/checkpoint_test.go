@@ -4,23 +4,28 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 
+	"github.com/sluicehq/sluice/eventtime"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 )
 
 func TestDecideAppliesRestartRule(t *testing.T) {
-	off := func(id, wm int64) *OffsetEntry { return &OffsetEntry{BatchID: id, BatchWatermarkMs: wm} }
-	com := func(id, next int64) *CommitEntry { return &CommitEntry{BatchID: id, NextBatchWatermarkMs: next} }
+	off := func(id ids.BatchID, wm eventtime.Watermark) *OffsetEntry {
+		return &OffsetEntry{BatchID: id, BatchWatermark: wm}
+	}
+	com := func(id ids.BatchID, next eventtime.Watermark) *CommitEntry {
+		return &CommitEntry{BatchID: id, NextBatchWatermark: next}
+	}
 	cases := []struct {
 		name    string
 		o       *OffsetEntry
 		c       *CommitEntry
-		rerun   int64 // -1: none
-		next    int64
-		wm, lwm int64
+		rerun   ids.BatchID // -1: none
+		next    ids.BatchID
+		wm, lwm eventtime.Watermark
 		bad     bool
 	}{
 		{name: "fresh", rerun: -1, next: 0},
@@ -49,7 +54,7 @@ func TestDecideAppliesRestartRule(t *testing.T) {
 			}
 			continue
 		}
-		if r.Rerun != nil || r.NextBatch != c.next || r.WatermarkMs != c.wm || r.LateWatermarkMs != c.lwm {
+		if r.Rerun != nil || r.NextBatch != c.next || r.Watermark != c.wm || r.LateWatermark != c.lwm {
 			t.Errorf("%s: got %+v, want next %d watermark %d late %d", c.name, r, c.next, c.wm, c.lwm)
 		}
 	}
@@ -93,7 +98,7 @@ func TestLatestReadsNumericallyNewestAndCleanupKeepsRecent(t *testing.T) {
 	ctx := context.Background()
 	store, _ := objstore.NewFS(t.TempDir())
 	l := New(store)
-	for i := int64(0); i < 12; i++ {
+	for i := ids.BatchID(0); i < 12; i++ {
 		if err := l.WriteOffsets(ctx, &OffsetEntry{BatchID: i}); err != nil {
 			t.Fatal(err)
 		}
@@ -108,10 +113,10 @@ func TestLatestReadsNumericallyNewestAndCleanupKeepsRecent(t *testing.T) {
 	if n, err := l.Cleanup(ctx, 9); err != nil || n != 18 {
 		t.Fatalf("cleanup keeping 9.. deleted %d, %v; want 18 (offsets and commits 0..8)", n, err)
 	}
-	ids, _ := l.OffsetIDs(ctx)
+	oids, _ := l.OffsetIDs(ctx)
 	cids, _ := l.CommitIDs(ctx)
-	if len(ids) != 3 || ids[0] != 9 || len(cids) != 3 {
-		t.Fatalf("after cleanup keeping 9.. offsets %v commits %v", ids, cids)
+	if len(oids) != 3 || oids[0] != 9 || len(cids) != 3 {
+		t.Fatalf("after cleanup keeping 9.. offsets %v commits %v", oids, cids)
 	}
 }
 
@@ -146,7 +151,7 @@ func TestMetadataApprovalsOldAndNew(t *testing.T) {
 // cleaner's lag) entries each and the newest entry of each log.
 func TestStartReadsABoundedNumberOfObjects(t *testing.T) {
 	ctx := context.Background()
-	for _, batches := range []int64{150, 3000} {
+	for _, batches := range []ids.BatchID{150, 3000} {
 		mem := objstore.NewMem()
 		l := New(mem)
 		const retain = 100
@@ -173,7 +178,7 @@ func TestStartReadsABoundedNumberOfObjects(t *testing.T) {
 		for _, e := range c.Trace() {
 			got = append(got, e.Op+" "+e.Key)
 		}
-		want := []string{"list offsets/", "list commits/", "get offsets/" + itoa(batches-1), "get commits/" + itoa(batches-1)}
+		want := []string{"list offsets/", "list commits/", "get offsets/" + (batches - 1).String(), "get commits/" + (batches - 1).String()}
 		if !slices.Equal(got, want) {
 			t.Fatalf("after %d batches, start read %q, want %q", batches, got, want)
 		}
@@ -186,10 +191,12 @@ func TestStartReadsABoundedNumberOfObjects(t *testing.T) {
 	}
 }
 
-func itoa(i int64) string { return strconv.FormatInt(i, 10) }
-
 func TestRetainFromKeepsWhatTheNextBatchNeeds(t *testing.T) {
-	for _, tc := range []struct{ committed, retain, want int64 }{
+	for _, tc := range []struct {
+		committed ids.BatchID
+		retain    int64
+		want      ids.BatchID
+	}{
 		{-1, 100, -1}, {0, 100, -1}, {98, 100, -1}, {99, 100, 0}, {150, 100, 51},
 		{5, 1, 5}, {5, 0, 5}, // at least the last batch
 	} {

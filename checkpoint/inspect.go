@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/row"
 	"github.com/sluicehq/sluice/statestore"
@@ -21,8 +22,8 @@ var ErrNoMetadata = errors.New("no metadata file")
 type Report struct {
 	QueryID              string            `json:"queryId"`
 	Name                 string            `json:"name"`
-	LastBatchID          int64             `json:"lastBatchId"`
-	LastCommittedBatchID int64             `json:"lastCommittedBatchId"`
+	LastBatchID          ids.BatchID       `json:"lastBatchId"`
+	LastCommittedBatchID ids.BatchID       `json:"lastCommittedBatchId"`
 	NextBatchWatermark   string            `json:"nextBatchWatermark"`
 	PendingRerun         bool              `json:"pendingRerun"`
 	StateRows            int64             `json:"stateRows"`
@@ -62,7 +63,7 @@ func Inspect(ctx context.Context, store objstore.Store) (*Report, error) {
 	rep := &Report{QueryID: meta.QueryID, Name: meta.Name, LastBatchID: -1, LastCommittedBatchID: -1,
 		StateStore: meta.StateStore, ShufflePartitions: meta.ShufflePartitions, Offsets: json.RawMessage("null"),
 		Approvals: meta.Approvals}
-	wm := res.WatermarkMs
+	wm := res.Watermark
 	if last != nil {
 		rep.LastBatchID = last.BatchID
 		rep.Conf = last.Conf
@@ -73,16 +74,16 @@ func Inspect(ctx context.Context, store objstore.Store) (*Report, error) {
 	}
 	if res.Rerun != nil {
 		rep.PendingRerun = true
-		wm = res.Rerun.BatchWatermarkMs
+		wm = res.Rerun.BatchWatermark
 	}
 	if commit != nil {
 		rep.LastCommittedBatchID = commit.BatchID
 	}
-	rep.NextBatchWatermark = row.FormatTimestamp(wm * 1000)
+	rep.NextBatchWatermark = row.FormatTimestamp(int64(wm))
 	// The pebble provider writes the memory provider's files, so one loader reads both.
 	if commit != nil && (meta.StateStore == "memory" || meta.StateStore == "pebble") {
 		prov := statestore.NewMemory(store, statestore.MemoryOptions{})
-		for p := 0; p < meta.ShufflePartitions; p++ {
+		for p := range ids.PartitionID(meta.ShufflePartitions) {
 			st, err := prov.Open(ctx, p, statestore.Version(commit.BatchID+1))
 			if err != nil {
 				return nil, fmt.Errorf("read state partition %d: %w", p, err)

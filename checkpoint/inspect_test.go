@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/eventtime"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 )
 
@@ -21,13 +23,13 @@ func TestInspectReadsTheLogWithoutChangingIt(t *testing.T) {
 	if err := l.CreateMetadata(ctx, &Metadata{QueryID: "q-1", Name: "tile", StateStore: "memory", ShufflePartitions: 0}); err != nil {
 		t.Fatal(err)
 	}
-	for b := int64(0); b < 3; b++ {
+	for b := ids.BatchID(0); b < 3; b++ {
 		end := json.RawMessage(`{"t":{"0":` + string(rune('1'+b)) + `}}`)
-		if err := l.WriteOffsets(ctx, &OffsetEntry{BatchID: b, BatchWatermarkMs: b * 60_000, Sources: []SourceRange{{End: end}}}); err != nil {
+		if err := l.WriteOffsets(ctx, &OffsetEntry{BatchID: b, BatchWatermark: eventtime.Watermark(b) * 60_000_000, Sources: []SourceRange{{End: end}}}); err != nil {
 			t.Fatal(err)
 		}
 		if b < 2 {
-			if err := l.WriteCommit(ctx, &CommitEntry{BatchID: b, NextBatchWatermarkMs: (b + 1) * 60_000}); err != nil {
+			if err := l.WriteCommit(ctx, &CommitEntry{BatchID: b, NextBatchWatermark: eventtime.Watermark(b+1) * 60_000_000}); err != nil {
 				t.Fatal(err)
 			}
 		}

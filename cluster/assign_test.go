@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-func ids(s ...string) []ExecutorID {
+func executors(s ...string) []ExecutorID {
 	out := make([]ExecutorID, len(s))
 	for i, x := range s {
 		out[i] = ExecutorID(x)
@@ -31,14 +31,14 @@ func TestAssignmentExamples(t *testing.T) {
 		n             int
 		want          []ExecutorID
 	}{
-		{"first batch spreads evenly", nil, ids("a", "b", "c"), 4, ids("a", "a", "b", "c")},
-		{"unchanged membership moves nothing", ids("c", "a", "b", "a"), ids("a", "b", "c"), 4, ids("c", "a", "b", "a")},
-		{"a fourth member takes one from the member with two", ids("a", "a", "b", "c"), ids("a", "b", "c", "d"), 4, ids("a", "d", "b", "c")},
-		{"a leaver's partition goes to a member below its share", ids("a", "a", "b", "c"), ids("a", "b"), 4, ids("a", "a", "b", "b")},
-		{"more members than partitions", ids("a", "b"), ids("a", "b", "c"), 2, ids("a", "b")},
-		{"no members", ids("a"), nil, 3, nil},
-		{"more partitions than before", ids("a", "b"), ids("a", "b"), 4, ids("a", "b", "a", "b")},
-		{"members given unsorted with duplicates", nil, ids("b", "a", "b"), 3, ids("a", "a", "b")},
+		{"first batch spreads evenly", nil, executors("a", "b", "c"), 4, executors("a", "a", "b", "c")},
+		{"unchanged membership moves nothing", executors("c", "a", "b", "a"), executors("a", "b", "c"), 4, executors("c", "a", "b", "a")},
+		{"a fourth member takes one from the member with two", executors("a", "a", "b", "c"), executors("a", "b", "c", "d"), 4, executors("a", "d", "b", "c")},
+		{"a leaver's partition goes to a member below its share", executors("a", "a", "b", "c"), executors("a", "b"), 4, executors("a", "a", "b", "b")},
+		{"more members than partitions", executors("a", "b"), executors("a", "b", "c"), 2, executors("a", "b")},
+		{"no members", executors("a"), nil, 3, nil},
+		{"more partitions than before", executors("a", "b"), executors("a", "b"), 4, executors("a", "b", "a", "b")},
+		{"members given unsorted with duplicates", nil, executors("b", "a", "b"), 3, executors("a", "a", "b")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Assign(tc.prev, tc.members, tc.n); !reflect.DeepEqual(got, tc.want) {
@@ -55,7 +55,7 @@ func TestAssignmentIsBalancedStickyAndMovesOnlyWhatItMust(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for trial := range 300 {
 		n := 1 + r.IntN(40)
-		pool := ids("a", "b", "c", "d", "e", "f", "g")
+		pool := executors("a", "b", "c", "d", "e", "f", "g")
 		var members []ExecutorID
 		for _, m := range pool {
 			if r.IntN(2) == 0 {
@@ -116,8 +116,8 @@ func TestAssignmentIsBalancedStickyAndMovesOnlyWhatItMust(t *testing.T) {
 }
 
 func TestJoiningMemberTakesOnlyItsShare(t *testing.T) {
-	prev := Assign(nil, ids("a", "b", "c"), 12)
-	next := Assign(prev, ids("a", "b", "c", "d"), 12)
+	prev := Assign(nil, executors("a", "b", "c"), 12)
+	next := Assign(prev, executors("a", "b", "c", "d"), 12)
 	if got := Moves(prev, next); got != 3 {
 		t.Fatalf("%d partitions moved, want the 3 that d takes: %v -> %v", got, prev, next)
 	}

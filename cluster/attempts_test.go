@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
@@ -23,10 +24,10 @@ type driverCrash struct{}
 // crashRunOn runs spec on the cluster until the driver reaches point of
 // batch, where the driver "dies" (its run ends there); the executors keep
 // running with what they hold.
-func (c *testCluster) crashRunOn(spec query.Spec, point string, batch int64) {
+func (c *testCluster) crashRunOn(spec query.Spec, point string, batch ids.BatchID) {
 	c.t.Helper()
 	ctx := context.Background()
-	job, err := engine.Build(ctx, spec, engine.Options{Logger: testLogger(c.t).With("proc", "scheduler"), Hook: func(p string, b int64) {
+	job, err := engine.Build(ctx, spec, engine.Options{Logger: testLogger(c.t).With("proc", "scheduler"), Hook: func(p string, b ids.BatchID) {
 		if p == point && b == batch {
 			panic(driverCrash{})
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/executor"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/scheduler"
 )
@@ -37,7 +38,7 @@ func BenchmarkNoDataBatchOnTwoExecutors(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		plan := executor.BatchPlan{Batch: last.BatchID + 1 + int64(i), Partitions: job.Spec.ShufflePartitions}
+		plan := executor.BatchPlan{Batch: last.BatchID + 1 + ids.BatchID(i), Partitions: job.Spec.ShufflePartitions}
 		if _, err := r.RunBatch(ctx, plan); err != nil {
 			b.Fatal(err)
 		}

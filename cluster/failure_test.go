@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/proto/sluicepb"
@@ -30,7 +31,7 @@ func TestExecutorDyingMidBatchLeavesOutputExact(t *testing.T) {
 	hang := make(chan struct{})
 	t.Cleanup(func() { close(hang) })
 	victim = c.addNode(func(o *NodeOptions) {
-		o.Engine.Hook = func(point string, batch int64) {
+		o.Engine.Hook = func(point string, batch ids.BatchID) {
 			if point == "map-done" && batch == 2 {
 				victim.abort()
 				<-hang
@@ -42,7 +43,7 @@ func TestExecutorDyingMidBatchLeavesOutputExact(t *testing.T) {
 	spec := tiletest.Spec(in, filepath.Join(dir, "out"), filepath.Join(dir, "cp"))
 	spec.Source.File.MaxFilesPerTrigger = 5
 	var mu sync.Mutex
-	attempts := map[int64]int{}
+	attempts := map[ids.BatchID]int{}
 	r := c.runOn(spec, func(p *scheduler.Progress) {
 		mu.Lock()
 		attempts[p.BatchID] = p.Attempts

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
@@ -19,10 +20,10 @@ import (
 
 type joinCapture struct {
 	mu      sync.Mutex
-	batches map[int64][]row.Row
+	batches map[ids.BatchID][]row.Row
 }
 
-func (c *joinCapture) WriteBatch(_ context.Context, id int64, rows []row.Row) error {
+func (c *joinCapture) WriteBatch(_ context.Context, id ids.BatchID, rows []row.Row) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.batches[id] = append([]row.Row(nil), rows...)
@@ -84,7 +85,7 @@ func TestJoinOnExecutorsReRunsAgainstLoggedSnapshot(t *testing.T) {
 
 	// The driver logs batch 0 and dies.
 	crashed := func() (crashed bool) {
-		job, err := engine.Build(context.Background(), spec, engine.Options{Hook: func(p string, b int64) {
+		job, err := engine.Build(context.Background(), spec, engine.Options{Hook: func(p string, b ids.BatchID) {
 			if p == "after-offsets" && b == 0 {
 				panic("crash")
 			}
@@ -107,7 +108,7 @@ func TestJoinOnExecutorsReRunsAgainstLoggedSnapshot(t *testing.T) {
 	writeJoinFile(t, filepath.Join(in, "2.jsonl"), lines)
 
 	c := newTestCluster(t, 3, "")
-	w := &joinCapture{batches: map[int64][]row.Row{}}
+	w := &joinCapture{batches: map[ids.BatchID][]row.Row{}}
 	var progress []*scheduler.Progress
 	var mu sync.Mutex
 	job, err := engine.Build(context.Background(), spec, engine.Options{Writer: w, Logger: testLogger(t), Progress: func(p *scheduler.Progress) {
@@ -142,7 +143,7 @@ func TestJoinOnExecutorsReRunsAgainstLoggedSnapshot(t *testing.T) {
 		sort.Strings(out)
 		return out
 	}
-	got := func(batch int64) []string {
+	got := func(batch ids.BatchID) []string {
 		var out []string
 		for _, r := range w.batches[batch] {
 			out = append(out, fmt.Sprintf("%s %s %s %s", r[0].String(), r[2].String(), r[4].String(), r[5].String()))

@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/executor"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/join"
 	"github.com/sluicehq/sluice/objstore"
@@ -121,7 +122,7 @@ type queryEnv struct {
 	run  string
 	// parts serialises reduce tasks per partition: a state partition is
 	// open once at a time.
-	parts map[int]*sync.Mutex
+	parts map[ids.PartitionID]*sync.Mutex
 }
 
 // NewNode listens; Run registers and serves.
@@ -455,7 +456,7 @@ func (n *Node) query(id, run string) (*queryEnv, error) {
 	return q, nil
 }
 
-func (n *Node) partLock(q *queryEnv, p int) *sync.Mutex {
+func (n *Node) partLock(q *queryEnv, p ids.PartitionID) *sync.Mutex {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	m := q.parts[p]
@@ -549,7 +550,7 @@ func (s *executorService) PrepareQuery(ctx context.Context, req *sluicepb.Prepar
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
 	n.mu.Lock()
-	n.queries[req.QueryId] = &queryEnv{env: env, spec: req.SpecJson, run: req.RunId, parts: map[int]*sync.Mutex{}}
+	n.queries[req.QueryId] = &queryEnv{env: env, spec: req.SpecJson, run: req.RunId, parts: map[ids.PartitionID]*sync.Mutex{}}
 	n.mu.Unlock()
 	n.buffer.ReleaseOlder(req.QueryId, req.RunId, math.MinInt64)
 	if q != nil {
@@ -576,12 +577,13 @@ func (s *executorService) RunMapTask(ctx context.Context, req *sluicepb.RunMapTa
 	if int(req.Partitions) != len(req.Owners) || req.Partitions <= 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "map task %d of batch %d: %d partitions but %d owners", req.MapIndex, req.Batch, req.Partitions, len(req.Owners))
 	}
-	n.buffer.ReleaseOlder(req.QueryId, req.RunId, req.Batch)
+	batch := ids.BatchID(req.Batch)
+	n.buffer.ReleaseOlder(req.QueryId, req.RunId, batch)
 	if err := n.acquire(ctx); err != nil {
 		return nil, taskError(ctx, err)
 	}
 	res, err := executor.RunMap(ctx, q.env.Env, executor.MapTask{
-		Batch: req.Batch, Index: int(req.MapIndex), Split: source.Split{ID: req.Split.GetId(), Desc: req.Split.GetDesc()},
+		Batch: batch, Index: int(req.MapIndex), Split: source.Split{ID: req.Split.GetId(), Desc: req.Split.GetDesc()},
 		Late: eventtime.Watermark(req.LateWatermarkUs), Partitions: int(req.Partitions), BatchTimestampMs: req.BatchTimestampMs,
 		Manifest: join.Ref{ID: req.ManifestId, Hash: req.ManifestHash},
 	})
@@ -595,7 +597,7 @@ func (s *executorService) RunMapTask(ctx context.Context, req *sluicepb.RunMapTa
 		owners[p] = shuffle.Owner{ID: o.ExecutorId, Address: o.Address}
 	}
 	pusher := &shuffle.Pusher{Self: string(n.ID()), Local: n.buffer, Dial: n.shuffleClient}
-	tag := shuffle.Tag{BatchKey: shuffle.BatchKey{Query: req.QueryId, Run: req.RunId, Batch: req.Batch}, Map: int(req.MapIndex), Attempt: req.Attempt}
+	tag := shuffle.Tag{BatchKey: shuffle.BatchKey{Query: req.QueryId, Run: req.RunId, Batch: batch}, Map: int(req.MapIndex), Attempt: req.Attempt}
 	stats, err := pusher.Push(ctx, tag, &shuffle.Output{Layout: q.env.Layout, Partials: res.Partials, Rows: res.Rows}, owners)
 	if err != nil {
 		n.counters.failures.Add(1)
@@ -675,8 +677,8 @@ func (s *executorService) runReduceTask(ctx context.Context, req *sluicepb.RunRe
 	n.tasks.Add(1)
 	n.running.Add(1)
 	defer func() { n.running.Add(-1); n.tasks.Done() }()
-	p := int(req.Partition)
-	key := shuffle.BatchKey{Query: req.QueryId, Run: req.RunId, Batch: req.Batch}
+	p, batch := ids.PartitionID(req.Partition), ids.BatchID(req.Batch)
+	key := shuffle.BatchKey{Query: req.QueryId, Run: req.RunId, Batch: batch}
 	wctx, cancel := context.WithTimeout(ctx, n.opts.ReduceWait)
 	chunks, err := n.buffer.Wait(wctx, key, p, req.MapAttempts)
 	cancel()
@@ -684,7 +686,7 @@ func (s *executorService) runReduceTask(ctx context.Context, req *sluicepb.RunRe
 		if ctx.Err() != nil {
 			return nil, status.FromContextError(ctx.Err()).Err()
 		}
-		return nil, status.Errorf(codes.Aborted, "reduce partition %d of batch %d: %v", p, req.Batch, err)
+		return nil, status.Errorf(codes.Aborted, "reduce partition %d of batch %d: %v", p, batch, err)
 	}
 	// Reduce tasks take no task slot: they mostly wait on writes (state
 	// deltas, sink files), and an executor runs one per partition it owns.
@@ -700,11 +702,11 @@ func (s *executorService) runReduceTask(ctx context.Context, req *sluicepb.RunRe
 		rows, err = shuffle.DecodeRowsByMap(chunks)
 	}
 	if err != nil {
-		return nil, status.Errorf(codes.DataLoss, "reduce partition %d of batch %d: %v", p, req.Batch, err)
+		return nil, status.Errorf(codes.DataLoss, "reduce partition %d of batch %d: %v", p, batch, err)
 	}
 	rr, err := executor.RunReduce(ctx, env, executor.ReduceTask{
-		Batch: req.Batch, Partition: p, SkipSink: req.SkipSink,
-		StateAttempt: statestore.AttemptID(req.RunId, req.Batch, req.MapAttempts),
+		Batch: batch, Partition: p, SkipSink: req.SkipSink,
+		StateAttempt: statestore.AttemptID(req.RunId, batch, req.MapAttempts),
 		Watermark:    eventtime.Batch{Late: eventtime.Watermark(req.LateWatermarkUs), Evict: eventtime.Watermark(req.EvictWatermarkUs)},
 	}, partials, rows)
 	if err != nil {
@@ -712,7 +714,7 @@ func (s *executorService) runReduceTask(ctx context.Context, req *sluicepb.RunRe
 		return nil, taskError(ctx, err)
 	}
 	n.counters.reduces.Add(1)
-	n.counters.setStateRows(req.QueryId, p, req.Batch, rr.StateRows)
+	n.counters.setStateRows(req.QueryId, p, batch, rr.StateRows)
 	return &reduceOutput{rows: rr.Rows, last: &sluicepb.RunReduceTaskResponse{
 		Files: rr.Files, NumOutputRows: rr.NumOutputRows, StateRows: rr.StateRows, Updated: rr.Updated,
 		Removed: rr.Removed, MemoryBytes: rr.MemoryBytes, StateWrites: int32(rr.StateWrites),
@@ -720,7 +722,7 @@ func (s *executorService) runReduceTask(ctx context.Context, req *sluicepb.RunRe
 }
 
 func (s *executorService) ReleaseBatch(ctx context.Context, req *sluicepb.ReleaseBatchRequest) (*sluicepb.ReleaseBatchResponse, error) {
-	s.n.buffer.Release(shuffle.BatchKey{Query: req.QueryId, Run: req.RunId, Batch: req.Batch})
+	s.n.buffer.Release(shuffle.BatchKey{Query: req.QueryId, Run: req.RunId, Batch: ids.BatchID(req.Batch)})
 	s.n.releaseMovedState(req.QueryId, req.RunId, req.PartitionOwners)
 	return &sluicepb.ReleaseBatchResponse{}, nil
 }
@@ -740,7 +742,7 @@ func (n *Node) releaseMovedState(queryID, run string, owners []string) {
 	}
 	self := string(n.ID())
 	for p := range cache.Held() {
-		if p < len(owners) && owners[p] == self {
+		if int(p) < len(owners) && owners[p] == self {
 			continue
 		}
 		lock := n.partLock(q, p)
@@ -758,8 +760,8 @@ func (n *Node) releaseMovedState(queryID, run string, owners []string) {
 	}
 }
 
-func ownerOf(owners []string, p int) string {
-	if p < len(owners) {
+func ownerOf(owners []string, p ids.PartitionID) string {
+	if int(p) < len(owners) {
 		return owners[p]
 	}
 	return ""
@@ -768,7 +770,7 @@ func ownerOf(owners []string, p int) string {
 // HeldState returns, for a prepared query, the state partitions this
 // executor caches and the bytes each holds (nil when the query is not
 // prepared or its provider caches nothing).
-func (n *Node) HeldState(queryID string) map[int]int64 {
+func (n *Node) HeldState(queryID string) map[ids.PartitionID]int64 {
 	n.mu.Lock()
 	q := n.queries[queryID]
 	n.mu.Unlock()

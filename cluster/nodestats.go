@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/ids"
 )
 
 // NodeStats are an executor's figures since it started, for its metrics.
@@ -22,16 +24,17 @@ type nodeCounters struct {
 
 	mu        sync.Mutex
 	stateRows map[stateKey]stateRows
-	lastBatch map[string]int64 // per query: the newest batch reduced here
+	lastBatch map[string]ids.BatchID // per query: the newest batch reduced here
 }
 
 type stateRows struct {
-	batch, rows int64
+	batch ids.BatchID
+	rows  int64
 }
 
 type stateKey struct {
 	query     string
-	partition int
+	partition ids.PartitionID
 }
 
 // setStateRows records a partition's state rows after a reduce task of
@@ -39,11 +42,11 @@ type stateKey struct {
 // here in the query's newest batch have moved to another executor and no
 // longer count (a scrape while a batch's reduces run may briefly count
 // only those already done).
-func (c *nodeCounters) setStateRows(query string, partition int, batch, rows int64) {
+func (c *nodeCounters) setStateRows(query string, partition ids.PartitionID, batch ids.BatchID, rows int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stateRows == nil {
-		c.stateRows, c.lastBatch = map[stateKey]stateRows{}, map[string]int64{}
+		c.stateRows, c.lastBatch = map[stateKey]stateRows{}, map[string]ids.BatchID{}
 	}
 	c.stateRows[stateKey{query, partition}] = stateRows{batch: batch, rows: rows}
 	c.lastBatch[query] = max(c.lastBatch[query], batch)

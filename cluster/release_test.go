@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/scheduler"
@@ -25,12 +26,12 @@ func TestStateOfPartitionsThatMovedAwayIsReleased(t *testing.T) {
 			spec.Source.File.MaxFilesPerTrigger = 2
 			spec.StateStore = store
 			var mu sync.Mutex
-			held := map[int64][]map[int]int64{} // batch -> per node
+			held := map[ids.BatchID][]map[ids.PartitionID]int64{} // batch -> per node
 			snapshot := func(p *scheduler.Progress) {
 				c.mu.Lock()
 				nodes := append([]*Node(nil), c.nodes...)
 				c.mu.Unlock()
-				var per []map[int]int64
+				var per []map[ids.PartitionID]int64
 				for _, n := range nodes {
 					per = append(per, n.HeldState(p.ID))
 				}
@@ -57,7 +58,7 @@ func TestStateOfPartitionsThatMovedAwayIsReleased(t *testing.T) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			total := func(m map[int]int64) (n int64) {
+			total := func(m map[ids.PartitionID]int64) (n int64) {
 				for _, b := range m {
 					n += b
 				}
@@ -70,7 +71,7 @@ func TestStateOfPartitionsThatMovedAwayIsReleased(t *testing.T) {
 			}
 			// After the join (batch 3 runs on three executors) every
 			// partition is held by its one owner only.
-			count := map[int]int{}
+			count := map[ids.PartitionID]int{}
 			for _, m := range after {
 				for p := range m {
 					count[p]++

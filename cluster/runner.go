@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/executor"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/proto/sluicepb"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
@@ -35,7 +36,7 @@ type RunnerOptions struct {
 	Spec   query.Spec
 	Logger *slog.Logger
 	// Hook is the driver's fault-injection hook (point maps-done).
-	Hook func(point string, batch int64)
+	Hook func(point string, batch ids.BatchID)
 	// MapAttempts bounds the launches of one map task within a batch
 	// (default 3), each on another executor while there is one.
 	MapAttempts int
@@ -148,18 +149,18 @@ func (r *Runner) RunBatch(ctx context.Context, plan executor.BatchPlan) (*execut
 	}
 	b := &batchRun{r: r, plan: plan, hold: hold, byID: map[ExecutorID]Member{},
 		log: r.opts.Logger.With("query", r.opts.Spec.Name, "batch", plan.Batch)}
-	var ids []ExecutorID
+	var execs []ExecutorID
 	for _, m := range hold.Members {
 		b.byID[m.ID] = m
-		ids = append(ids, m.ID)
+		execs = append(execs, m.ID)
 	}
 	r.mu.Lock()
 	prev := r.owners
-	b.owners = Assign(prev, ids, plan.Partitions)
+	b.owners = Assign(prev, execs, plan.Partitions)
 	r.owners = b.owners
 	r.mu.Unlock()
 	if moved := Moves(prev, b.owners); moved > 0 {
-		b.log.Info("partitions assigned", "executors", len(ids), "moved", moved, "owners", describeOwners(b.owners))
+		b.log.Info("partitions assigned", "executors", len(execs), "moved", moved, "owners", describeOwners(b.owners))
 	}
 	for _, id := range b.owners {
 		m := b.byID[id]
@@ -219,16 +220,16 @@ func (r *Runner) RunBatch(ctx context.Context, plan executor.BatchPlan) (*execut
 
 func describeOwners(owners []ExecutorID) string {
 	parts := map[ExecutorID][]string{}
-	var ids []ExecutorID
+	var execs []ExecutorID
 	for p, id := range owners {
 		if parts[id] == nil {
-			ids = append(ids, id)
+			execs = append(execs, id)
 		}
 		parts[id] = append(parts[id], fmt.Sprint(p))
 	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	sort.Slice(execs, func(i, j int) bool { return execs[i] < execs[j] })
 	var b strings.Builder
-	for i, id := range ids {
+	for i, id := range execs {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
@@ -351,10 +352,10 @@ func (b *batchRun) prepare(ctx context.Context, m Member) error {
 	return nil
 }
 
-func (b *batchRun) ownsPartitions(id ExecutorID) []int {
-	var ps []int
-	for p, o := range b.owners {
-		if o == id {
+func (b *batchRun) ownsPartitions(id ExecutorID) []ids.PartitionID {
+	var ps []ids.PartitionID
+	for p := range ids.PartitionID(len(b.owners)) {
+		if b.owners[p] == id {
 			ps = append(ps, p)
 		}
 	}
@@ -417,7 +418,7 @@ func (b *batchRun) runMap(ctx context.Context, i int) (uint64, *sluicepb.MapMetr
 		tried[m.ID] = true
 		attempt := b.r.attempts.Add(1)
 		req := &sluicepb.RunMapTaskRequest{
-			QueryId: b.r.opts.QueryID, RunId: b.r.runID, Batch: b.plan.Batch, MapIndex: int32(i), Attempt: attempt,
+			QueryId: b.r.opts.QueryID, RunId: b.r.runID, Batch: int64(b.plan.Batch), MapIndex: int32(i), Attempt: attempt,
 			Split:           &sluicepb.Split{Id: sp.ID, Desc: sp.Desc},
 			LateWatermarkUs: int64(b.plan.Watermark.Late), Partitions: int32(b.plan.Partitions), Owners: b.protoOwners,
 			BatchTimestampMs: b.plan.BatchTimestampMs,
@@ -477,11 +478,11 @@ func (b *batchRun) runMap(ctx context.Context, i int) (uint64, *sluicepb.MapMetr
 func (b *batchRun) runReduces(ctx context.Context, accepted []uint64) ([]*executor.ReduceResult, error) {
 	out := make([]*executor.ReduceResult, b.plan.Partitions)
 	g, gctx := errgroup.WithContext(ctx)
-	for p := 0; p < b.plan.Partitions; p++ {
+	for p := range ids.PartitionID(b.plan.Partitions) {
 		m := b.byID[b.owners[p]]
 		g.Go(func() error {
 			req := &sluicepb.RunReduceTaskRequest{
-				QueryId: b.r.opts.QueryID, RunId: b.r.runID, Batch: b.plan.Batch, Partition: int32(p),
+				QueryId: b.r.opts.QueryID, RunId: b.r.runID, Batch: int64(b.plan.Batch), Partition: int32(p),
 				LateWatermarkUs: int64(b.plan.Watermark.Late), EvictWatermarkUs: int64(b.plan.Watermark.Evict),
 				SkipSink: b.plan.SkipSink, MapAttempts: accepted,
 			}
@@ -514,7 +515,7 @@ func (b *batchRun) runReduces(ctx context.Context, accepted []uint64) ([]*execut
 			rr := &executor.ReduceResult{
 				Partition: p, Files: resp.Files, NumOutputRows: resp.NumOutputRows, StateRows: resp.StateRows,
 				Updated: resp.Updated, Removed: resp.Removed, MemoryBytes: resp.MemoryBytes, StateWrites: int(resp.StateWrites),
-				StateAttempt: statestore.AttemptID(req.RunId, req.Batch, req.MapAttempts),
+				StateAttempt: statestore.AttemptID(req.RunId, b.plan.Batch, req.MapAttempts),
 			}
 			if len(rows) > 0 {
 				if rr.Rows, err = shuffle.DecodeRows(rows, make([]row.Row, 0, resp.NumOutputRows)); err != nil {
@@ -541,7 +542,7 @@ func (b *batchRun) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
-	req := &sluicepb.ReleaseBatchRequest{QueryId: b.r.opts.QueryID, RunId: b.r.runID, Batch: b.plan.Batch}
+	req := &sluicepb.ReleaseBatchRequest{QueryId: b.r.opts.QueryID, RunId: b.r.runID, Batch: int64(b.plan.Batch)}
 	for _, o := range b.protoOwners {
 		req.PartitionOwners = append(req.PartitionOwners, o.ExecutorId)
 	}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/scheduler"
@@ -72,7 +73,7 @@ func TestTileOn64ExecutorsWith256StatePartitionsWritesOnlyWhatChanged(t *testing
 	if err != nil {
 		t.Fatal(err)
 	}
-	emitted := map[int64]int64{}
+	emitted := map[ids.BatchID]int64{}
 	for _, p := range batches {
 		emitted[p.BatchID] = p.Sink.NumOutputRows
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/proto/sluicepb"
 	"github.com/sluicehq/sluice/query"
@@ -315,7 +316,7 @@ func (c *Control) QueryProgress(req *sluicepb.QueryProgressRequest, stream sluic
 	if n <= 0 && !req.Follow {
 		n = 10
 	}
-	var last int64 = -1
+	var last ids.BatchID = -1
 	send := func(p *scheduler.Progress) error {
 		b, err := json.Marshal(p)
 		if err != nil {

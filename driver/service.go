@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/query"
@@ -357,7 +358,7 @@ func (s *Service) runQuery(ctx context.Context, r *run, rec registry.Record, ref
 	opts.Ticket, opts.ApprovedBy = rec.Ticket, rec.ApprovedBy
 	base := opts.Hook
 	s.tr.SetTrigger(ref, time.Duration(spec.Trigger.ProcessingTime))
-	opts.Hook = func(point string, batch int64) {
+	opts.Hook = func(point string, batch ids.BatchID) {
 		if point == "before-offsets" {
 			r.batchStarted()
 			s.tr.BatchStarted(ref, batch)
@@ -377,7 +378,7 @@ func (s *Service) runQuery(ctx context.Context, r *run, rec registry.Record, ref
 		}
 		r.batchDone()
 	}
-	opts.OnRetry = func(batch int64, attempt int, err error) {
+	opts.OnRetry = func(batch ids.BatchID, attempt int, err error) {
 		s.tr.SetState(ref, monitor.Recovering, fmt.Errorf("batch %d attempt %d: %w", batch, attempt, err))
 	}
 	job, err := engine.Build(ctx, spec, opts)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/faultproxy"
 	"github.com/sluicehq/sluice/internal/s3test"
 	"github.com/sluicehq/sluice/objstore"
@@ -370,11 +371,12 @@ func recordedSnapshot(t *testing.T, cp objstore.Store, tag, key string) bool {
 	if !ok || err != nil || v < 1 {
 		return false
 	}
-	p, err := strconv.Atoi(parts[2])
+	n, err := strconv.Atoi(parts[2])
 	if err != nil {
 		return false
 	}
-	c, err := checkpoint.New(cp).Commit(context.Background(), v-1)
+	p := ids.PartitionID(n)
+	c, err := checkpoint.New(cp).Commit(context.Background(), ids.BatchID(v-1)) // version V is batch V-1's commit
 	if err != nil || c.State == nil {
 		return false
 	}

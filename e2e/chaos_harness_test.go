@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/s3test"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/objstore"
@@ -477,9 +478,9 @@ func readWindows(read func(context.Context, objstore.Store) ([]query.Column, []r
 
 // logReport summarises a drained checkpoint's log.
 type logReport struct {
-	batches    int64 // id of the last commit + 1
-	firstKept  int64 // oldest commit still in the log (> 0 after cleanup)
-	lastOffset int64
+	batches    int64       // id of the last commit + 1
+	firstKept  ids.BatchID // oldest commit still in the log (> 0 after cleanup)
+	lastOffset ids.BatchID
 }
 
 // checkLogStore requires a drained checkpoint's log to be sound:
@@ -505,10 +506,10 @@ func checkLogStore(t *testing.T, cp objstore.Store) logReport {
 	if len(cids) == 0 || len(oids) == 0 {
 		t.Fatalf("the checkpoint holds %d offsets and %d commits", len(oids), len(cids))
 	}
-	for name, ids := range map[string][]int64{"offsets": oids, "commits": cids} {
-		for i := 1; i < len(ids); i++ {
-			if ids[i] != ids[i-1]+1 {
-				t.Fatalf("%s/ is not gap-free: %d follows %d (ids %v)", name, ids[i], ids[i-1], ids)
+	for name, logged := range map[string][]ids.BatchID{"offsets": oids, "commits": cids} {
+		for i := 1; i < len(logged); i++ {
+			if logged[i] != logged[i-1]+1 {
+				t.Fatalf("%s/ is not gap-free: %d follows %d (ids %v)", name, logged[i], logged[i-1], logged)
 			}
 		}
 	}
@@ -528,18 +529,18 @@ func checkLogStore(t *testing.T, cp objstore.Store) logReport {
 			if !bytes.Equal(prev.Sources[0].End, cur.Sources[0].Start) {
 				t.Fatalf("offsets/%d starts at %s, offsets/%d ended at %s", id, cur.Sources[0].Start, id-1, prev.Sources[0].End)
 			}
-			if cur.LateWatermarkMs != prev.BatchWatermarkMs {
-				t.Fatalf("offsets/%d drops late rows against %d, batch %d evicted with %d", id, cur.LateWatermarkMs, id-1, prev.BatchWatermarkMs)
+			if cur.LateWatermark != prev.BatchWatermark {
+				t.Fatalf("offsets/%d drops late rows against %d µs, batch %d evicted with %d µs", id, cur.LateWatermark, id-1, prev.BatchWatermark)
 			}
 			if c, err := log.Commit(ctx, id-1); err == nil {
-				if want := max(prev.BatchWatermarkMs, c.NextBatchWatermarkMs); cur.BatchWatermarkMs != want {
-					t.Fatalf("offsets/%d evicts with watermark %d, commits/%d computed %d", id, cur.BatchWatermarkMs, id-1, want)
+				if want := max(prev.BatchWatermark, c.NextBatchWatermark); cur.BatchWatermark != want {
+					t.Fatalf("offsets/%d evicts with watermark %d µs, commits/%d computed %d µs", id, cur.BatchWatermark, id-1, want)
 				}
 			}
 		}
 		prev = cur
 	}
-	return logReport{batches: cids[len(cids)-1] + 1, firstKept: cids[0], lastOffset: oids[len(oids)-1]}
+	return logReport{batches: int64(cids[len(cids)-1]) + 1, firstKept: cids[0], lastOffset: oids[len(oids)-1]}
 }
 
 // pendingBatch returns the batch the log planned but did not commit (the
@@ -567,8 +568,8 @@ func checkRerun(t *testing.T, pending *checkpoint.OffsetEntry, first scheduler.P
 	if first.BatchID != pending.BatchID || !first.Rerun {
 		t.Fatalf("restart ran batch %d (rerun=%v) first; batch %d was logged but not committed", first.BatchID, first.Rerun, pending.BatchID)
 	}
-	if first.BatchWatermarkMs != pending.BatchWatermarkMs || first.LateWatermarkMs != pending.LateWatermarkMs {
-		t.Fatalf("re-run of batch %d used watermarks %d/%d, logged %d/%d", pending.BatchID, first.BatchWatermarkMs, first.LateWatermarkMs, pending.BatchWatermarkMs, pending.LateWatermarkMs)
+	if first.BatchWatermarkMs != pending.BatchWatermark.Millis() || first.LateWatermarkMs != pending.LateWatermark.Millis() {
+		t.Fatalf("re-run of batch %d used watermarks %d/%d ms, logged %d/%d ms", pending.BatchID, first.BatchWatermarkMs, first.LateWatermarkMs, pending.BatchWatermark.Millis(), pending.LateWatermark.Millis())
 	}
 	if len(first.Sources) == 0 || !bytes.Equal(first.Sources[0].StartOffset, pending.Sources[0].Start) || !bytes.Equal(first.Sources[0].EndOffset, pending.Sources[0].End) {
 		t.Fatalf("re-run of batch %d read %v, logged [%s, %s)", pending.BatchID, first.Sources, pending.Sources[0].Start, pending.Sources[0].End)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
@@ -116,7 +117,7 @@ func checkLog(t *testing.T, cp string) int64 {
 		t.Fatal(err)
 	}
 	for i, id := range cids {
-		if id != int64(i) {
+		if id != ids.BatchID(i) {
 			t.Fatalf("commits/ is not gap-free: %v", cids)
 		}
 		if i == 0 {
@@ -181,9 +182,9 @@ func TestDriverKilledAtEachPointResumesExactlyOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if progress[0].BatchWatermarkMs != logged.BatchWatermarkMs || !bytes.Equal(progress[0].Sources[0].EndOffset, logged.Sources[0].End) {
+			if progress[0].BatchWatermarkMs != logged.BatchWatermark.Millis() || !bytes.Equal(progress[0].Sources[0].EndOffset, logged.Sources[0].End) {
 				t.Fatalf("re-run of batch 2 used watermark %d and end %s, logged %d and %s",
-					progress[0].BatchWatermarkMs, progress[0].Sources[0].EndOffset, logged.BatchWatermarkMs, logged.Sources[0].End)
+					progress[0].BatchWatermarkMs, progress[0].Sources[0].EndOffset, logged.BatchWatermark.Millis(), logged.Sources[0].End)
 			}
 		})
 	}

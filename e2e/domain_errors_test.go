@@ -15,6 +15,7 @@ import (
 	sluicecluster "github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/executor"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/kafkatest"
 	"github.com/sluicehq/sluice/internal/syncbuf"
 	"github.com/sluicehq/sluice/internal/tiletest"
@@ -61,7 +62,7 @@ func runDomain(t *testing.T, spec query.Spec, opts engine.Options, distributed b
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	var retries atomic.Int64
 	opts.Logger = log
-	opts.OnRetry = func(batch int64, attempt int, err error) { retries.Add(1) }
+	opts.OnRetry = func(batch ids.BatchID, attempt int, err error) { retries.Add(1) }
 	job, err := engine.Build(ctx, spec, opts)
 	if err != nil {
 		t.Fatalf("build the query: %v", err)

@@ -14,6 +14,7 @@ import (
 	pq "github.com/parquet-go/parquet-go"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/s3test"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/objstore"
@@ -61,16 +62,16 @@ func putManifest(t *testing.T, store objstore.Store, id string, modules map[stri
 
 // batchFiles returns which input files each logged batch took, from the
 // file source's offsets in offsets/N (end minus start).
-func batchFiles(t *testing.T, cp objstore.Store) (map[string]int64, map[int64]*checkpoint.ManifestRef) {
+func batchFiles(t *testing.T, cp objstore.Store) (map[string]ids.BatchID, map[ids.BatchID]*checkpoint.ManifestRef) {
 	t.Helper()
 	ctx := context.Background()
 	log := checkpoint.New(cp)
-	ids, err := log.OffsetIDs(ctx)
+	logged, err := log.OffsetIDs(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, manifests := map[string]int64{}, map[int64]*checkpoint.ManifestRef{}
-	for _, id := range ids {
+	files, manifests := map[string]ids.BatchID{}, map[ids.BatchID]*checkpoint.ManifestRef{}
+	for _, id := range logged {
 		e, err := log.Offsets(ctx, id)
 		if err != nil {
 			t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/scheduler"
 )
@@ -51,13 +52,13 @@ func TestDriverKilledDuringCleanupResumesExactlyOnce(t *testing.T) {
 	}
 	lastBatch := progress[len(progress)-1].BatchID
 	log := checkpoint.New(mustFS(t, cp))
-	for _, list := range []func(context.Context) ([]int64, error){log.OffsetIDs, log.CommitIDs} {
-		ids, err := list(context.Background())
+	for _, list := range []func(context.Context) ([]ids.BatchID, error){log.OffsetIDs, log.CommitIDs} {
+		logged, err := list(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(ids) == 0 || ids[len(ids)-1] != lastBatch || len(ids) > retain+scheduler.CleanupEvery {
-			t.Fatalf("log ids %v after batch %d: want at most %d, ending at the last batch", ids, lastBatch, retain+scheduler.CleanupEvery)
+		if len(logged) == 0 || logged[len(logged)-1] != lastBatch || len(logged) > retain+scheduler.CleanupEvery {
+			t.Fatalf("log ids %v after batch %d: want at most %d, ending at the last batch", logged, lastBatch, retain+scheduler.CleanupEvery)
 		}
 	}
 }

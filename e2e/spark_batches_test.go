@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/kafkatest"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/query"
@@ -233,7 +234,7 @@ func TestCappedKafkaBacklogGivesSparksBatchesAndRows(t *testing.T) {
 	log := checkpoint.New(l.store(t, l.Checkpoint))
 	ctx := context.Background()
 	for n, b := range batches {
-		e, err := log.Offsets(ctx, int64(n))
+		e, err := log.Offsets(ctx, ids.BatchID(n))
 		if err != nil {
 			t.Fatalf("offsets/%d: %v", n, err)
 		}
@@ -245,11 +246,11 @@ func TestCappedKafkaBacklogGivesSparksBatchesAndRows(t *testing.T) {
 		if e.NoData || len(e.Sources) != 1 || string(e.Sources[0].End) != wantEnd {
 			t.Fatalf("batch %d ends at %s, want Spark's %s", n, e.Sources[0].End, wantEnd)
 		}
-		if e.LateWatermarkMs != b.lateWM || e.BatchWatermarkMs != b.evictW {
-			t.Fatalf("batch %d watermarks late %d, evict %d; want %d, %d", n, e.LateWatermarkMs, e.BatchWatermarkMs, b.lateWM, b.evictW)
+		if e.LateWatermark.Millis() != b.lateWM || e.BatchWatermark.Millis() != b.evictW {
+			t.Fatalf("batch %d watermarks late %d, evict %d ms; want %d, %d", n, e.LateWatermark.Millis(), e.BatchWatermark.Millis(), b.lateWM, b.evictW)
 		}
 	}
-	if e, err := log.Offsets(ctx, int64(len(batches))); err != nil || !e.NoData {
+	if e, err := log.Offsets(ctx, ids.BatchID(len(batches))); err != nil || !e.NoData {
 		t.Fatalf("batch %d after the %d data batches: %+v, %v; want the no-data batch", len(batches), len(batches), e, err)
 	}
 	if d := sinkDiff(t, l, want); d != "" {

@@ -8,11 +8,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/query"
 )
@@ -140,17 +140,17 @@ var (
 	requestPath = regexp.MustCompile(`msg="http request" method=(\S+) path=(\S+)`)
 )
 
-func batchesIn(dom string) []int64 {
-	var out []int64
+func batchesIn(dom string) []ids.BatchID {
+	var out []ids.BatchID
 	for _, m := range batchInDOM.FindAllStringSubmatch(dom, -1) {
-		n, _ := strconv.ParseInt(m[1], 10, 64)
+		n, _ := ids.ParseBatchID(m[1])
 		out = append(out, n)
 	}
 	return out
 }
 
-func maxOf(xs []int64) int64 {
-	m := int64(-1)
+func maxOf(xs []ids.BatchID) ids.BatchID {
+	m := ids.BatchID(-1)
 	for _, x := range xs {
 		m = max(m, x)
 	}
@@ -189,14 +189,14 @@ func TestStatusPageInHeadlessChromiumShowsBatchesAndLoadsNothingFromOutside(t *t
 	addr := logMatch(t, drv, httpAddrInLog)
 	url := "http://" + addr + "/"
 
-	lastBatch := func() int64 {
+	lastBatch := func() ids.BatchID {
 		ps := readProgressIf(t, progress)
 		if len(ps) == 0 {
 			return -1
 		}
 		return ps[len(ps)-1].BatchID
 	}
-	waitBatch := func(atLeast int64) int64 {
+	waitBatch := func(atLeast ids.BatchID) ids.BatchID {
 		t.Helper()
 		deadline := time.Now().Add(90 * time.Second)
 		for lastBatch() < atLeast {

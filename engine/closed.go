@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/objstore"
 )
 
@@ -17,7 +18,7 @@ var ErrNothingCommitted = errors.New("no batch committed yet")
 // next (or in-flight) batch drops late rows against: every window ending
 // by it was emitted by a committed batch, and no later row can reach it.
 // driver compact and the compactClosedDates policy close dates with it.
-func ClosedWatermark(ctx context.Context, cp objstore.Store) (queryID string, watermarkMs int64, err error) {
+func ClosedWatermark(ctx context.Context, cp objstore.Store) (queryID string, watermark eventtime.Watermark, err error) {
 	log := checkpoint.New(cp)
 	meta, err := log.ReadMetadata(ctx)
 	if err != nil {
@@ -34,11 +35,11 @@ func ClosedWatermark(ctx context.Context, cp objstore.Store) (queryID string, wa
 	if commit == nil {
 		return meta.QueryID, 0, ErrNothingCommitted
 	}
-	wm := last.BatchWatermarkMs
+	wm := last.BatchWatermark
 	if res.Rerun != nil {
 		// Batch N is planned, not committed: its late watermark is
 		// batch N-1's, the last committed.
-		wm = last.LateWatermarkMs
+		wm = last.LateWatermark
 	}
 	return meta.QueryID, wm, nil
 }

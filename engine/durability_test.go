@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/rewrite"
 	"os"
 	"path/filepath"
@@ -42,7 +43,7 @@ func TestSecondDriverOnSameCheckpointFencesTheFirst(t *testing.T) {
 
 	paused, release := make(chan struct{}), make(chan struct{})
 	aOpts := opts
-	aOpts.Hook = func(point string, batch int64) {
+	aOpts.Hook = func(point string, batch ids.BatchID) {
 		if point == "before-sink-commit" && batch == 1 {
 			close(paused)
 			<-release
@@ -102,7 +103,7 @@ func TestBatchWriteTraceMatchesGolden(t *testing.T) {
 		WrapStore: func(role string, s objstore.Store) objstore.Store {
 			return &tracing{Store: s, role: role, emit: point}
 		},
-		Hook:        func(p string, b int64) { point(fmt.Sprintf("-- %s %d", p, b)) },
+		Hook:        func(p string, b ids.BatchID) { point(fmt.Sprintf("-- %s %d", p, b)) },
 		Parallelism: 1,
 	}
 	progress := run(t, spec, opts)
@@ -223,9 +224,9 @@ func TestFaultOnEachWriteOfABatchNeverCommitsAMissingWrite(t *testing.T) {
 	var keys []string
 	clean := tiletest.Spec(in, filepath.Join(base, "out0"), filepath.Join(base, "cp0"))
 	clean.Source.File.MaxFilesPerTrigger = 2
-	batch := int64(-1)
+	batch := ids.BatchID(-1)
 	run(t, clean, engine.Options{
-		Hook: func(p string, b int64) {
+		Hook: func(p string, b ids.BatchID) {
 			if p == "after-offsets" {
 				mu.Lock()
 				batch = b

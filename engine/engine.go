@@ -20,7 +20,9 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/agg"
+	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/executor"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/join"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
@@ -54,7 +56,7 @@ type Options struct {
 	// (foreachBatch).
 	Writer sink.BatchWriter
 	// Hook is the fault-injection hook (see package fault).
-	Hook     func(point string, batch int64)
+	Hook     func(point string, batch ids.BatchID)
 	Progress func(*scheduler.Progress)
 	// Idle is called when the query finds nothing to run (see
 	// scheduler.Config.Idle).
@@ -72,7 +74,7 @@ type Options struct {
 	WrapStore func(role string, s objstore.Store) objstore.Store
 	// OnRetry is told when a batch fails for a retryable reason and is
 	// retried (see scheduler.Config.OnRetry).
-	OnRetry func(batch int64, attempt int, err error)
+	OnRetry func(batch ids.BatchID, attempt int, err error)
 	// QueryID, if set, is the id a new checkpoint records.
 	QueryID string
 	// SourceRetryFor is how long the query keeps retrying when it cannot
@@ -207,7 +209,7 @@ func NewEnv(ctx context.Context, spec *query.Spec, queryID string, opts Options)
 		po := parquet.Options{PartitionBy: spec.Sink.Parquet.PartitionBy, Path: spec.Sink.Parquet.Path, Environment: spec.Environment, Logger: opts.Logger,
 			CompactInterval: spec.Sink.Parquet.CompactInterval, MinBatchesToRetain: spec.MinBatchesToRetain}
 		if spec.Sink.Parquet.CompactClosedDates {
-			po.ClosedWatermark = func(ctx context.Context) (int64, error) {
+			po.ClosedWatermark = func(ctx context.Context) (eventtime.Watermark, error) {
 				_, wm, err := ClosedWatermark(ctx, cp)
 				return wm, err
 			}

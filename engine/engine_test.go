@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
@@ -52,9 +53,9 @@ type crash struct{ point string }
 // driver's goroutine can be simulated this way (after-offsets, maps-done,
 // before-sink-commit, after-sink-commit, after-commit); e2e kills a real
 // process at every point.
-func runUntilCrash(t *testing.T, spec query.Spec, point string, batch int64) {
+func runUntilCrash(t *testing.T, spec query.Spec, point string, batch ids.BatchID) {
 	t.Helper()
-	job, err := engine.Build(context.Background(), spec, engine.Options{Hook: func(p string, b int64) {
+	job, err := engine.Build(context.Background(), spec, engine.Options{Hook: func(p string, b ids.BatchID) {
 		if p == point && b == batch {
 			panic(crash{p})
 		}
@@ -302,7 +303,7 @@ func assertLogGapFree(t *testing.T, cp string) {
 		t.Fatal(err)
 	}
 	for i, id := range cids {
-		if id != int64(i) {
+		if id != ids.BatchID(i) {
 			t.Fatalf("commits are not gap-free: %v", cids)
 		}
 		if i == 0 {
@@ -346,7 +347,7 @@ func TestNaiveBatchWriterDuplicatesOnRerunIdempotentWriterDoesNot(t *testing.T) 
 			}
 			// Crash after the writer ran for batch 0 but before commits/0.
 			opts := writer()
-			opts.Hook = func(p string, b int64) {
+			opts.Hook = func(p string, b ids.BatchID) {
 				if p == "after-sink-commit" && b == 0 {
 					panic(crash{p})
 				}

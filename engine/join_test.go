@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
@@ -24,14 +25,14 @@ import (
 // re-run replaces them, as an idempotent writer would).
 type captured struct {
 	mu      sync.Mutex
-	batches map[int64][]row.Row
+	batches map[ids.BatchID][]row.Row
 }
 
-func (c *captured) WriteBatch(_ context.Context, id int64, rows []row.Row) error {
+func (c *captured) WriteBatch(_ context.Context, id ids.BatchID, rows []row.Row) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.batches == nil {
-		c.batches = map[int64][]row.Row{}
+		c.batches = map[ids.BatchID][]row.Row{}
 	}
 	c.batches[id] = append([]row.Row(nil), rows...)
 	return nil
@@ -204,7 +205,7 @@ func TestJoinReRunUsesLoggedSnapshotAndRestartTakesNewOne(t *testing.T) {
 		t.Fatalf("the restart should re-run batch 0 first: %s", progress[0].Line())
 	}
 	cols := spec.OutputSchema()
-	w0 := &captured{batches: map[int64][]row.Row{0: w.batches[0]}}
+	w0 := &captured{batches: map[ids.BatchID][]row.Row{0: w.batches[0]}}
 	if d := diffLines(joinOracle(first, manifestV1, query.JoinLeft), w0.lines(cols)); d != "" {
 		t.Fatalf("the re-run of batch 0 did not join against its logged snapshot:\n%s", d)
 	}
@@ -228,7 +229,7 @@ func TestJoinReRunUsesLoggedSnapshotAndRestartTakesNewOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := checkpoint.New(store)
-	ids := map[int64]string{}
+	manifestIDs := map[ids.BatchID]string{}
 	for _, p := range progress {
 		e, err := log.Offsets(context.Background(), p.BatchID)
 		if err != nil {
@@ -237,13 +238,13 @@ func TestJoinReRunUsesLoggedSnapshotAndRestartTakesNewOne(t *testing.T) {
 		if e.Manifest == nil {
 			t.Fatalf("offsets/%d records no manifest", p.BatchID)
 		}
-		ids[p.BatchID] = e.Manifest.ID
+		manifestIDs[p.BatchID] = e.Manifest.ID
 		if _, err := store.Get(context.Background(), "manifests/"+e.Manifest.Hash+".json"); err != nil {
 			t.Fatalf("snapshot of offsets/%d: %v", p.BatchID, err)
 		}
 	}
-	if ids[0] != manifestV1.id || ids[1] != manifestV2.id {
-		t.Fatalf("offsets record manifests %v, want batch 0 %s and batch 1 %s", ids, manifestV1.id, manifestV2.id)
+	if manifestIDs[0] != manifestV1.id || manifestIDs[1] != manifestV2.id {
+		t.Fatalf("offsets record manifests %v, want batch 0 %s and batch 1 %s", manifestIDs, manifestV1.id, manifestV2.id)
 	}
 }
 
@@ -271,7 +272,7 @@ func TestJoinSnapshotIsPerRunUnlessRefreshed(t *testing.T) {
 			spec.Source.File.MaxFilesPerTrigger = 1
 			spec.Join.RefreshInterval = query.Duration(refresh)
 			w := &captured{}
-			progress := run(t, spec, engine.Options{Writer: w, Hook: func(point string, batch int64) {
+			progress := run(t, spec, engine.Options{Writer: w, Hook: func(point string, batch ids.BatchID) {
 				if point == "after-commit" && batch == 0 {
 					writeManifestJSON(t, mdir, manifestV2)
 				}
@@ -284,7 +285,7 @@ func TestJoinSnapshotIsPerRunUnlessRefreshed(t *testing.T) {
 				t.Fatalf("batch 1 joined against %+v, want manifest %s", progress[1].Join, want.id)
 			}
 			cols := spec.OutputSchema()
-			b1 := &captured{batches: map[int64][]row.Row{1: w.batches[1]}}
+			b1 := &captured{batches: map[ids.BatchID][]row.Row{1: w.batches[1]}}
 			if d := diffLines(joinOracle(joinEvents[3:], want, query.JoinLeft), b1.lines(cols)); d != "" {
 				t.Fatalf("batch 1 differs from the oracle of manifest %s:\n%s", want.id, d)
 			}
@@ -334,7 +335,7 @@ func TestJoinSnapshotsNoRetainedBatchRecordsAreDeleted(t *testing.T) {
 	spec.Source.File.MaxFilesPerTrigger = 1
 	spec.Join.RefreshInterval = query.Duration(time.Nanosecond)
 	spec.MinBatchesToRetain = 3
-	progress := run(t, spec, engine.Options{Writer: &captured{}, Hook: func(point string, batch int64) {
+	progress := run(t, spec, engine.Options{Writer: &captured{}, Hook: func(point string, batch ids.BatchID) {
 		if point == "after-commit" {
 			writeManifestJSON(t, mdir, version(int(batch)+1))
 		}

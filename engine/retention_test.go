@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/s3test"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/objstore"
@@ -84,7 +85,7 @@ func TestRetentionOnS3KeepsCheckpointBoundedThroughStopsMidCleanup(t *testing.T)
 	ctx, cancel := context.WithCancel(context.Background())
 	o := opts
 	var stopped atomic.Bool
-	o.Hook = func(point string, batch int64) {
+	o.Hook = func(point string, batch ids.BatchID) {
 		if point == "cleanup-log" && batch >= 60 && !stopped.Swap(true) {
 			cancel()
 		}
@@ -126,9 +127,9 @@ func TestRetentionOnS3KeepsCheckpointBoundedThroughStopsMidCleanup(t *testing.T)
 	ctx = context.Background()
 	log := checkpoint.New(cp)
 	oldest := checkpoint.RetainFrom(last, retain) - scheduler.CleanupEvery
-	for _, ids := range [][]int64{must(log.OffsetIDs(ctx)), must(log.CommitIDs(ctx))} {
-		if len(ids) == 0 || ids[0] < oldest || len(ids) > retain+scheduler.CleanupEvery {
-			t.Fatalf("log ids %v after batch %d: want at most %d, none before %d", ids, last, retain+scheduler.CleanupEvery, oldest)
+	for _, logged := range [][]ids.BatchID{must(log.OffsetIDs(ctx)), must(log.CommitIDs(ctx))} {
+		if len(logged) == 0 || logged[0] < oldest || len(logged) > retain+scheduler.CleanupEvery {
+			t.Fatalf("log ids %v after batch %d: want at most %d, none before %d", logged, last, retain+scheduler.CleanupEvery, oldest)
 		}
 	}
 	keys := must(cp.List(ctx, "state/"))
@@ -138,7 +139,7 @@ func TestRetentionOnS3KeepsCheckpointBoundedThroughStopsMidCleanup(t *testing.T)
 		v, _ := strconv.ParseInt(name[:strings.IndexAny(name, "-.")], 10, 64)
 		// Below the newest snapshot at or before the cut everything goes;
 		// snapshots come every interval versions, plus the maintenance's lag.
-		if v < oldest-3*interval {
+		if ids.BatchID(v) < oldest-3*interval { // version v is batch v-1's state
 			t.Fatalf("state file %s survived retention after batch %d", k, last)
 		}
 		if strings.HasSuffix(name, ".snapshot") {
@@ -156,7 +157,7 @@ func TestRetentionOnS3KeepsCheckpointBoundedThroughStopsMidCleanup(t *testing.T)
 	fresh := statestore.NewMemory(counting, statestore.MemoryOptions{SnapshotInterval: interval})
 	defer fresh.Close()
 	fromSnapshot := 0
-	for p := range spec.ShufflePartitions {
+	for p := range ids.PartitionID(spec.ShufflePartitions) {
 		st, err := fresh.Open(ctx, p, statestore.Version(last+1))
 		if err != nil {
 			t.Fatalf("fresh load of partition %d: %v", p, err)

@@ -37,6 +37,15 @@ func floorMod(a, b int64) int64 {
 // number of milliseconds). It starts at 0, the epoch.
 type Watermark int64
 
+// WatermarkFromMillis is the watermark ms milliseconds after the epoch, as
+// the checkpoint's log entries write it.
+func WatermarkFromMillis(ms int64) Watermark { return Watermark(ms * msMicros) }
+
+// Millis is w in whole milliseconds (rounded down), as the checkpoint's
+// log entries and progress reports write it: exact for every watermark
+// Advance returns.
+func (w Watermark) Millis() int64 { return floorDiv(int64(w), msMicros) }
+
 // Advance returns the watermark after a batch whose rows had maximum event
 // time maxEventTime (ok false: the batch had no rows with an event time):
 // max(prev, truncateToMillis(maxEventTime) - delay), never below 0. The rows

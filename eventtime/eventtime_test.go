@@ -124,3 +124,18 @@ func TestWindowsPerRow(t *testing.T) {
 		}
 	}
 }
+
+func TestWatermarkMillisRoundTripsWholeMilliseconds(t *testing.T) {
+	for _, ms := range []int64{0, 1, 60_000, 1_772_442_060_000} {
+		w := WatermarkFromMillis(ms)
+		if int64(w) != ms*1000 || w.Millis() != ms {
+			t.Errorf("%d ms: watermark %d µs, back %d ms", ms, w, w.Millis())
+		}
+	}
+	if got := Advance(0, 1_772_442_060_123_456, true, 0); WatermarkFromMillis(got.Millis()) != got {
+		t.Errorf("Advance gave %d µs, not a whole number of milliseconds", got)
+	}
+	if got := Watermark(1500).Millis(); got != 1 {
+		t.Errorf("1500 µs is %d ms, want 1 (rounded down)", got)
+	}
+}

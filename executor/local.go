@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/agg"
 	"github.com/sluicehq/sluice/eventtime"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/join"
 	"github.com/sluicehq/sluice/row"
 	"github.com/sluicehq/sluice/source"
@@ -17,7 +18,7 @@ import (
 
 // BatchPlan is one batch as the driver dispatches it.
 type BatchPlan struct {
-	Batch      int64
+	Batch      ids.BatchID
 	Splits     []source.Split
 	Watermark  eventtime.Batch
 	Partitions int
@@ -98,7 +99,7 @@ func (l *Local) RunBatch(ctx context.Context, plan BatchPlan) (*BatchResult, err
 	// Reduce tasks of small batches mostly wait on writes (state deltas,
 	// sink files, each fsynced): let every partition's run at once.
 	g.SetLimit(max(par, plan.Partitions))
-	for p := 0; p < plan.Partitions; p++ {
+	for p := range ids.PartitionID(plan.Partitions) {
 		g.Go(func() error {
 			var partials [][]agg.Entry
 			var rows [][]row.Row

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/agg"
 	"github.com/sluicehq/sluice/eventtime"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/join"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
@@ -34,7 +35,7 @@ type Env struct {
 	BadRecords objstore.Store
 	Logger     *slog.Logger
 	// Hook, if set, is called at named points of a task (fault injection).
-	Hook func(point string, batch int64)
+	Hook func(point string, batch ids.BatchID)
 	// Dimension serves the join's snapshots by reference (nil for a query
 	// without a join).
 	Dimension Dimension
@@ -47,7 +48,7 @@ type Dimension interface {
 	Table(ctx context.Context, ref join.Ref) (*join.Table, error)
 }
 
-func (e *Env) hook(point string, batch int64) {
+func (e *Env) hook(point string, batch ids.BatchID) {
 	if e.Hook != nil {
 		e.Hook(point, batch)
 	}
@@ -68,7 +69,7 @@ func timeCol(s *query.Spec) int {
 
 // MapTask reads one split of a batch.
 type MapTask struct {
-	Batch      int64
+	Batch      ids.BatchID
 	Index      int
 	Split      source.Split
 	Late       eventtime.Watermark
@@ -242,8 +243,8 @@ func writeBadRecords(ctx context.Context, store objstore.Store, t MapTask, bad [
 
 // ReduceTask merges one state partition's partials.
 type ReduceTask struct {
-	Batch     int64
-	Partition int
+	Batch     ids.BatchID
+	Partition ids.PartitionID
 	Watermark eventtime.Batch
 	// SkipSink is set when the sink log already holds this batch (a re-run
 	// after the sink committed): state is rebuilt, output is not rewritten.
@@ -255,7 +256,7 @@ type ReduceTask struct {
 
 // ReduceResult is a reduce task's output.
 type ReduceResult struct {
-	Partition int
+	Partition ids.PartitionID
 	// Files written by the file sink; Rows when the driver writes output.
 	Files []string
 	Rows  []row.Row
@@ -330,4 +331,4 @@ func RunReduce(ctx context.Context, env *Env, t ReduceTask, partials [][]agg.Ent
 	return res, nil
 }
 
-func batchOf(env *Env, id int64) sink.Batch { return sink.Batch{QueryID: env.QueryID, ID: id} }
+func batchOf(env *Env, id ids.BatchID) sink.Batch { return sink.Batch{QueryID: env.QueryID, ID: id} }

@@ -12,9 +12,10 @@ package fault
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/sluicehq/sluice/ids"
 )
 
 // EnvVar names the environment variable read by FromEnv.
@@ -22,7 +23,7 @@ const EnvVar = "SLUICE_FAULT"
 
 type rule struct {
 	point string
-	batch int64 // -1: any
+	batch ids.BatchID // -1: any
 }
 
 // Parse reads a SLUICE_FAULT value.
@@ -36,7 +37,7 @@ func Parse(spec string) ([]rule, error) {
 		point, b, hasBatch := strings.Cut(part, ":")
 		r := rule{point: point, batch: -1}
 		if hasBatch {
-			n, err := strconv.ParseInt(b, 10, 64)
+			n, err := ids.ParseBatchID(b)
 			if err != nil {
 				return nil, fmt.Errorf("%s=%q: batch %q is not a number", EnvVar, spec, b)
 			}
@@ -49,12 +50,12 @@ func Parse(spec string) ([]rule, error) {
 
 // Hook returns a hook that calls kill when a rule matches, or nil when
 // spec is empty.
-func Hook(spec string, kill func(point string, batch int64)) (func(point string, batch int64), error) {
+func Hook(spec string, kill func(point string, batch ids.BatchID)) (func(point string, batch ids.BatchID), error) {
 	rules, err := Parse(spec)
 	if err != nil || len(rules) == 0 {
 		return nil, err
 	}
-	return func(point string, batch int64) {
+	return func(point string, batch ids.BatchID) {
 		for _, r := range rules {
 			if r.point == point && (r.batch < 0 || r.batch == batch) {
 				kill(point, batch)
@@ -65,8 +66,8 @@ func Hook(spec string, kill func(point string, batch int64)) (func(point string,
 
 // FromEnv returns the hook SLUICE_FAULT configures (nil when unset): it
 // SIGKILLs this process at the named point.
-func FromEnv() (func(point string, batch int64), error) {
-	return Hook(os.Getenv(EnvVar), func(point string, batch int64) {
+func FromEnv() (func(point string, batch ids.BatchID), error) {
+	return Hook(os.Getenv(EnvVar), func(point string, batch ids.BatchID) {
 		fmt.Fprintf(os.Stderr, "fault: killing process at %s of batch %d\n", point, batch)
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // never returns

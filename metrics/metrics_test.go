@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/scheduler"
@@ -17,7 +18,7 @@ import (
 
 var t0 = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 
-func progress(batch int64, sec int, rows int64, wmMs int64, lag int64) *scheduler.Progress {
+func progress(batch ids.BatchID, sec int, rows int64, wmMs int64, lag int64) *scheduler.Progress {
 	return &scheduler.Progress{
 		Name: "tile", ID: "qid-1", RunID: "run-must-not-appear", BatchID: batch,
 		Timestamp:    t0.Add(time.Duration(sec) * time.Second).Format(time.RFC3339Nano),

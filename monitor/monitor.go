@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/scheduler"
 )
@@ -68,8 +69,8 @@ type View struct {
 	Trigger time.Duration `json:"triggerNs,omitempty"`
 	// InFlight is the batch planned (offsets logged) but not yet committed
 	// since InFlightSince (zero when none is).
-	InFlight      int64     `json:"inFlightBatch,omitempty"`
-	InFlightSince time.Time `json:"inFlightSince,omitzero"`
+	InFlight      ids.BatchID `json:"inFlightBatch,omitempty"`
+	InFlightSince time.Time   `json:"inFlightSince,omitzero"`
 	// Health is the query's single verdict at the time Get or List was
 	// called (ClassifyHealth); nil on views kept elsewhere.
 	Health *HealthStatus `json:"health,omitempty"`
@@ -229,7 +230,7 @@ func (t *Tracker) SetTrigger(r Ref, d time.Duration) {
 
 // BatchStarted records that batch was planned (its offsets logged) and
 // runs until Observe sees it (or a later batch) commit.
-func (t *Tracker) BatchStarted(r Ref, batch int64) {
+func (t *Tracker) BatchStarted(r Ref, batch ids.BatchID) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.get(r)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/scheduler"
 )
 
@@ -15,7 +16,7 @@ func TestTrackerKeepsStateErrorAndBoundedProgress(t *testing.T) {
 	tr.SetDesired(r, DesiredRunning, 1)
 	tr.SetState(r, Starting, nil)
 	tr.SetState(r, Running, nil)
-	for i := int64(0); i < 5; i++ {
+	for i := ids.BatchID(0); i < 5; i++ {
 		tr.Observe(&scheduler.Progress{Name: "tile", ID: "id-1", BatchID: i})
 	}
 	now = now.Add(time.Second)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/scheduler"
 )
@@ -79,9 +80,9 @@ func TestClassifyWatermark(t *testing.T) {
 
 func TestListenSeesEveryProgressInOrder(t *testing.T) {
 	tr := New(Options{Keep: 2})
-	var got []int64
+	var got []ids.BatchID
 	stop := tr.Listen(func(p *scheduler.Progress) { got = append(got, p.BatchID) })
-	for i := int64(0); i < 5; i++ {
+	for i := ids.BatchID(0); i < 5; i++ {
 		tr.Observe(&scheduler.Progress{Name: "q", BatchID: i})
 	}
 	stop()

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/row"
 )
 
@@ -346,7 +347,7 @@ type Trigger struct {
 
 // BadRecordsDir is where batch's malformed records go: badRecordsPath, or
 // <checkpointLocation>/bad_records when it is empty, then batch_id=N/.
-func (s *Spec) BadRecordsDir(batch int64) string {
+func (s *Spec) BadRecordsDir(batch ids.BatchID) string {
 	base := s.BadRecordsPath
 	if base == "" {
 		base = strings.TrimSuffix(s.CheckpointLocation, "/") + "/bad_records"

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
 	"github.com/sluicehq/sluice/scheduler"
@@ -44,7 +45,7 @@ type failing struct {
 	writes int
 }
 
-func (f *failing) WriteBatch(context.Context, int64, []row.Row) error {
+func (f *failing) WriteBatch(context.Context, ids.BatchID, []row.Row) error {
 	if f.n > 0 {
 		f.n--
 		return errors.New("sink unreachable")

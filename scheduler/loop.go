@@ -5,13 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice/agg"
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/executor"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/join"
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/statestore"
@@ -119,7 +120,7 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 	}
 
 	m := newMachine(q.stepConfig())
-	ev := event{Type: evStart, Batch: res.NextBatch, WatermarkMs: res.WatermarkMs, LateWatermarkMs: res.LateWatermarkMs}
+	ev := event{Type: evStart, Batch: res.NextBatch, Watermark: res.Watermark, LateWatermark: res.LateWatermark}
 	// The batch in flight: its entry, whether it re-runs a logged one,
 	// when its trigger started, its result and when its commit started.
 	var (
@@ -137,7 +138,7 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 	if e := res.Rerun; e != nil {
 		cfg.Logger.Info("re-running uncommitted batch as logged", "query", cfg.Spec.Name, "batch", e.BatchID)
 		entry, rerun = e, true
-		ev.Rerun, ev.Batch, ev.WatermarkMs, ev.LateWatermarkMs = true, e.BatchID, e.BatchWatermarkMs, e.LateWatermarkMs
+		ev.Rerun, ev.Batch, ev.Watermark, ev.LateWatermark = true, e.BatchID, e.BatchWatermark, e.LateWatermark
 	}
 	failed := func(err error) event { return event{Type: evFailed, Kind: classify(err), Err: err} }
 	// writeFailed classifies a failed log write: one that failed after a
@@ -192,8 +193,8 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 			entry, rerun = &checkpoint.OffsetEntry{
 				Manifest:         manifest,
 				BatchID:          a.Batch,
-				BatchWatermarkMs: a.WatermarkMs,
-				LateWatermarkMs:  a.LateWatermarkMs,
+				BatchWatermark:   a.Watermark,
+				LateWatermark:    a.LateWatermark,
 				BatchTimestampMs: planNow.UnixMilli(),
 				NoData:           a.NoData,
 				Sources:          []checkpoint.SourceRange{{Start: lp.ends[0], End: lp.planEnd}},
@@ -227,7 +228,7 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 					q.hook("after-offsets", entry.BatchID)
 				}
 			}
-			wm := eventtime.Batch{Late: eventtime.Watermark(entry.LateWatermarkMs * 1000), Evict: eventtime.Watermark(entry.BatchWatermarkMs * 1000)}
+			wm := eventtime.Batch{Late: entry.LateWatermark, Evict: entry.BatchWatermark}
 			var err error
 			result, skipSink, err = q.attempt(ctx, entry, wm)
 			attempts = a.Attempt
@@ -242,7 +243,7 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 			if a.Attempt == 1 {
 				q.watermarkMoved(entry, a, result)
 				commitStart = clock.Now()
-				commitEntry = q.commitEntry(entry, result, a.NextWatermarkMs)
+				commitEntry = q.commitEntry(entry, result, a.NextWatermark)
 			}
 			if ctx.Err() != nil {
 				ev = stopNow
@@ -291,7 +292,7 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 
 // plan reads the source for batch: whether it has data past the last
 // batch (the batch's end is kept in lp), and the time it planned at.
-func (q *Query) plan(ctx context.Context, lp *loop, target source.Offset, batch int64) (bool, time.Time, error) {
+func (q *Query) plan(ctx context.Context, lp *loop, target source.Offset, batch ids.BatchID) (bool, time.Time, error) {
 	cfg := q.cfg
 	start, err := q.start(ctx, lp)
 	now := cfg.Now()
@@ -326,24 +327,24 @@ func (q *Query) watermarkMoved(e *checkpoint.OffsetEntry, a action, res *executo
 	q.jumps++
 	q.jumpMs = a.JumpMicros / 1000
 	cfg.Logger.Warn("watermark jumped: one batch moved it by more than watermark.maxJump; later rows before the new watermark are dropped as late",
-		"query", cfg.Spec.Name, "batch", e.BatchID, "from", fmtMicros(e.BatchWatermarkMs*1000), "to", fmtMicros(a.NextWatermarkMs*1000),
+		"query", cfg.Spec.Name, "batch", e.BatchID, "from", fmtWatermark(e.BatchWatermark), "to", fmtWatermark(a.NextWatermark),
 		"jump", time.Duration(a.JumpMicros)*time.Microsecond, "maxJump", cfg.Spec.Watermark.MaxJumpOrDefault().D(), "max_event_time", fmtMicros(res.MaxEventTime))
 }
 
 // commitEntry is batch e's commits/N entry.
-func (q *Query) commitEntry(e *checkpoint.OffsetEntry, res *executor.BatchResult, nextWM int64) *checkpoint.CommitEntry {
-	ce := &checkpoint.CommitEntry{BatchID: e.BatchID, NextBatchWatermarkMs: nextWM, RunID: q.runID}
+func (q *Query) commitEntry(e *checkpoint.OffsetEntry, res *executor.BatchResult, nextWM eventtime.Watermark) *checkpoint.CommitEntry {
+	ce := &checkpoint.CommitEntry{BatchID: e.BatchID, NextBatchWatermark: nextWM, RunID: q.runID}
 	if q.layout != nil {
 		// Which partitions' state files make version N+1: a delta (or a
 		// snapshot) of an abandoned attempt for a partition not listed is
 		// never loaded, and a listed one that is missing is an error.
-		rec := &statestore.CommitRecord{Format: statestore.RecordFormat, Deltas: []int{}}
+		rec := &statestore.CommitRecord{Format: statestore.RecordFormat, Deltas: []ids.PartitionID{}}
 		for _, r := range res.Reduces {
 			if r.StateWrites >= 1 {
 				rec.Deltas = append(rec.Deltas, r.Partition)
 				if r.StateAttempt != "" {
 					if rec.Attempts == nil {
-						rec.Attempts = map[int]string{}
+						rec.Attempts = map[ids.PartitionID]string{}
 					}
 					rec.Attempts[r.Partition] = r.StateAttempt
 				}
@@ -352,8 +353,8 @@ func (q *Query) commitEntry(e *checkpoint.OffsetEntry, res *executor.BatchResult
 				rec.Snapshots = append(rec.Snapshots, r.Partition)
 			}
 		}
-		sort.Ints(rec.Deltas)
-		sort.Ints(rec.Snapshots)
+		slices.Sort(rec.Deltas)
+		slices.Sort(rec.Snapshots)
 		ce.State = rec
 	}
 	return ce
@@ -401,13 +402,13 @@ func stopErr(ctx context.Context, err error) error {
 	return err
 }
 
-func (q *Query) retrying(batch int64, attempt int, err error) {
+func (q *Query) retrying(batch ids.BatchID, attempt int, err error) {
 	if q.cfg.OnRetry != nil {
 		q.cfg.OnRetry(batch, attempt, err)
 	}
 }
 
-func (q *Query) hook(point string, batch int64) {
+func (q *Query) hook(point string, batch ids.BatchID) {
 	if q.cfg.Hook != nil {
 		q.cfg.Hook(point, batch)
 	}

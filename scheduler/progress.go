@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/eventtime"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/row"
 )
 
@@ -16,7 +18,7 @@ type Progress struct {
 	RunID                  string                  `json:"runId"`
 	Name                   string                  `json:"name"`
 	Timestamp              string                  `json:"timestamp"`
-	BatchID                int64                   `json:"batchId"`
+	BatchID                ids.BatchID             `json:"batchId"`
 	Rerun                  bool                    `json:"rerun,omitempty"`
 	NoData                 bool                    `json:"noData,omitempty"`
 	NumInputRows           int64                   `json:"numInputRows"`
@@ -179,7 +181,7 @@ func InputRowsPerSecond(rows int64, prev, start time.Time) float64 {
 	return float64(rows) / start.Sub(prev).Seconds()
 }
 
-func fmtMs(ms int64) string { return row.FormatTimestamp(ms * 1000) }
+func fmtWatermark(w eventtime.Watermark) string { return row.FormatTimestamp(int64(w)) }
 
 func fmtMicros(us int64) string { return row.FormatTimestamp(us) }
 

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/join"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/statestore"
@@ -39,26 +40,26 @@ const CleanupEvery = 10
 // batches never fail for it.
 type cleaner struct {
 	q      *Query
-	kick   chan int64 // the newest committed batch; capacity 1, newest wins
+	kick   chan ids.BatchID // the newest committed batch; capacity 1, newest wins
 	drain  chan struct{}
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	// lastKeep is the keep of the last complete pass (-1: none yet);
 	// used by the cleaner goroutine only.
-	lastKeep int64
+	lastKeep ids.BatchID
 	// deleted and errors accumulate until the next progress report takes
 	// them.
 	deleted, errors atomic.Int64
 	// manifests caches the join snapshot hash each retained offsets entry
 	// records ("" for none): entries never change once written. Used by
 	// the cleaner goroutine only.
-	manifests map[int64]string
+	manifests map[ids.BatchID]string
 }
 
 // startCleaner starts the query's cleaner; stop ends it.
 func (q *Query) startCleaner(ctx context.Context) *cleaner {
 	ctx, cancel := context.WithCancel(ctx)
-	c := &cleaner{q: q, kick: make(chan int64, 1), drain: make(chan struct{}), cancel: cancel, lastKeep: -1}
+	c := &cleaner{q: q, kick: make(chan ids.BatchID, 1), drain: make(chan struct{}), cancel: cancel, lastKeep: -1}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -82,7 +83,7 @@ func (q *Query) startCleaner(ctx context.Context) *cleaner {
 }
 
 // committed tells the cleaner that batch id committed; it never blocks.
-func (c *cleaner) committed(id int64) {
+func (c *cleaner) committed(id ids.BatchID) {
 	if c == nil {
 		return
 	}
@@ -126,14 +127,14 @@ func (c *cleaner) take() (deleted, errors int64) {
 // due reports whether a pass should run for keep: the first one of a run
 // (which also finishes a pass a crash interrupted), then every
 // CleanupEvery batches.
-func (c *cleaner) due(keep int64) bool {
+func (c *cleaner) due(keep ids.BatchID) bool {
 	if keep <= 0 {
 		return false
 	}
 	return c.lastKeep < 0 || keep-c.lastKeep >= CleanupEvery
 }
 
-func (c *cleaner) maybeClean(ctx context.Context, committed int64) {
+func (c *cleaner) maybeClean(ctx context.Context, committed ids.BatchID) {
 	keep := checkpoint.RetainFrom(committed, int64(c.q.cfg.Spec.MinBatchesToRetain))
 	if !c.due(keep) {
 		return
@@ -144,7 +145,7 @@ func (c *cleaner) maybeClean(ctx context.Context, committed int64) {
 }
 
 // clean runs one pass; it reports whether the pass completed.
-func (c *cleaner) clean(ctx context.Context, committed, keep int64) bool {
+func (c *cleaner) clean(ctx context.Context, committed, keep ids.BatchID) bool {
 	q := c.q
 	log := q.cfg.Logger
 	fail := func(what string, err error, args ...any) bool {
@@ -157,7 +158,7 @@ func (c *cleaner) clean(ctx context.Context, committed, keep int64) bool {
 	}
 	q.hook("cleanup-state", committed)
 	if q.cfg.State != nil && q.layout != nil {
-		for p := 0; p < q.meta.ShufflePartitions; p++ {
+		for p := range ids.PartitionID(q.meta.ShufflePartitions) {
 			n, err := q.cfg.State.Cleanup(ctx, p, statestore.Version(keep))
 			c.deleted.Add(int64(n))
 			if err != nil {
@@ -189,7 +190,7 @@ func (c *cleaner) clean(ctx context.Context, committed, keep int64) bool {
 // snapshot stored for the next batch (stored and made current under the
 // same lock, before its offsets entry is written) is never taken for
 // unused.
-func (c *cleaner) cleanManifests(ctx context.Context, keep int64) (int, error) {
+func (c *cleaner) cleanManifests(ctx context.Context, keep ids.BatchID) (int, error) {
 	q := c.q
 	st := q.log.Store()
 	q.manifestMu.Lock()
@@ -201,12 +202,12 @@ func (c *cleaner) cleanManifests(ctx context.Context, keep int64) (int, error) {
 	if len(keys) <= 1 {
 		return 0, nil // at most the current one
 	}
-	ids, err := q.log.OffsetIDs(ctx)
+	logged, err := q.log.OffsetIDs(ctx)
 	if err != nil {
 		return 0, err
 	}
 	if c.manifests == nil {
-		c.manifests = map[int64]string{}
+		c.manifests = map[ids.BatchID]string{}
 	}
 	for id := range c.manifests {
 		if id < keep {
@@ -217,7 +218,7 @@ func (c *cleaner) cleanManifests(ctx context.Context, keep int64) (int, error) {
 	if !q.manifest.IsZero() {
 		used[join.ObjectKey(q.manifest.Hash)] = true
 	}
-	for _, id := range ids {
+	for _, id := range logged {
 		if id < keep {
 			continue
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/syncbuf"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
@@ -35,7 +36,7 @@ func TestCleanupFailuresAreLoggedAndNeverFailABatch(t *testing.T) {
 	progress, _ := runQueryWith(t, lines, 1, func(s *query.Spec) { s.MinBatchesToRetain = retain }, func(c *scheduler.Config) {
 		c.Checkpoint = faulty
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		c.Hook = func(point string, batch int64) {
+		c.Hook = func(point string, batch ids.BatchID) {
 			switch {
 			case point == "cleanup-log" && batch >= 30:
 				once.Do(func() { close(passed) })

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/executor"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
@@ -21,7 +22,7 @@ type flaky struct {
 	rows   int
 }
 
-func (f *flaky) WriteBatch(_ context.Context, _ int64, rows []row.Row) error {
+func (f *flaky) WriteBatch(_ context.Context, _ ids.BatchID, rows []row.Row) error {
 	if !f.failed {
 		f.failed = true
 		return errors.New("sink unreachable")
@@ -46,7 +47,7 @@ func TestOnRetryIsToldOfARetriedBatchAndNewQueryIDIsRecorded(t *testing.T) {
 	src := &listSource{lines: lines, perBatch: 100}
 	out := &flaky{}
 	type retry struct {
-		batch   int64
+		batch   ids.BatchID
 		attempt int
 		err     error
 	}
@@ -54,7 +55,7 @@ func TestOnRetryIsToldOfARetriedBatchAndNewQueryIDIsRecorded(t *testing.T) {
 	q, err := scheduler.Open(context.Background(), scheduler.Config{
 		Spec: spec, Checkpoint: store, Source: src, Writer: out, RetryBackoff: time.Millisecond,
 		NewQueryID: "3f0c2d9e-1b7a-4c55-9e0f-6a1b2c3d4e5f",
-		OnRetry:    func(b int64, a int, err error) { retries = append(retries, retry{b, a, err}) },
+		OnRetry:    func(b ids.BatchID, a int, err error) { retries = append(retries, retry{b, a, err}) },
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/executor"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/join"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
@@ -87,13 +88,13 @@ type Config struct {
 	// OnRetry, if set, is told each time a batch or the planning of one
 	// fails for a retryable reason and will be tried again (the query is
 	// recovering, not failed).
-	OnRetry func(batch int64, attempt int, err error)
+	OnRetry func(batch ids.BatchID, attempt int, err error)
 	// NewQueryID, if set, is the id a new checkpoint records (the driver
 	// service's registry id); an existing checkpoint keeps its own.
 	NewQueryID string
 	// Hook, if set, is called at named points (fault injection):
 	// before-offsets, after-offsets, before-sink-commit, after-sink-commit, after-commit.
-	Hook func(point string, batch int64)
+	Hook func(point string, batch ids.BatchID)
 	// Manifests takes the join's dimension snapshots (required when the
 	// spec has a join): one when a run plans its first batch, another
 	// each join.refreshInterval; each batch's offsets/N records the one
@@ -110,9 +111,9 @@ type Manifests interface {
 // Idle says where an idle query stands.
 type Idle struct {
 	// LastCommitted is the last committed batch id (-1 for none).
-	LastCommitted int64
-	// WatermarkMs is the watermark the next batch will use.
-	WatermarkMs int64
+	LastCommitted ids.BatchID
+	// Watermark is the watermark the next batch will use.
+	Watermark eventtime.Watermark
 }
 
 // Query is one query's loop, bound to its checkpoint.
@@ -312,7 +313,7 @@ func compatible(have, want *checkpoint.Metadata) error {
 // are.
 func newID() string { return uuid.NewString() }
 
-func badRecordsDir(s *query.Spec, batch, malformed int64) string {
+func badRecordsDir(s *query.Spec, batch ids.BatchID, malformed int64) string {
 	if malformed == 0 {
 		return ""
 	}
@@ -464,8 +465,8 @@ func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *exec
 		InputRowsPerSecond: inRate,
 		NumRowsMalformed:   res.Malformed,
 		BadRecords:         badRecordsDir(&cfg.Spec, e.BatchID, res.Malformed),
-		BatchWatermarkMs:   e.BatchWatermarkMs,
-		LateWatermarkMs:    e.LateWatermarkMs,
+		BatchWatermarkMs:   e.BatchWatermark.Millis(),
+		LateWatermarkMs:    e.LateWatermark.Millis(),
 		Attempts:           attempts,
 		ShuffleBytes:       res.ShuffleBytes,
 		DurationMs: map[string]int64{
@@ -475,7 +476,7 @@ func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *exec
 			"commitOffsets":    ms(done.Sub(commitStart)),
 			"triggerExecution": ms(total),
 		},
-		EventTime: map[string]string{"watermark": fmtMs(e.BatchWatermarkMs)},
+		EventTime: map[string]string{"watermark": fmtWatermark(e.BatchWatermark)},
 	}
 	p.NumRowsTooFarAhead, p.WatermarkJumpMs, p.NumWatermarkJumps = res.TooFarAhead, q.jumpMs, q.jumps
 	if cfg.Spec.Join != nil {

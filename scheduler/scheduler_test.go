@@ -11,7 +11,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sluicehq/sluice/agg"
+	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/executor"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
@@ -56,9 +58,9 @@ func (s *listSource) Read(_ context.Context, sp source.Split, fn func(*source.Re
 }
 func (s *listSource) Close() error { return nil }
 
-type collect struct{ batches map[int64][]row.Row }
+type collect struct{ batches map[ids.BatchID][]row.Row }
 
-func (c *collect) WriteBatch(_ context.Context, id int64, rows []row.Row) error {
+func (c *collect) WriteBatch(_ context.Context, id ids.BatchID, rows []row.Row) error {
 	c.batches[id] = append([]row.Row(nil), rows...)
 	return nil
 }
@@ -70,13 +72,13 @@ func line(course string, minute float64) string {
 
 // runQuery runs a tile-like query over lines with the given trigger and
 // returns its progress and output per batch.
-func runQuery(t *testing.T, lines []string, perBatch int, mutate func(*query.Spec)) ([]*scheduler.Progress, map[int64][]row.Row) {
+func runQuery(t *testing.T, lines []string, perBatch int, mutate func(*query.Spec)) ([]*scheduler.Progress, map[ids.BatchID][]row.Row) {
 	t.Helper()
 	return runQueryWith(t, lines, perBatch, mutate, nil)
 }
 
 // runQueryWith is runQuery with a hook on the scheduler's config.
-func runQueryWith(t *testing.T, lines []string, perBatch int, mutate func(*query.Spec), config func(*scheduler.Config)) ([]*scheduler.Progress, map[int64][]row.Row) {
+func runQueryWith(t *testing.T, lines []string, perBatch int, mutate func(*query.Spec), config func(*scheduler.Config)) ([]*scheduler.Progress, map[ids.BatchID][]row.Row) {
 	t.Helper()
 	spec := query.Spec{
 		Name: "t",
@@ -94,7 +96,7 @@ func runQueryWith(t *testing.T, lines []string, perBatch int, mutate func(*query
 	spec = spec.WithDefaults()
 	store := objstore.NewMem()
 	src := &listSource{lines: lines, perBatch: perBatch}
-	out := &collect{batches: map[int64][]row.Row{}}
+	out := &collect{batches: map[ids.BatchID][]row.Row{}}
 	var progress []*scheduler.Progress
 	cfg := scheduler.Config{
 		Spec: spec, Checkpoint: store, Source: src, Writer: out,
@@ -224,7 +226,7 @@ func runIdleTrigger(t *testing.T, ctx context.Context, store objstore.Store, src
 	var idles []scheduler.Idle
 	batches := 0
 	q, err := scheduler.Open(ctx, scheduler.Config{
-		Spec: spec, Checkpoint: store, Source: src, Writer: &collect{batches: map[int64][]row.Row{}},
+		Spec: spec, Checkpoint: store, Source: src, Writer: &collect{batches: map[ids.BatchID][]row.Row{}},
 		Progress: func(*scheduler.Progress) { batches++ },
 		Idle: func(i scheduler.Idle) {
 			idles = append(idles, i)
@@ -273,8 +275,8 @@ func TestIdleIsReportedWhenThereIsNothingToRun(t *testing.T) {
 		t.Fatalf("availableNow with data: %d batches, idle reports %v; want 2 batches and no idle report", batches, idles)
 	}
 	idles, batches = runIdle(t, ctx, store, src, query.Trigger{AvailableNow: true})
-	wm := time.Date(2026, 1, 1, 0, 23, 0, 0, time.UTC).UnixMilli()
-	if batches != 0 || len(idles) != 1 || idles[0].LastCommitted != 1 || idles[0].WatermarkMs != wm {
+	wm := eventtime.Watermark(time.Date(2026, 1, 1, 0, 23, 0, 0, time.UTC).UnixMicro())
+	if batches != 0 || len(idles) != 1 || idles[0].LastCommitted != 1 || idles[0].Watermark != wm {
 		t.Fatalf("availableNow with nothing new: %d batches, idle reports %+v; want one report of batch 1, watermark %d", batches, idles, wm)
 	}
 	// The default trigger polls while idle: one report per idle spell, a

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/eventtime"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/statestore"
 )
@@ -146,8 +147,8 @@ func (c *stepConfig) batchPolicy() retryPolicy {
 type eventType int
 
 const (
-	// evStart: the run starts at Batch with watermarks WatermarkMs and
-	// LateWatermarkMs; Rerun: Batch was logged and not committed, and
+	// evStart: the run starts at Batch with watermarks Watermark and
+	// LateWatermark; Rerun: Batch was logged and not committed, and
 	// runs again as logged (with those watermarks).
 	evStart eventType = iota
 	// evTarget: availableNow's target offsets were read.
@@ -191,16 +192,16 @@ type event struct {
 	Type eventType
 	Now  time.Time
 
-	Batch                        int64    // evStart
-	WatermarkMs, LateWatermarkMs int64    // evStart
-	Rerun                        bool     // evStart
-	HasData                      bool     // evPlanned
-	MaxEventTime                 int64    // evRan
-	HasEventTime                 bool     // evRan
-	Kind                         failKind // evFailed
-	Err                          error    // evFailed, evCommitted
-	Mine                         bool     // evOwn
-	StopNow                      bool     // evStop
+	Batch                    ids.BatchID         // evStart
+	Watermark, LateWatermark eventtime.Watermark // evStart
+	Rerun                    bool                // evStart
+	HasData                  bool                // evPlanned
+	MaxEventTime             int64               // evRan
+	HasEventTime             bool                // evRan
+	Kind                     failKind            // evFailed
+	Err                      error               // evFailed, evCommitted
+	Mine                     bool                // evOwn
+	StopNow                  bool                // evStop
 }
 
 // actionType says what to do next.
@@ -211,14 +212,14 @@ const (
 	actTarget actionType = iota
 	// actPlan: read the source for the next batch (the trigger starts At).
 	actPlan
-	// actPrepare: build Batch's offsets entry (NoData, WatermarkMs,
-	// LateWatermarkMs), taking the join snapshot if one is due.
+	// actPrepare: build Batch's offsets entry (NoData, Watermark,
+	// LateWatermark), taking the join snapshot if one is due.
 	actPrepare
 	// actWriteOffsets: write offsets/Batch (Attempt counts from 1).
 	actWriteOffsets
 	// actRun: run Batch's tasks and commit its sink output (Attempt).
 	actRun
-	// actCommit: write commits/Batch with NextWatermarkMs (Attempt).
+	// actCommit: write commits/Batch with NextWatermark (Attempt).
 	actCommit
 	// actCheckOwn: a retried write of Key was fenced: ask the log whether
 	// this run's earlier attempt wrote it.
@@ -270,20 +271,20 @@ func (r stopReason) String() string { return reasonNames[r] }
 type action struct {
 	Type actionType
 
-	At                           time.Time     // actPlan: the trigger's start
-	Batch                        int64         // actPrepare..actFinish, actWait after a failure
-	NoData                       bool          // actPrepare
-	WatermarkMs, LateWatermarkMs int64         // actPrepare
-	Attempt                      int           // actWriteOffsets, actRun, actCommit; actWait: the failed attempt
-	NextWatermarkMs              int64         // actCommit
-	Jumped                       bool          // actCommit: the watermark moved by more than maxJump
-	JumpMicros                   int64         // actCommit: the move when Jumped
-	Key                          string        // actWriteOffsets, actCommit, actCheckOwn; actWait after a failed log write
-	D                            time.Duration // actWait
-	Why                          string        // actWait: backoff, trigger, idle
-	Op                           retryOp       // actWait after a failure
-	Err                          error         // actWait: the failure; actStop: the run's error
-	Reason                       stopReason    // actStop
+	At                       time.Time           // actPlan: the trigger's start
+	Batch                    ids.BatchID         // actPrepare..actFinish, actWait after a failure
+	NoData                   bool                // actPrepare
+	Watermark, LateWatermark eventtime.Watermark // actPrepare
+	Attempt                  int                 // actWriteOffsets, actRun, actCommit; actWait: the failed attempt
+	NextWatermark            eventtime.Watermark // actCommit
+	Jumped                   bool                // actCommit: the watermark moved by more than maxJump
+	JumpMicros               int64               // actCommit: the move when Jumped
+	Key                      string              // actWriteOffsets, actCommit, actCheckOwn; actWait after a failed log write
+	D                        time.Duration       // actWait
+	Why                      string              // actWait: backoff, trigger, idle
+	Op                       retryOp             // actWait after a failure
+	Err                      error               // actWait: the failure; actStop: the run's error
+	Reason                   stopReason          // actStop
 	// ReportIdle: tell Config.Idle that the query is Idle before acting.
 	ReportIdle bool
 	Idle       Idle
@@ -309,12 +310,13 @@ type machine struct {
 	phase phase
 
 	// next is the batch to plan (or the batch in flight); usedWM and
-	// nextWM (ms) the watermarks the last batch evicted with and the next
-	// one evicts with.
-	next, usedWM, nextWM int64
-	// The batch in flight: the watermark (ms) it evicts with, and the next
-	// one it computed.
-	curWM, curNext  int64
+	// nextWM the watermarks the last batch evicted with and the next one
+	// evicts with.
+	next           ids.BatchID
+	usedWM, nextWM eventtime.Watermark
+	// The batch in flight: the watermark it evicts with, and the next one
+	// it computed.
+	curWM, curNext  eventtime.Watermark
 	batches         int // batches committed by this run
 	idleAt          int // batches when Idle was last reported (-1: never)
 	needTarget      bool
@@ -376,10 +378,10 @@ func (m *machine) apply(ev event) action {
 		}
 		m.needTarget = m.cfg.AvailableNow
 		if ev.Rerun {
-			m.next, m.curWM = ev.Batch, ev.WatermarkMs
+			m.next, m.curWM = ev.Batch, ev.Watermark
 			return m.startRun()
 		}
-		m.next, m.nextWM, m.usedWM = ev.Batch, ev.WatermarkMs, ev.LateWatermarkMs
+		m.next, m.nextWM, m.usedWM = ev.Batch, ev.Watermark, ev.LateWatermark
 		return m.afterBatch(ev.Now)
 	case phTarget:
 		switch ev.Type {
@@ -495,7 +497,7 @@ func (m *machine) apply(ev event) action {
 			return action{Type: actRun, Batch: m.next, Attempt: m.afterAttempt + 1}
 		case opCommit:
 			m.phase = phCommit
-			return action{Type: actCommit, Batch: m.next, Attempt: m.afterAttempt + 1, NextWatermarkMs: m.curNext, Key: m.commitKey()}
+			return action{Type: actCommit, Batch: m.next, Attempt: m.afterAttempt + 1, NextWatermark: m.curNext, Key: m.commitKey()}
 		}
 	}
 	return m.fail(fmt.Errorf("scheduler: event %s in state %s", ev.Type, m.phaseName()))
@@ -553,10 +555,10 @@ func (m *machine) plan(now time.Time) action {
 }
 
 func (m *machine) planned(ev event) action {
-	noData := !ev.HasData && eventtime.NeedsNoDataBatch(m.cfg.Evicts, m.cfg.NoDataBatches, eventtime.Watermark(m.usedWM*1000), eventtime.Watermark(m.nextWM*1000))
+	noData := !ev.HasData && eventtime.NeedsNoDataBatch(m.cfg.Evicts, m.cfg.NoDataBatches, m.usedWM, m.nextWM)
 	if ev.HasData || noData {
 		m.curWM = m.nextWM
-		return action{Type: actPrepare, Batch: m.next, NoData: noData, WatermarkMs: m.nextWM, LateWatermarkMs: m.usedWM}
+		return action{Type: actPrepare, Batch: m.next, NoData: noData, Watermark: m.nextWM, LateWatermark: m.usedWM}
 	}
 	m.planRetry = retry{}
 	stops := m.cfg.AvailableNow || m.cfg.Once
@@ -564,7 +566,7 @@ func (m *machine) planned(ev event) action {
 	if report {
 		m.idleAt = m.batches
 	}
-	idle := Idle{LastCommitted: m.next - 1, WatermarkMs: m.nextWM}
+	idle := Idle{LastCommitted: m.next - 1, Watermark: m.nextWM}
 	var a action
 	switch {
 	case stops:
@@ -598,18 +600,17 @@ func (m *machine) written() action {
 // ran computes the watermark the next batch evicts with and asks for the
 // commit.
 func (m *machine) ran(ev event) action {
-	evict := eventtime.Watermark(m.curWM * 1000)
-	next := int64(evict)
+	evict, next := m.curWM, m.curWM
 	a := action{Type: actCommit, Batch: m.next, Attempt: 1, Key: m.commitKey()}
 	if m.cfg.Watermark {
-		next = int64(eventtime.Advance(evict, ev.MaxEventTime, ev.HasEventTime, m.cfg.Delay))
-		a.JumpMicros, a.Jumped = eventtime.Jump(evict, eventtime.Watermark(next), m.cfg.MaxJump)
+		next = eventtime.Advance(evict, ev.MaxEventTime, ev.HasEventTime, m.cfg.Delay)
+		a.JumpMicros, a.Jumped = eventtime.Jump(evict, next, m.cfg.MaxJump)
 		if !a.Jumped {
 			a.JumpMicros = 0
 		}
 	}
-	m.curNext = next / 1000
-	a.NextWatermarkMs = m.curNext
+	m.curNext = next
+	a.NextWatermark = next
 	m.phase, m.retry = phCommit, retry{}
 	return a
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/cockroachdb/datadriven"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/eventtime"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/statestore"
 )
@@ -25,12 +27,13 @@ type stepSim struct {
 	now time.Time
 }
 
-func dur(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
+// wmDur prints a watermark as the time since the epoch.
+func wmDur(w eventtime.Watermark) time.Duration { return time.Duration(w) * time.Microsecond }
 
 func (s *stepSim) format(a action) string {
 	var b strings.Builder
 	if a.ReportIdle {
-		fmt.Fprintf(&b, "idle last-committed=%d watermark=%v\n", a.Idle.LastCommitted, dur(a.Idle.WatermarkMs))
+		fmt.Fprintf(&b, "idle last-committed=%d watermark=%v\n", a.Idle.LastCommitted, wmDur(a.Idle.Watermark))
 	}
 	switch a.Type {
 	case actTarget:
@@ -38,14 +41,14 @@ func (s *stepSim) format(a action) string {
 	case actPlan:
 		fmt.Fprintf(&b, "plan batch=%d at=+%v", a.Batch, a.At.Sub(stepEpoch))
 	case actPrepare:
-		fmt.Fprintf(&b, "prepare batch=%d watermark=%v late=%v", a.Batch, dur(a.WatermarkMs), dur(a.LateWatermarkMs))
+		fmt.Fprintf(&b, "prepare batch=%d watermark=%v late=%v", a.Batch, wmDur(a.Watermark), wmDur(a.LateWatermark))
 		if a.NoData {
 			b.WriteString(" no-data")
 		}
 	case actWriteOffsets, actCommit:
 		fmt.Fprintf(&b, "write %s attempt=%d", a.Key, a.Attempt)
 		if a.Type == actCommit {
-			fmt.Fprintf(&b, " next-watermark=%v", dur(a.NextWatermarkMs))
+			fmt.Fprintf(&b, " next-watermark=%v", wmDur(a.NextWatermark))
 			if a.Jumped {
 				fmt.Fprintf(&b, " jumped=%v", time.Duration(a.JumpMicros)*time.Microsecond)
 			}
@@ -151,13 +154,13 @@ func (s *stepSim) cmd(t *testing.T, td *datadriven.TestData) string {
 	case "start":
 		ev.Type = evStart
 		if v, ok := arg("batch"); ok {
-			ev.Batch, _ = strconv.ParseInt(v, 10, 64)
+			ev.Batch, _ = ids.ParseBatchID(v)
 		}
 		if v, ok := arg("watermark"); ok {
-			ev.WatermarkMs = parseDur(t, v).Milliseconds()
+			ev.Watermark = eventtime.WatermarkFromMillis(parseDur(t, v).Milliseconds())
 		}
 		if v, ok := arg("late"); ok {
-			ev.LateWatermarkMs = parseDur(t, v).Milliseconds()
+			ev.LateWatermark = eventtime.WatermarkFromMillis(parseDur(t, v).Milliseconds())
 		}
 		_, ev.Rerun = arg("rerun")
 	case "target":

@@ -7,8 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"sort"
+	"slices"
 	"sync"
+
+	"github.com/sluicehq/sluice/ids"
 )
 
 // BatchKey names one batch of one driver run of a query.
@@ -16,7 +18,7 @@ type BatchKey struct {
 	Query string
 	// Run is the driver's run id; data of another run is never mixed in.
 	Run   string
-	Batch int64
+	Batch ids.BatchID
 }
 
 // Tag names one map task attempt's data.
@@ -61,7 +63,7 @@ type Buffer struct {
 
 type batchData struct {
 	// parts[p][m] is map task m's newest complete attempt for partition p.
-	parts    map[int]map[int]*stored
+	parts    map[ids.PartitionID]map[int]*stored
 	spill    *os.File
 	spillEnd int64
 }
@@ -104,25 +106,25 @@ func (b *Buffer) Usage() (memory, spilled int64) {
 type Writer struct {
 	b       *Buffer
 	tag     Tag
-	pending map[int]*stored
+	pending map[ids.PartitionID]*stored
 }
 
 // NewWriter starts receiving the data of tag.
 func (b *Buffer) NewWriter(tag Tag) *Writer {
-	return &Writer{b: b, tag: tag, pending: map[int]*stored{}}
+	return &Writer{b: b, tag: tag, pending: map[ids.PartitionID]*stored{}}
 }
 
 // Tag returns the writer's tag.
 func (w *Writer) Tag() Tag { return w.tag }
 
 // Append adds a chunk (copied) to partition p's pending data.
-func (w *Writer) Append(p int, chunk []byte) error {
+func (w *Writer) Append(p ids.PartitionID, chunk []byte) error {
 	b := w.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	bd := b.batches[w.tag.BatchKey]
 	if bd == nil {
-		bd = &batchData{parts: map[int]map[int]*stored{}}
+		bd = &batchData{parts: map[ids.PartitionID]map[int]*stored{}}
 		b.batches[w.tag.BatchKey] = bd
 	}
 	st := w.pending[p]
@@ -170,7 +172,7 @@ func (w *Writer) Append(p int, chunk []byte) error {
 // tag.Map's data for p. It replaces a lower attempt's data; when a higher
 // attempt is already stored, the pending data is dropped and stale is
 // true.
-func (w *Writer) Finish(p int) (stale bool, err error) {
+func (w *Writer) Finish(p ids.PartitionID) (stale bool, err error) {
 	b := w.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -179,7 +181,7 @@ func (w *Writer) Finish(p int) (stale bool, err error) {
 	delete(w.pending, p)
 	if st == nil {
 		if bd == nil {
-			bd = &batchData{parts: map[int]map[int]*stored{}}
+			bd = &batchData{parts: map[ids.PartitionID]map[int]*stored{}}
 			b.batches[w.tag.BatchKey] = bd
 		}
 		st = &stored{attempt: w.tag.Attempt, bd: bd}
@@ -207,12 +209,12 @@ func (w *Writer) Finish(p int) (stale bool, err error) {
 }
 
 // Unfinished returns the partitions with data appended but not finished.
-func (w *Writer) Unfinished() []int {
-	var ps []int
+func (w *Writer) Unfinished() []ids.PartitionID {
+	var ps []ids.PartitionID
 	for p := range w.pending {
 		ps = append(ps, p)
 	}
-	sort.Ints(ps)
+	slices.Sort(ps)
 	return ps
 }
 
@@ -237,8 +239,8 @@ func (b *Buffer) free(st *stored) {
 
 // MissingError says which map tasks' data a reduce is still waiting for.
 type MissingError struct {
-	Batch     int64
-	Partition int
+	Batch     ids.BatchID
+	Partition ids.PartitionID
 	// Missing lists map indexes whose accepted attempt has not arrived.
 	Missing []int
 	Err     error
@@ -256,7 +258,7 @@ func (e *MissingError) Unwrap() error { return e.Err }
 // ctx ends (then the error is a *MissingError). A stored attempt higher
 // than the accepted one is an error: the driver accepts the newest attempt
 // it launched.
-func (b *Buffer) Wait(ctx context.Context, key BatchKey, p int, attempts []uint64) ([][][]byte, error) {
+func (b *Buffer) Wait(ctx context.Context, key BatchKey, p ids.PartitionID, attempts []uint64) ([][][]byte, error) {
 	for {
 		b.mu.Lock()
 		var missing []int
@@ -322,7 +324,7 @@ func (b *Buffer) Release(key BatchKey) {
 
 // ReleaseOlder drops query's data of other runs and of batches before
 // batch.
-func (b *Buffer) ReleaseOlder(query, run string, batch int64) {
+func (b *Buffer) ReleaseOlder(query, run string, batch ids.BatchID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for k := range b.batches {

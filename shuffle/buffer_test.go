@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/ids"
 )
 
 var key1 = BatchKey{Query: "q", Run: "r", Batch: 7}
@@ -16,7 +18,7 @@ var key1 = BatchKey{Query: "q", Run: "r", Batch: 7}
 func tag(m int, attempt uint64) Tag { return Tag{BatchKey: key1, Map: m, Attempt: attempt} }
 
 // put stores chunks for partition p as one finished attempt.
-func put(t *testing.T, b *Buffer, tg Tag, p int, chunks ...string) (stale bool) {
+func put(t *testing.T, b *Buffer, tg Tag, p ids.PartitionID, chunks ...string) (stale bool) {
 	t.Helper()
 	w := b.NewWriter(tg)
 	for _, c := range chunks {
@@ -43,7 +45,7 @@ func flat(byMap [][][]byte) []string {
 	return out
 }
 
-func waitNow(t *testing.T, b *Buffer, p int, attempts ...uint64) []string {
+func waitNow(t *testing.T, b *Buffer, p ids.PartitionID, attempts ...uint64) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()

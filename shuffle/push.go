@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sluicehq/sluice/agg"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/proto/sluicepb"
 	"github.com/sluicehq/sluice/row"
 )
@@ -67,7 +68,7 @@ func (o *Output) partitions() int {
 }
 
 // encode hands partition p's records to c.
-func (o *Output) encode(p int, c *Chunker) (records int64, err error) {
+func (o *Output) encode(p ids.PartitionID, c *Chunker) (records int64, err error) {
 	if o.Layout != nil {
 		var scratch []byte
 		for _, e := range o.Partials[p] {
@@ -103,9 +104,9 @@ func (ps *Pusher) Push(ctx context.Context, tag Tag, out *Output, owners []Owner
 	if n := out.partitions(); n != len(owners) {
 		return PushStats{}, fmt.Errorf("push partials of batch %d map %d: %d partitions but %d owners", tag.Batch, tag.Map, n, len(owners))
 	}
-	byOwner := map[Owner][]int{}
-	for p, o := range owners {
-		byOwner[o] = append(byOwner[o], p)
+	byOwner := map[Owner][]ids.PartitionID{}
+	for p := range ids.PartitionID(len(owners)) {
+		byOwner[owners[p]] = append(byOwner[owners[p]], p)
 	}
 	keys := make([]Owner, 0, len(byOwner))
 	for o := range byOwner {
@@ -137,7 +138,7 @@ func (ps *Pusher) Push(ctx context.Context, tag Tag, out *Output, owners []Owner
 	return total, err
 }
 
-func (ps *Pusher) pushLocal(tag Tag, out *Output, parts []int) (PushStats, error) {
+func (ps *Pusher) pushLocal(tag Tag, out *Output, parts []ids.PartitionID) (PushStats, error) {
 	var st PushStats
 	w := ps.Local.NewWriter(tag)
 	defer w.Abort()
@@ -161,7 +162,7 @@ func (ps *Pusher) pushLocal(tag Tag, out *Output, parts []int) (PushStats, error
 	return st, nil
 }
 
-func (ps *Pusher) pushRemote(ctx context.Context, tag Tag, out *Output, o Owner, parts []int) (PushStats, error) {
+func (ps *Pusher) pushRemote(ctx context.Context, tag Tag, out *Output, o Owner, parts []ids.PartitionID) (PushStats, error) {
 	var st PushStats
 	client, err := ps.Dial(o.Address)
 	if err != nil {
@@ -177,10 +178,10 @@ func (ps *Pusher) pushRemote(ctx context.Context, tag Tag, out *Output, o Owner,
 	if piece <= 0 {
 		piece = DefaultPieceBytes
 	}
-	send := func(p int, data []byte, last bool) error {
+	send := func(p ids.PartitionID, data []byte, last bool) error {
 		for {
 			m := &sluicepb.PushPartialsRequest{
-				QueryId: tag.Query, RunId: tag.Run, Batch: tag.Batch, MapIndex: int32(tag.Map), Attempt: tag.Attempt,
+				QueryId: tag.Query, RunId: tag.Run, Batch: int64(tag.Batch), MapIndex: int32(tag.Map), Attempt: tag.Attempt,
 				Partition: int32(p), Data: data, Last: last,
 			}
 			if len(data) > piece {

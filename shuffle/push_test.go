@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/proto/sluicepb"
 	"github.com/sluicehq/sluice/row"
 )
@@ -61,7 +62,7 @@ func TestPushDeliversEachPartitionToItsOwnerLocalOrRemote(t *testing.T) {
 	if st.Records != groups || st.Bytes == 0 {
 		t.Fatalf("stats %+v, want %d records", st, groups)
 	}
-	for p := range parts {
+	for p := range ids.PartitionID(parts) {
 		buf := local
 		if owners[p].ID == "e2" {
 			buf = remote
@@ -160,7 +161,8 @@ func TestRowsLargerThanAMessageArriveWholeInPieces(t *testing.T) {
 	if _, err := ps.Push(context.Background(), tag(0, 1), out, owners); err != nil {
 		t.Fatal(err)
 	}
-	for p, want := range out.Rows {
+	for p := range ids.PartitionID(len(out.Rows)) {
+		want := out.Rows[p]
 		got, err := remote.Wait(context.Background(), key1, p, []uint64{1})
 		if err != nil {
 			t.Fatal(err)

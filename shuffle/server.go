@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/proto/sluicepb"
 )
 
@@ -41,7 +42,7 @@ func (s *Server) PushPartials(stream sluicepb.ShuffleService_PushPartialsServer)
 		if err != nil {
 			return err
 		}
-		tag := Tag{BatchKey: BatchKey{Query: m.QueryId, Run: m.RunId, Batch: m.Batch}, Map: int(m.MapIndex), Attempt: m.Attempt}
+		tag := Tag{BatchKey: BatchKey{Query: m.QueryId, Run: m.RunId, Batch: ids.BatchID(m.Batch)}, Map: int(m.MapIndex), Attempt: m.Attempt}
 		if w == nil {
 			if s.Accept != nil {
 				if err := s.Accept(tag.Query, tag.Run); err != nil {
@@ -69,7 +70,7 @@ func (s *Server) PushPartials(stream sluicepb.ShuffleService_PushPartialsServer)
 			delete(pieces, m.Partition)
 			data = joined
 		}
-		if err := w.Append(int(m.Partition), data); err != nil {
+		if err := w.Append(ids.PartitionID(m.Partition), data); err != nil {
 			code := codes.Internal
 			if errors.Is(err, ErrFull) {
 				code = codes.ResourceExhausted
@@ -77,7 +78,7 @@ func (s *Server) PushPartials(stream sluicepb.ShuffleService_PushPartialsServer)
 			return status.Error(code, err.Error())
 		}
 		if m.Last {
-			stale, err := w.Finish(int(m.Partition))
+			stale, err := w.Finish(ids.PartitionID(m.Partition))
 			if err != nil {
 				return status.Error(codes.Aborted, err.Error())
 			}

@@ -3,13 +3,14 @@ package sink
 import (
 	"context"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/row"
 )
 
 // Batch identifies the batch being written.
 type Batch struct {
 	QueryID string
-	ID      int64
+	ID      ids.BatchID
 }
 
 // FileSink is written by reduce tasks, wherever they run, and committed by
@@ -26,8 +27,8 @@ type Batch struct {
 // finishes that logged commit), one from another writer is an error.
 // Committed reports whether the log already holds the batch.
 type FileSink interface {
-	WritePartition(ctx context.Context, b Batch, partition int, rows []row.Row) ([]string, error)
-	Committed(ctx context.Context, batchID int64) (bool, error)
+	WritePartition(ctx context.Context, b Batch, partition ids.PartitionID, rows []row.Row) ([]string, error)
+	Committed(ctx context.Context, batchID ids.BatchID) (bool, error)
 	Commit(ctx context.Context, b Batch, files []string) error
 }
 
@@ -36,11 +37,11 @@ type FileSink interface {
 // that failed after writing is re-run), so it is at-least-once unless the
 // writer is idempotent on batchID.
 type BatchWriter interface {
-	WriteBatch(ctx context.Context, batchID int64, rows []row.Row) error
+	WriteBatch(ctx context.Context, batchID ids.BatchID, rows []row.Row) error
 }
 
 // PartitionedBatchWriter is optional for a BatchWriter: it receives the rows
 // split by state partition (parts[p] holds partition p's rows, sorted).
 type PartitionedBatchWriter interface {
-	WriteBatchParts(ctx context.Context, batchID int64, parts [][]row.Row) error
+	WriteBatchParts(ctx context.Context, batchID ids.BatchID, parts [][]row.Row) error
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 )
 
@@ -32,7 +33,7 @@ func TestReleasedPartitionIsDroppedAndReloadsFromTheCheckpoint(t *testing.T) {
 			defer prov.Close()
 			cache := prov.(Cache)
 			for v := Version(0); v < 3; v++ {
-				for p := range 3 {
+				for p := range ids.PartitionID(3) {
 					commitBatch(t, prov, p, v, map[string]string{"k" + string(rune('a'+v)): "x", "n": string(rune('0' + v))}, nil)
 				}
 			}
@@ -48,7 +49,7 @@ func TestReleasedPartitionIsDroppedAndReloadsFromTheCheckpoint(t *testing.T) {
 				t.Fatalf("an open partition was released: %v, %v", ok, err)
 			}
 			st.Abort()
-			for _, p := range []int{1, 2} {
+			for _, p := range []ids.PartitionID{1, 2} {
 				if ok, err := cache.Release(p); !ok || err != nil {
 					t.Fatalf("release %d: %v, %v", p, ok, err)
 				}
@@ -57,7 +58,7 @@ func TestReleasedPartitionIsDroppedAndReloadsFromTheCheckpoint(t *testing.T) {
 				t.Fatal("second release of the same partition reported a release")
 			}
 			held = cache.Held()
-			if keys := slices.Sorted(maps.Keys(held)); !slices.Equal(keys, []int{0}) {
+			if keys := slices.Sorted(maps.Keys(held)); !slices.Equal(keys, []ids.PartitionID{0}) {
 				t.Fatalf("held after releasing 1 and 2: %v, want only 0", held)
 			}
 			if kind == "pebble" {
@@ -66,7 +67,7 @@ func TestReleasedPartitionIsDroppedAndReloadsFromTheCheckpoint(t *testing.T) {
 				}
 			}
 			want := map[string]string{"ka": "x", "kb": "x", "kc": "x", "n": "2"}
-			for p := range 3 {
+			for p := range ids.PartitionID(3) {
 				got := contents(t, prov, p, 3)
 				if len(got) != len(want) || got["n"] != "2" || got["kc"] != "x" {
 					t.Fatalf("partition %d after release and reopen: %v, want %v", p, got, want)

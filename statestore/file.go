@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/sluicehq/sluice/ids"
 )
 
 const (
@@ -138,7 +140,7 @@ func decodeFile(name string, data []byte, wantKind byte, fn func(c change)) erro
 }
 
 // partPrefix is the key prefix of a partition's files.
-func partPrefix(op, p int) string { return fmt.Sprintf("state/%d/%d/", op, p) }
+func partPrefix(op int, p ids.PartitionID) string { return fmt.Sprintf("state/%d/%d/", op, p) }
 
 // fileName is a state file's name: <v>-<attempt><suffix>, or <v><suffix>
 // for attempt "" (the names of format 1, written before files carried the
@@ -150,11 +152,11 @@ func fileName(v Version, attempt, suffix string) string {
 	return strconv.FormatInt(int64(v), 10) + "-" + attempt + suffix
 }
 
-func deltaKey(op, p int, v Version, attempt string) string {
+func deltaKey(op int, p ids.PartitionID, v Version, attempt string) string {
 	return partPrefix(op, p) + fileName(v, attempt, deltaSuffix)
 }
 
-func snapKey(op, p int, v Version, attempt string) string {
+func snapKey(op int, p ids.PartitionID, v Version, attempt string) string {
 	return partPrefix(op, p) + fileName(v, attempt, snapSuffix)
 }
 
@@ -162,7 +164,7 @@ func snapKey(op, p int, v Version, attempt string) string {
 // run, the batch and the map attempts it reads. The driver and the
 // executor derive it alike, so the commit can record the attempt whose
 // state files make a version without carrying it in the task result.
-func AttemptID(runID string, batch int64, mapAttempts []uint64) string {
+func AttemptID(runID string, batch ids.BatchID, mapAttempts []uint64) string {
 	h := fnv.New64a()
 	h.Write([]byte(runID))
 	var b [8]byte
@@ -252,7 +254,7 @@ func attemptOf(key string) string {
 // checkPlan fails when loading version v from base would need a version
 // whose files no record chose between: a delta after base, or a snapshot
 // after base (which would have been the base).
-func (fs fileSet) checkPlan(op, p int, base, v Version) error {
+func (fs fileSet) checkPlan(op int, p ids.PartitionID, base, v Version) error {
 	for _, amb := range []map[Version]bool{fs.ambiguous, fs.ambiguousSnap} {
 		for u := range amb {
 			if u <= base || u > v {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+
+	"github.com/sluicehq/sluice/ids"
 )
 
 // ErrMemoryLimit is returned when the in-memory provider would hold more
@@ -54,7 +56,7 @@ func (l *MemoryLimit) add(n int64) {
 
 // check returns a *MemoryLimitError when holding extra more bytes would
 // go past the limit.
-func (l *MemoryLimit) check(p int, extra int64) error {
+func (l *MemoryLimit) check(p ids.PartitionID, extra int64) error {
 	if l == nil {
 		return nil
 	}
@@ -67,7 +69,7 @@ func (l *MemoryLimit) check(p int, extra int64) error {
 // MemoryLimitError says which partition went past the limit and by how
 // much. It matches ErrMemoryLimit.
 type MemoryLimitError struct {
-	Partition   int
+	Partition   ids.PartitionID
 	Used, Limit int64
 }
 

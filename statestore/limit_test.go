@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 )
 
@@ -21,7 +22,7 @@ func TestMemoryLimitFailsTheBatchWithAdviceToSwitchToPebble(t *testing.T) {
 	a := NewMemory(cp, MemoryOptions{Limit: limit})
 	b := NewMemory(objstore.Prefixed(cp, "other/"), MemoryOptions{Limit: limit})
 
-	fill := func(prov *Memory, p int, v Version, n int) error {
+	fill := func(prov *Memory, p ids.PartitionID, v Version, n int) error {
 		st, err := prov.Open(ctx, p, v)
 		if err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 )
 
@@ -103,7 +104,7 @@ const recordWait = time.Second
 // version v as made by a delta of attempt (only then may a snapshot of v
 // be written under that attempt's name), waiting up to wait for a record
 // that is not written yet.
-func (r *records) waitCommittedAs(ctx context.Context, p int, v Version, attempt string, wait time.Duration) (bool, error) {
+func (r *records) waitCommittedAs(ctx context.Context, p ids.PartitionID, v Version, attempt string, wait time.Duration) (bool, error) {
 	deadline := time.Now().Add(wait)
 	pause := 10 * time.Millisecond
 	for {
@@ -135,8 +136,8 @@ func (m *Memory) MaintenanceDue() <-chan struct{} { return m.due }
 // streamed to the snapshot file without a lock.
 func (m *Memory) Maintain(ctx context.Context) (int, error) {
 	m.mu.Lock()
-	parts := make([]int, 0, len(m.parts))
-	held := make(map[int]*memPart, len(m.parts))
+	parts := make([]ids.PartitionID, 0, len(m.parts))
+	held := make(map[ids.PartitionID]*memPart, len(m.parts))
 	for p, part := range m.parts {
 		parts, held[p] = append(parts, p), part
 	}
@@ -181,7 +182,7 @@ type pendingSnap struct {
 // a loaded machine: small batches commit faster than a pass reads a
 // record, and no snapshot was ever written, so state files grew without
 // bound.)
-func (m *Memory) snapshot(ctx context.Context, p int, part *memPart) (bool, error) {
+func (m *Memory) snapshot(ctx context.Context, p ids.PartitionID, part *memPart) (bool, error) {
 	part.snapMu.Lock()
 	defer part.snapMu.Unlock()
 	if ps := part.pending; ps != nil {
@@ -230,7 +231,7 @@ func (m *Memory) snapshot(ctx context.Context, p int, part *memPart) (bool, erro
 
 // writeSnapshot sorts ps's entries and streams them to the snapshot file
 // of ps.v, without a lock.
-func (m *Memory) writeSnapshot(ctx context.Context, p int, part *memPart, ps *pendingSnap) (bool, error) {
+func (m *Memory) writeSnapshot(ctx context.Context, p ids.PartitionID, part *memPart, ps *pendingSnap) (bool, error) {
 	entries := ps.entries
 	slices.SortFunc(entries, func(a, b memEntry) int { return cmp.Compare(a.key, b.key) })
 	key := snapKey(m.opts.Operator, p, ps.v, ps.attempt)
@@ -269,7 +270,7 @@ func (pb *Pebble) Maintain(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	type held struct {
-		p    int
+		p    ids.PartitionID
 		part *pebPart
 	}
 	var parts []held
@@ -295,7 +296,7 @@ func (pb *Pebble) Maintain(ctx context.Context) (int, error) {
 	return written, errors.Join(errs...)
 }
 
-func (pb *Pebble) snapshot(ctx context.Context, p int, part *pebPart) (bool, error) {
+func (pb *Pebble) snapshot(ctx context.Context, p ids.PartitionID, part *pebPart) (bool, error) {
 	part.dbMu.RLock()
 	defer part.dbMu.RUnlock()
 	if part.db == nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 )
 
@@ -28,11 +29,11 @@ func maintain(t *testing.T, prov Provider) int {
 // recordAndMaintain writes the commit record a driver writes after batch v
 // changed partition p (commits/v: version v+1 made by a delta of attempt
 // "", when it wrote one), then runs a maintenance pass, as an executor does in the background.
-func recordAndMaintain(t *testing.T, cp objstore.Store, prov Provider, p int, v Version) {
+func recordAndMaintain(t *testing.T, cp objstore.Store, prov Provider, p ids.PartitionID, v Version) {
 	t.Helper()
-	rec := CommitRecord{Deltas: []int{}}
+	rec := CommitRecord{Deltas: []ids.PartitionID{}}
 	if _, err := cp.Get(context.Background(), deltaKey(0, p, v+1, "")); err == nil {
-		rec.Deltas = []int{p} // else the batch left the partition unchanged
+		rec.Deltas = []ids.PartitionID{p} // else the batch left the partition unchanged
 	}
 	writeRecord(t, cp, int64(v), rec)
 	maintain(t, prov)
@@ -148,9 +149,9 @@ func TestMaintenanceBesideBatches(t *testing.T) {
 					t.Fatal(err)
 				}
 				h = append(h, m)
-				rec := CommitRecord{Deltas: []int{}}
+				rec := CommitRecord{Deltas: []ids.PartitionID{}}
 				if _, err := cp.Get(ctx, deltaKey(0, 0, v+1, "")); err == nil {
-					rec.Deltas = []int{0}
+					rec.Deltas = []ids.PartitionID{0}
 				}
 				writeRecord(t, cp, int64(v), rec)
 			}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 )
 
@@ -33,7 +34,7 @@ type Memory struct {
 	opts  MemoryOptions
 	due   chan struct{} // MaintenanceDue
 	mu    sync.Mutex
-	parts map[int]*memPart
+	parts map[ids.PartitionID]*memPart
 }
 
 // memPart is one cached partition. Its holder (the open store) reads data
@@ -84,11 +85,11 @@ func NewMemory(store objstore.Store, opts MemoryOptions) *Memory {
 	if opts.SnapshotInterval < 1 {
 		opts.SnapshotInterval = 10
 	}
-	return &Memory{store: store, recs: newRecords(store), opts: opts, due: make(chan struct{}, 1), parts: map[int]*memPart{}}
+	return &Memory{store: store, recs: newRecords(store), opts: opts, due: make(chan struct{}, 1), parts: map[ids.PartitionID]*memPart{}}
 }
 
 // Open returns partition p at version v.
-func (m *Memory) Open(ctx context.Context, p int, v Version) (Store, error) {
+func (m *Memory) Open(ctx context.Context, p ids.PartitionID, v Version) (Store, error) {
 	m.mu.Lock()
 	part := m.parts[p]
 	if part != nil && part.open {
@@ -146,7 +147,7 @@ func (m *Memory) Open(ctx context.Context, p int, v Version) (Store, error) {
 }
 
 // load rebuilds version v of partition p from the checkpoint.
-func (m *Memory) load(ctx context.Context, p int, v Version) (*memPart, error) {
+func (m *Memory) load(ctx context.Context, p ids.PartitionID, v Version) (*memPart, error) {
 	part := &memPart{version: v, data: map[string][]byte{}}
 	if v == 0 {
 		return part, nil
@@ -220,12 +221,12 @@ func (m *Memory) load(ctx context.Context, p int, v Version) (*memPart, error) {
 }
 
 // Cleanup deletes files no version >= keep needs and returns how many.
-func (m *Memory) Cleanup(ctx context.Context, p int, keep Version) (int, error) {
+func (m *Memory) Cleanup(ctx context.Context, p ids.PartitionID, keep Version) (int, error) {
 	return cleanupPartition(ctx, m.store, m.recs, m.opts.Operator, p, keep)
 }
 
 // Release drops partition p's cached map unless it is open.
-func (m *Memory) Release(p int) (bool, error) {
+func (m *Memory) Release(p ids.PartitionID) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	part := m.parts[p]
@@ -238,10 +239,10 @@ func (m *Memory) Release(p int) (bool, error) {
 }
 
 // Held returns each cached partition's estimated memory.
-func (m *Memory) Held() map[int]int64 {
+func (m *Memory) Held() map[ids.PartitionID]int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make(map[int]int64, len(m.parts))
+	out := make(map[ids.PartitionID]int64, len(m.parts))
 	for p, part := range m.parts {
 		part.mu.RLock()
 		out[p] = part.held()
@@ -256,7 +257,7 @@ func (m *Memory) Close() error {
 	for _, part := range m.parts {
 		m.opts.Limit.add(-part.held())
 	}
-	m.parts = map[int]*memPart{}
+	m.parts = map[ids.PartitionID]*memPart{}
 	m.mu.Unlock()
 	return nil
 }
@@ -265,7 +266,7 @@ func (m *Memory) Close() error {
 // *[]byte in the overlay marks a deletion.
 type memStore struct {
 	m       *Memory
-	p       int
+	p       ids.PartitionID
 	part    *memPart
 	overlay map[string]*[]byte
 	// added estimates the memory the overlay holds, checked against the

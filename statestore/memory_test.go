@@ -7,10 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 )
 
-func commitBatch(t *testing.T, p Provider, part int, v Version, put map[string]string, del []string) {
+func commitBatch(t *testing.T, p Provider, part ids.PartitionID, v Version, put map[string]string, del []string) {
 	t.Helper()
 	st, err := p.Open(context.Background(), part, v)
 	if err != nil {
@@ -27,7 +28,7 @@ func commitBatch(t *testing.T, p Provider, part int, v Version, put map[string]s
 	}
 }
 
-func contents(t *testing.T, p Provider, part int, v Version) map[string]string {
+func contents(t *testing.T, p Provider, part ids.PartitionID, v Version) map[string]string {
 	t.Helper()
 	st, err := p.Open(context.Background(), part, v)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 )
 
@@ -77,7 +78,7 @@ type Pebble struct {
 	due    chan struct{} // MaintenanceDue
 
 	mu     sync.Mutex
-	parts  map[int]*pebPart
+	parts  map[ids.PartitionID]*pebPart
 	closed bool
 }
 
@@ -158,12 +159,12 @@ func NewPebble(store objstore.Store, opts PebbleOptions) (*Pebble, error) {
 		cache:  pebble.NewCache(opts.CacheBytes),
 		logger: logger,
 		due:    make(chan struct{}, 1),
-		parts:  map[int]*pebPart{},
+		parts:  map[ids.PartitionID]*pebPart{},
 	}, nil
 }
 
 // Open returns partition p at version v.
-func (pb *Pebble) Open(ctx context.Context, p int, v Version) (Store, error) {
+func (pb *Pebble) Open(ctx context.Context, p ids.PartitionID, v Version) (Store, error) {
 	if v < 0 {
 		return nil, fmt.Errorf("open state partition %d: version %d is negative", p, v)
 	}
@@ -178,7 +179,7 @@ func (pb *Pebble) Open(ctx context.Context, p int, v Version) (Store, error) {
 		return nil, fmt.Errorf("open state partition %d: already open", p)
 	}
 	if part == nil {
-		part = &pebPart{dir: filepath.Join(pb.opts.DataDir, strconv.Itoa(pb.opts.Operator), strconv.Itoa(p))}
+		part = &pebPart{dir: filepath.Join(pb.opts.DataDir, strconv.Itoa(pb.opts.Operator), p.String())}
 		pb.parts[p] = part
 	}
 	part.open = true // reserves the partition; released by the store or below
@@ -200,7 +201,7 @@ func (pb *Pebble) release(part *pebPart) {
 }
 
 // prepare makes the partition's local database hold version v.
-func (pb *Pebble) prepare(ctx context.Context, p int, part *pebPart, v Version) error {
+func (pb *Pebble) prepare(ctx context.Context, p ids.PartitionID, part *pebPart, v Version) error {
 	if part.db == nil {
 		if err := pb.openDB(part); err != nil {
 			return fmt.Errorf("open state partition %d: %w", p, err)
@@ -336,7 +337,7 @@ func (pb *Pebble) openDB(part *pebPart) error {
 // DataDir would otherwise be taken for this one's.) A database whose
 // contents came only from a snapshot cannot be checked this cheaply and is
 // rebuilt.
-func (pb *Pebble) fromCheckpoint(ctx context.Context, p int, m marker) (bool, error) {
+func (pb *Pebble) fromCheckpoint(ctx context.Context, p ids.PartitionID, m marker) (bool, error) {
 	if m.lastDelta == 0 {
 		return m.version == 0 && m.rows == 0, nil
 	}
@@ -355,7 +356,7 @@ func fileSum(data []byte) uint32 { return binary.BigEndian.Uint32(data[len(data)
 
 // wipe empties the partition's database; with v >= 0 it then marks it as
 // version v with no rows.
-func (pb *Pebble) wipe(p int, part *pebPart, v Version) error {
+func (pb *Pebble) wipe(p ids.PartitionID, part *pebPart, v Version) error {
 	part.dbMu.Lock() // waits for a snapshot being written from it
 	if part.db != nil {
 		if err := part.db.Close(); err != nil {
@@ -378,7 +379,7 @@ func (pb *Pebble) wipe(p int, part *pebPart, v Version) error {
 	return pb.setMarker(p, part, marker{version: v})
 }
 
-func (pb *Pebble) setMarker(p int, part *pebPart, m marker) error {
+func (pb *Pebble) setMarker(p ids.PartitionID, part *pebPart, m marker) error {
 	b := part.db.NewBatch()
 	defer b.Close()
 	if err := b.Set(markerKey, m.encode(), nil); err != nil {
@@ -396,7 +397,7 @@ func (pb *Pebble) setMarker(p int, part *pebPart, m marker) error {
 // are written straight into an SST that the database ingests: no memtable,
 // no flush, no compaction. Until the marker is set the database has no
 // valid marker, so an interrupted load is redone by the next Open.
-func (pb *Pebble) loadSnapshot(ctx context.Context, p int, part *pebPart, key string, v Version) error {
+func (pb *Pebble) loadSnapshot(ctx context.Context, p ids.PartitionID, part *pebPart, key string, v Version) error {
 	rc, err := objstore.GetReader(ctx, pb.store, key)
 	if err != nil {
 		return fmt.Errorf("load state partition %d: %w", p, err)
@@ -447,7 +448,7 @@ func (pb *Pebble) loadSnapshot(ctx context.Context, p int, part *pebPart, key st
 // applyDeltas applies deltas (ascending, all after the local version) one
 // batch each, with the marker moving to each delta's version, and finally
 // marks the database as version v (versions without a delta are unchanged).
-func (pb *Pebble) applyDeltas(ctx context.Context, p int, part *pebPart, fs fileSet, deltas []Version, v Version) error {
+func (pb *Pebble) applyDeltas(ctx context.Context, p ids.PartitionID, part *pebPart, fs fileSet, deltas []Version, v Version) error {
 	var kbuf []byte
 	for _, d := range deltas {
 		if err := ctx.Err(); err != nil {
@@ -520,7 +521,7 @@ func (pb *Pebble) applyDeltas(ctx context.Context, p int, part *pebPart, fs file
 
 // Cleanup deletes files no version >= keep needs and returns how many. The
 // local databases are not touched.
-func (pb *Pebble) Cleanup(ctx context.Context, p int, keep Version) (int, error) {
+func (pb *Pebble) Cleanup(ctx context.Context, p ids.PartitionID, keep Version) (int, error) {
 	return cleanupPartition(ctx, pb.store, pb.recs, pb.opts.Operator, p, keep)
 }
 
@@ -553,14 +554,14 @@ func (pb *Pebble) Close() error {
 		part.db = nil
 		part.dbMu.Unlock()
 	}
-	pb.parts = map[int]*pebPart{}
+	pb.parts = map[ids.PartitionID]*pebPart{}
 	pb.cache.Unref()
 	return errors.Join(errs...)
 }
 
 // Release closes partition p's local database and deletes it from the
 // data dir, unless the partition is open.
-func (pb *Pebble) Release(p int) (bool, error) {
+func (pb *Pebble) Release(p ids.PartitionID) (bool, error) {
 	pb.mu.Lock()
 	part := pb.parts[p]
 	if pb.closed || part == nil || part.open {
@@ -588,10 +589,10 @@ func (pb *Pebble) Release(p int) (bool, error) {
 }
 
 // Held returns each local database's size on disk.
-func (pb *Pebble) Held() map[int]int64 {
+func (pb *Pebble) Held() map[ids.PartitionID]int64 {
 	pb.mu.Lock()
 	defer pb.mu.Unlock()
-	out := make(map[int]int64, len(pb.parts))
+	out := make(map[ids.PartitionID]int64, len(pb.parts))
 	for p, part := range pb.parts {
 		var n int64
 		if part.db != nil && !part.open {

@@ -8,6 +8,8 @@ import (
 	"sort"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/sluicehq/sluice/ids"
 )
 
 // pebEntry is a key this batch has read or changed. A clean entry caches
@@ -24,7 +26,7 @@ type pebEntry struct {
 // stay in memory until Commit.
 type pebStore struct {
 	pb      *Pebble
-	p       int
+	p       ids.PartitionID
 	part    *pebPart
 	version Version
 	rows    int64
@@ -37,7 +39,7 @@ type pebStore struct {
 // overlayEntryBytes estimates the Go overhead of one overlay entry.
 const overlayEntryBytes = 96
 
-func newPebStore(pb *Pebble, p int, part *pebPart) *pebStore {
+func newPebStore(pb *Pebble, p ids.PartitionID, part *pebPart) *pebStore {
 	return &pebStore{pb: pb, p: p, part: part, version: part.m.version, rows: part.m.rows, overlay: map[string]*pebEntry{}}
 }
 

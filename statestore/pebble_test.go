@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 )
 
@@ -170,7 +171,7 @@ func TestPebbleMatchesMemoryOnRandomBatches(t *testing.T) {
 		history[p] = []model{{}}
 	}
 	for step := range 300 {
-		p := rng.IntN(parts)
+		p := ids.PartitionID(rng.IntN(parts))
 		v := Version(len(history[p]) - 1)
 		open := func(prov Provider, name string, at Version) Store {
 			st, err := prov.Open(ctx, p, at)
@@ -220,7 +221,7 @@ func TestPebbleMatchesMemoryOnRandomBatches(t *testing.T) {
 	}
 	// Every version of every partition, through the warm path for the
 	// newest and a rebuild for the others.
-	for p := range parts {
+	for p := range ids.PartitionID(parts) {
 		for v, want := range history[p] {
 			st, err := peb.Open(ctx, p, Version(v))
 			if err != nil {
@@ -314,7 +315,7 @@ func TestPebbleCloseIsIdempotentAndStopsItsGoroutines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for p := range 4 {
+	for p := range ids.PartitionID(4) {
 		st, err := pb.Open(ctx, p, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -353,7 +354,7 @@ func TestNewPebbleRejectsBadOptions(t *testing.T) {
 }
 
 // commitModel opens p at v on prov, makes it equal want, and commits.
-func commitModel(t *testing.T, prov Provider, p int, v Version, want model) {
+func commitModel(t *testing.T, prov Provider, p ids.PartitionID, v Version, want model) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := prov.Open(ctx, p, v)
@@ -819,7 +820,7 @@ func TestPebbleObjectStoreCallsPerPath(t *testing.T) {
 	}
 	for v := 0; v < 2; v++ {
 		commitModel(t, pb, 0, Version(v), h[v+1])
-		writeRecord(t, fs, int64(v), CommitRecord{Deltas: []int{0}})
+		writeRecord(t, fs, int64(v), CommitRecord{Deltas: []ids.PartitionID{0}})
 	}
 	cp.StartTrace()
 	commitModel(t, pb, 0, 2, h[3])
@@ -830,7 +831,7 @@ func TestPebbleObjectStoreCallsPerPath(t *testing.T) {
 	if n := maintain(t, pb); n != 0 {
 		t.Fatalf("maintenance before the commit record wrote %d snapshots", n)
 	}
-	writeRecord(t, fs, 2, CommitRecord{Deltas: []int{0}})
+	writeRecord(t, fs, 2, CommitRecord{Deltas: []ids.PartitionID{0}})
 	if n := maintain(t, pb); n != 1 {
 		t.Fatalf("maintenance after the commit record wrote %d snapshots, want 1", n)
 	}
@@ -940,7 +941,7 @@ func TestPebblePartitionsWorkConcurrently(t *testing.T) {
 	hs := make([][]model, parts)
 	errs := make(chan error, parts)
 	var wg sync.WaitGroup
-	for p := range parts {
+	for p := range ids.PartitionID(parts) {
 		hs[p] = randomHistory(uint64(100+p), 20)
 		wg.Add(1)
 		go func() {
@@ -979,7 +980,7 @@ func TestPebblePartitionsWorkConcurrently(t *testing.T) {
 		}
 	}
 	fresh := newTestPebble(t, cp, 5)
-	for p := range parts {
+	for p := range ids.PartitionID(parts) {
 		last := Version(len(hs[p]) - 1)
 		st, err := fresh.Open(ctx, p, last)
 		if err != nil {

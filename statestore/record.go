@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 )
 
@@ -23,20 +23,20 @@ import (
 type CommitRecord struct {
 	// Format is 2 when the files carry their attempt in their names
 	// (<v>-<attempt>.delta); absent (1) for names without it.
-	Format    int   `json:"format,omitempty"`
-	Deltas    []int `json:"deltas"`
-	Snapshots []int `json:"snapshots,omitempty"`
+	Format    int               `json:"format,omitempty"`
+	Deltas    []ids.PartitionID `json:"deltas"`
+	Snapshots []ids.PartitionID `json:"snapshots,omitempty"`
 	// Attempts names the attempt whose files make each listed partition's
 	// version (format 2); a listed partition without one has files named
 	// without an attempt.
-	Attempts map[int]string `json:"attempts,omitempty"`
+	Attempts map[ids.PartitionID]string `json:"attempts,omitempty"`
 }
 
 // RecordFormat is the CommitRecord format this version writes.
 const RecordFormat = 2
 
 // attempt is the attempt recorded for partition p ("" when none).
-func (r *CommitRecord) attempt(p int) string {
+func (r *CommitRecord) attempt(p ids.PartitionID) string {
 	if r == nil {
 		return ""
 	}
@@ -48,7 +48,7 @@ func (r *CommitRecord) attempt(p int) string {
 type records struct {
 	store objstore.Store
 	mu    sync.Mutex
-	cache map[int64]*CommitRecord
+	cache map[ids.BatchID]*CommitRecord
 }
 
 // cleanupParallel bounds the deletes a partition's cleanup has in flight.
@@ -58,13 +58,13 @@ const cleanupParallel = 8
 const recordCacheMax = 2048
 
 func newRecords(store objstore.Store) *records {
-	return &records{store: store, cache: map[int64]*CommitRecord{}}
+	return &records{store: store, cache: map[ids.BatchID]*CommitRecord{}}
 }
 
 // get returns batch's record, or nil when commits/<batch> is absent
 // (cleaned up, or not committed) or has no state record (written by an
 // older version).
-func (r *records) get(ctx context.Context, batch int64) (*CommitRecord, error) {
+func (r *records) get(ctx context.Context, batch ids.BatchID) (*CommitRecord, error) {
 	if batch < 0 {
 		return nil, nil
 	}
@@ -74,7 +74,7 @@ func (r *records) get(ctx context.Context, batch int64) (*CommitRecord, error) {
 	if ok {
 		return rec, nil
 	}
-	key := "commits/" + strconv.FormatInt(batch, 10)
+	key := "commits/" + batch.String()
 	data, err := r.store.Get(ctx, key)
 	if errors.Is(err, objstore.ErrNotExist) {
 		return nil, nil
@@ -110,9 +110,9 @@ func (r *records) get(ctx context.Context, batch int64) (*CommitRecord, error) {
 // one that is missing is an error naming the object. Below the first
 // version without a record (an older checkpoint, or records cleaned up
 // with the log) the files are taken as listed.
-func (r *records) follow(ctx context.Context, fs fileSet, op, p int, v Version) error {
+func (r *records) follow(ctx context.Context, fs fileSet, op int, p ids.PartitionID, v Version) error {
 	for u := v; u >= 1; u-- {
-		rec, err := r.get(ctx, int64(u)-1)
+		rec, err := r.get(ctx, ids.BatchID(u-1))
 		if err != nil {
 			return err
 		}
@@ -162,14 +162,14 @@ func (r *records) follow(ctx context.Context, fs fileSet, op, p int, v Version) 
 // strays returns the files of versions at or below keep that the commit
 // record of their version does not list (left by abandoned attempts).
 // Versions without a record are left alone.
-func (r *records) strays(ctx context.Context, fs fileSet, p int, keep Version) ([]string, error) {
+func (r *records) strays(ctx context.Context, fs fileSet, p ids.PartitionID, keep Version) ([]string, error) {
 	var out []string
-	check := func(all map[Version]map[string]string, listed func(*CommitRecord) []int) error {
+	check := func(all map[Version]map[string]string, listed func(*CommitRecord) []ids.PartitionID) error {
 		for u, byAttempt := range all {
 			if u < 1 || u > keep {
 				continue
 			}
-			rec, err := r.get(ctx, int64(u)-1)
+			rec, err := r.get(ctx, ids.BatchID(u-1))
 			if err != nil {
 				return err
 			}
@@ -185,12 +185,12 @@ func (r *records) strays(ctx context.Context, fs fileSet, p int, keep Version) (
 		}
 		return nil
 	}
-	if err := check(fs.allDeltas, func(r *CommitRecord) []int { return r.Deltas }); err != nil {
+	if err := check(fs.allDeltas, func(r *CommitRecord) []ids.PartitionID { return r.Deltas }); err != nil {
 		return nil, err
 	}
 	// A snapshot is the record's when it lists it, or (written in the
 	// background) when it is named for the delta the record lists.
-	if err := check(fs.allSnaps, func(r *CommitRecord) []int { return append(slices.Clone(r.Snapshots), r.Deltas...) }); err != nil {
+	if err := check(fs.allSnaps, func(r *CommitRecord) []ids.PartitionID { return append(slices.Clone(r.Snapshots), r.Deltas...) }); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -199,11 +199,11 @@ func (r *records) strays(ctx context.Context, fs fileSet, p int, keep Version) (
 // changedAt reports what the committed record says of partition p at
 // version v: whether a delta made it and the attempt that wrote it; known
 // is false without a record.
-func (r *records) changedAt(ctx context.Context, p int, v Version) (changed bool, attempt string, known bool, err error) {
+func (r *records) changedAt(ctx context.Context, p ids.PartitionID, v Version) (changed bool, attempt string, known bool, err error) {
 	if v < 1 {
 		return false, "", false, nil
 	}
-	rec, err := r.get(ctx, int64(v)-1)
+	rec, err := r.get(ctx, ids.BatchID(v-1))
 	if err != nil || rec == nil {
 		return false, "", false, err
 	}
@@ -214,7 +214,7 @@ func (r *records) changedAt(ctx context.Context, p int, v Version) (changed bool
 // following the records: the strays of abandoned attempts at or below
 // keep, and everything below the newest recorded snapshot at or below
 // keep.
-func (r *records) cleanup(ctx context.Context, store objstore.Store, op, p int, keep Version) ([]string, error) {
+func (r *records) cleanup(ctx context.Context, store objstore.Store, op int, p ids.PartitionID, keep Version) ([]string, error) {
 	prefix := partPrefix(op, p)
 	keys, err := store.List(ctx, prefix)
 	if err != nil {
@@ -236,7 +236,7 @@ func (r *records) cleanup(ctx context.Context, store objstore.Store, op, p int, 
 // cleanupPartition deletes the files of partition p that no version >=
 // keep needs (records.cleanup classifies them first) and returns how many
 // it deleted.
-func cleanupPartition(ctx context.Context, store objstore.Store, recs *records, op, p int, keep Version) (int, error) {
+func cleanupPartition(ctx context.Context, store objstore.Store, recs *records, op int, p ids.PartitionID, keep Version) (int, error) {
 	obsolete, err := recs.cleanup(ctx, store, op, p, keep)
 	if err != nil {
 		return 0, fmt.Errorf("clean up state partition %d: %w", p, err)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 )
 
@@ -33,12 +34,12 @@ func TestAStrayDeltaOfAnAbandonedAttemptIsNeverLoaded(t *testing.T) {
 			survivor := kinds[name]()
 			defer survivor.Close()
 			commitModel(t, survivor, 0, 0, model{"a": "1"})
-			writeRecord(t, cp, 0, CommitRecord{Deltas: []int{0}})
+			writeRecord(t, cp, 0, CommitRecord{Deltas: []ids.PartitionID{0}})
 			commitModel(t, survivor, 0, 1, model{"a": "2", "b": "9"}) // the abandoned attempt
 			if _, err := cp.Get(ctx, "state/0/0/2.delta"); err != nil {
 				t.Fatalf("the abandoned attempt left no delta: %v", err)
 			}
-			writeRecord(t, cp, 1, CommitRecord{Deltas: []int{}}) // the committed re-run
+			writeRecord(t, cp, 1, CommitRecord{Deltas: []ids.PartitionID{}}) // the committed re-run
 
 			want := model{"a": "1"}
 			st, err := survivor.Open(ctx, 0, 2)
@@ -72,9 +73,9 @@ func TestADeletedDeltaUnderACommittedVersionFailsNamingIt(t *testing.T) {
 			writer := kinds[name]()
 			defer writer.Close()
 			commitModel(t, writer, 0, 0, model{"a": "1"})
-			writeRecord(t, cp, 0, CommitRecord{Deltas: []int{0}})
+			writeRecord(t, cp, 0, CommitRecord{Deltas: []ids.PartitionID{0}})
 			commitModel(t, writer, 0, 1, model{"a": "2"})
-			writeRecord(t, cp, 1, CommitRecord{Deltas: []int{0}})
+			writeRecord(t, cp, 1, CommitRecord{Deltas: []ids.PartitionID{0}})
 			if err := cp.Delete(ctx, "state/0/0/1.delta"); err != nil {
 				t.Fatal(err)
 			}
@@ -91,7 +92,7 @@ func TestADeletedDeltaUnderACommittedVersionFailsNamingIt(t *testing.T) {
 }
 
 // commitAs commits want as version v+1 of partition p under attempt.
-func commitAs(t *testing.T, prov Provider, p int, v Version, want model, attempt string) {
+func commitAs(t *testing.T, prov Provider, p ids.PartitionID, v Version, want model, attempt string) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := prov.Open(ctx, p, v)
@@ -115,7 +116,7 @@ func commitAs(t *testing.T, prov Provider, p int, v Version, want model, attempt
 }
 
 func attemptRecord(attempt string) CommitRecord {
-	return CommitRecord{Format: RecordFormat, Deltas: []int{0}, Attempts: map[int]string{0: attempt}}
+	return CommitRecord{Format: RecordFormat, Deltas: []ids.PartitionID{0}, Attempts: map[ids.PartitionID]string{0: attempt}}
 }
 
 // Both attempts of batch 1 change partition 0, reading different data: the
@@ -241,11 +242,11 @@ func TestFormat1NamesStillLoad(t *testing.T) {
 	cp := objstore.NewMem()
 	old := NewMemory(cp, MemoryOptions{SnapshotInterval: 2})
 	commitAs(t, old, 0, 0, model{"a": "1"}, "")
-	writeRecord(t, cp, 0, CommitRecord{Deltas: []int{0}})
+	writeRecord(t, cp, 0, CommitRecord{Deltas: []ids.PartitionID{0}})
 	commitAs(t, old, 0, 1, model{"a": "1", "b": "2"}, "")
 	// A format 1 record lists the snapshot (written with the delta then;
 	// here by the background maintenance, under the same name).
-	writeRecord(t, cp, 1, CommitRecord{Deltas: []int{0}, Snapshots: []int{0}})
+	writeRecord(t, cp, 1, CommitRecord{Deltas: []ids.PartitionID{0}, Snapshots: []ids.PartitionID{0}})
 	if n := maintain(t, old); n != 1 {
 		t.Fatalf("maintenance wrote %d snapshots, want 1", n)
 	}
@@ -281,7 +282,7 @@ func TestTwoAttemptsBelowTheBaseSnapshotAreNoError(t *testing.T) {
 	w := NewMemory(cp, MemoryOptions{SnapshotInterval: 2})
 	commitAs(t, w, 0, 0, model{"a": "2"}, "b0")
 	commitAs(t, w, 0, 1, model{"a": "2", "b": "3"}, "b1") // 2-b1.delta
-	writeRecord(t, cp, 1, CommitRecord{Format: RecordFormat, Deltas: []int{0}, Attempts: map[int]string{0: "b1"}})
+	writeRecord(t, cp, 1, CommitRecord{Format: RecordFormat, Deltas: []ids.PartitionID{0}, Attempts: map[ids.PartitionID]string{0: "b1"}})
 	if n := maintain(t, w); n != 1 { // 2-b1.snapshot, named for the recorded delta
 		t.Fatalf("maintenance wrote %d snapshots, want 1", n)
 	}

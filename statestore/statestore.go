@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/sluicehq/sluice/agg"
+	"github.com/sluicehq/sluice/ids"
 )
 
 // Version is a state version: the state after batch Version-1 committed.
@@ -20,10 +21,10 @@ type Provider interface {
 	// Open returns partition p at version v, to be changed by one batch and
 	// committed as version v+1. Only one Store per partition may be open at
 	// a time.
-	Open(ctx context.Context, p int, v Version) (Store, error)
+	Open(ctx context.Context, p ids.PartitionID, v Version) (Store, error)
 	// Cleanup deletes the files of partition p that no version at or after
 	// keep needs, and returns how many it deleted.
-	Cleanup(ctx context.Context, p int, keep Version) (deleted int, err error)
+	Cleanup(ctx context.Context, p ids.PartitionID, keep Version) (deleted int, err error)
 	Close() error
 }
 
@@ -53,9 +54,9 @@ type Store interface {
 type Cache interface {
 	// Release drops partition p's cached state. It does nothing and
 	// returns false when p is not cached or is open.
-	Release(p int) (bool, error)
+	Release(p ids.PartitionID) (bool, error)
 	// Held returns the partitions cached, with the bytes each is
 	// estimated to hold (memory for Memory, the local database's size on
 	// disk for Pebble).
-	Held() map[int]int64
+	Held() map[ids.PartitionID]int64
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/query"
@@ -41,7 +42,7 @@ type queryPage struct {
 }
 
 type batchRow struct {
-	ID        int64
+	ID        ids.BatchID
 	Time      string
 	Kind      string
 	Rows      int64

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/scheduler"
@@ -34,7 +35,7 @@ func get(t *testing.T, srv *httptest.Server, path string) (int, string, http.Hea
 	return resp.StatusCode, string(b), resp.Header
 }
 
-func observe(tr *monitor.Tracker, name string, batch int64, sec int, rows, lag int64, wmMs int64) {
+func observe(tr *monitor.Tracker, name string, batch ids.BatchID, sec int, rows, lag int64, wmMs int64) {
 	tr.Observe(&scheduler.Progress{
 		Name: name, ID: "id-" + name, BatchID: batch, Timestamp: t0.Add(time.Duration(sec) * time.Second).Format(time.RFC3339Nano),
 		NumInputRows: rows, InputRowsPerSecond: float64(rows), ProcessedRowsPerSecond: float64(rows) * 4,
@@ -52,7 +53,7 @@ func TestHandlerServesHealthReadinessMetricsAndThePage(t *testing.T) {
 	tr.SetDesired(ref, monitor.DesiredRunning, 1)
 	tr.SetState(ref, monitor.Running, nil)
 	for i := range 5 {
-		observe(tr, "tile", int64(40+i), i*10, 100, int64(10+i*100), 1_772_442_000_000) // lag grows, watermark stays
+		observe(tr, "tile", ids.BatchID(40+i), i*10, 100, int64(10+i*100), 1_772_442_000_000) // lag grows, watermark stays
 	}
 	idle := monitor.Ref{Name: "idle-files", ID: "id-idle-files"}
 	tr.SetState(idle, monitor.Recovering, errors.New("list lab/in: permission denied"))

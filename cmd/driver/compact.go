@@ -104,12 +104,12 @@ func compactSink(ctx context.Context, sinkPath, cpPath string, o parquet.Compact
 	if !isSink(ctx, sink) {
 		return nil, notFound{fmt.Errorf("sink %s: no %s directory: not a Parquet sink, or no batch has committed to it yet", sinkPath, parquet.LogDir)}
 	}
-	o.QueryID, o.WatermarkMs = queryID, wm
+	o.QueryID, o.Watermark = queryID, wm
 	dates, err := parquet.CompactDates(ctx, sink, o)
 	if err != nil {
 		return nil, fmt.Errorf("sink %s: %w", sinkPath, err)
 	}
-	return &compactReport{QueryID: queryID, WatermarkMs: wm, Watermark: row.FormatTimestamp(wm * 1000), DryRun: o.DryRun, Dates: dates}, nil
+	return &compactReport{QueryID: queryID, WatermarkMs: wm.Millis(), Watermark: row.FormatTimestamp(int64(wm)), DryRun: o.DryRun, Dates: dates}, nil
 }
 
 func writeCompact(w io.Writer, r *compactReport, asJSON bool) error {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/syncbuf"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/scheduler"
@@ -56,7 +57,7 @@ func TestServeHTTPServesTheTrackerAndStops(t *testing.T) {
 	r := monitor.Ref{Name: "tile", ID: "qid"}
 	tr.SetState(r, monitor.Running, nil)
 	for i := range 3 {
-		tr.Observe(&scheduler.Progress{Name: "tile", ID: "qid", BatchID: int64(i), NumInputRows: 10, Timestamp: time.Now().Format(time.RFC3339Nano),
+		tr.Observe(&scheduler.Progress{Name: "tile", ID: "qid", BatchID: ids.BatchID(i), NumInputRows: 10, Timestamp: time.Now().Format(time.RFC3339Nano),
 			DurationMs: map[string]int64{"triggerExecution": 5}})
 	}
 	_, body := get("/metrics")

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/driver/demo"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 )
@@ -193,10 +194,10 @@ func TestProductionFlagsHelpSaysWhatTheyAllow(t *testing.T) {
 }
 
 func TestDemoBannerExplainsTheOldFirstWindows(t *testing.T) {
-	gen := demoEvents()
-	for _, src := range []query.Source{{Generator: &gen}, {Kafka: &query.KafkaSource{BootstrapServers: "x:1", Subscribe: demoTopic}}} {
+	gen := demo.Events()
+	for _, src := range []query.Source{{Generator: &gen}, {Kafka: &query.KafkaSource{BootstrapServers: "x:1", Subscribe: demo.Topic}}} {
 		var b bytes.Buffer
-		announce(&b, demoSpec(t.TempDir(), src), "test")
+		announce(&b, demo.Spec(t.TempDir(), src), "test")
 		for _, want := range []string{"first windows printed are about 2h0m0s older than the ones after them", "0.2% of events", "batch 0 has no watermark yet"} {
 			if !strings.Contains(b.String(), want) {
 				t.Fatalf("banner does not say %q:\n%s", want, b.String())

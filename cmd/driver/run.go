@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/fault"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/cliflags"
 	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/monitor"
@@ -144,7 +145,7 @@ func runSpecTracked(cmd *cobra.Command, spec query.Spec, opts engine.Options, tr
 		// The health verdict compares batches with the trigger, and sees a
 		// batch in flight and retries.
 		tr.SetTrigger(ref, time.Duration(spec.Trigger.ProcessingTime))
-		opts.Hook = func(point string, batch int64) {
+		opts.Hook = func(point string, batch ids.BatchID) {
 			if point == "after-offsets" {
 				tr.BatchStarted(ref, batch)
 			}
@@ -152,7 +153,7 @@ func runSpecTracked(cmd *cobra.Command, spec query.Spec, opts engine.Options, tr
 				hook(point, batch)
 			}
 		}
-		opts.OnRetry = func(batch int64, attempt int, err error) {
+		opts.OnRetry = func(batch ids.BatchID, attempt int, err error) {
 			tr.SetState(ref, monitor.Recovering, fmt.Errorf("batch %d attempt %d: %w", batch, attempt, err))
 		}
 	}
@@ -202,5 +203,5 @@ func idleLine(spec query.Spec, i scheduler.Idle) string {
 		what = "waiting for new data"
 	}
 	return fmt.Sprintf("%s: no new data and no window for the watermark to close; %s, watermark %s",
-		what, at, row.FormatTimestamp(i.WatermarkMs*1000))
+		what, at, row.FormatTimestamp(int64(i.Watermark)))
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
 	"github.com/sluicehq/sluice/sink"
@@ -36,7 +37,7 @@ func New(w io.Writer, schema []query.Column) *Writer {
 }
 
 // WriteBatch prints the batch header and up to MaxRows rows.
-func (c *Writer) WriteBatch(ctx context.Context, batchID int64, rows []row.Row) error {
+func (c *Writer) WriteBatch(ctx context.Context, batchID ids.BatchID, rows []row.Row) error {
 	var buf bytes.Buffer
 	fmt.Fprintf(&buf, "-------- Batch: %d --------\n", batchID)
 	buf.WriteString(Table(c.cols, rows, MaxRows))

@@ -2,6 +2,7 @@ package jsonbatches
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
@@ -21,10 +23,10 @@ import (
 const SuccessMarker = "_SUCCESS"
 
 // BatchDir returns a batch's directory, with a trailing slash.
-func BatchDir(batchID int64) string { return "batch_id=" + strconv.FormatInt(batchID, 10) + "/" }
+func BatchDir(batchID ids.BatchID) string { return "batch_id=" + batchID.String() + "/" }
 
 // PartName returns the object name of state partition p's rows.
-func PartName(p int) string { return "part-" + strconv.Itoa(p) + ".jsonl" }
+func PartName(p ids.PartitionID) string { return "part-" + p.String() + ".jsonl" }
 
 // Writer is the idempotent per-batch directory writer. It implements
 // sink.BatchWriter and sink.PartitionedBatchWriter.
@@ -45,7 +47,7 @@ func New(store objstore.Store, schema []query.Column) *Writer {
 
 // WriteBatch writes all of a batch's rows as part-0, replacing whatever the
 // batch's directory held.
-func (w *Writer) WriteBatch(ctx context.Context, batchID int64, rows []row.Row) error {
+func (w *Writer) WriteBatch(ctx context.Context, batchID ids.BatchID, rows []row.Row) error {
 	return w.WriteBatchParts(ctx, batchID, [][]row.Row{rows})
 }
 
@@ -55,7 +57,7 @@ func (w *Writer) WriteBatch(ctx context.Context, batchID int64, rows []row.Row) 
 // completed with _SUCCESS last, and a complete directory from an earlier
 // attempt is kept (see the package doc); without it, whatever the
 // directory held is replaced.
-func (w *Writer) WriteBatchParts(ctx context.Context, batchID int64, parts [][]row.Row) error {
+func (w *Writer) WriteBatchParts(ctx context.Context, batchID ids.BatchID, parts [][]row.Row) error {
 	if batchID < 0 {
 		return fmt.Errorf("write batch %d: batch id must not be negative", batchID)
 	}
@@ -74,8 +76,8 @@ func (w *Writer) WriteBatchParts(ctx context.Context, batchID int64, parts [][]r
 	if err := clearDir(ctx, w.store, dir); err != nil {
 		return fmt.Errorf("write batch %d: %w", batchID, err)
 	}
-	for p, data := range encoded {
-		if err := w.store.Put(ctx, dir+PartName(p), data); err != nil {
+	for p := range ids.PartitionID(len(encoded)) {
+		if err := w.store.Put(ctx, dir+PartName(p), encoded[p]); err != nil {
 			return fmt.Errorf("write batch %d part %d: %w", batchID, p, err)
 		}
 	}
@@ -122,7 +124,7 @@ func NewAppending(store objstore.Store, schema []query.Column) *AppendingWriter 
 
 // WriteBatch appends batch_id=N/append-K.jsonl, K the number of objects
 // already in the directory.
-func (w *AppendingWriter) WriteBatch(ctx context.Context, batchID int64, rows []row.Row) error {
+func (w *AppendingWriter) WriteBatch(ctx context.Context, batchID ids.BatchID, rows []row.Row) error {
 	data, err := encodeRows(w.cols, rows)
 	if err != nil {
 		return fmt.Errorf("append batch %d: %w", batchID, err)
@@ -217,13 +219,13 @@ func appendString(buf *bytes.Buffer, s string) {
 // path: batch id -> rows, files in part order (part-P by P, then others by
 // name), lines in file order. Numbers decode as json.Number so longs stay
 // exact. A directory without _SUCCESS is read all the same.
-func ReadAll(ctx context.Context, store objstore.Store) (map[int64][]map[string]any, error) {
+func ReadAll(ctx context.Context, store objstore.Store) (map[ids.BatchID][]map[string]any, error) {
 	keys, err := store.List(ctx, "batch_id=")
 	if err != nil {
 		return nil, fmt.Errorf("read batches: %w", err)
 	}
 	type file struct {
-		batch int64
+		batch ids.BatchID
 		part  int // -1 for files not named part-P.jsonl
 		name  string
 	}
@@ -233,7 +235,7 @@ func ReadAll(ctx context.Context, store objstore.Store) (map[int64][]map[string]
 		if !ok || !strings.HasSuffix(name, ".jsonl") || strings.Contains(name, "/") {
 			continue
 		}
-		id, err := strconv.ParseInt(strings.TrimPrefix(dir, "batch_id="), 10, 64)
+		id, err := ids.ParseBatchID(strings.TrimPrefix(dir, "batch_id="))
 		if err != nil {
 			continue
 		}
@@ -245,7 +247,7 @@ func ReadAll(ctx context.Context, store objstore.Store) (map[int64][]map[string]
 	}
 	slices.SortFunc(files, func(a, b file) int {
 		if a.batch != b.batch {
-			return cmpInt(a.batch, b.batch)
+			return cmp.Compare(a.batch, b.batch)
 		}
 		if (a.part < 0) != (b.part < 0) {
 			if a.part < 0 {
@@ -254,11 +256,11 @@ func ReadAll(ctx context.Context, store objstore.Store) (map[int64][]map[string]
 			return -1
 		}
 		if a.part != b.part {
-			return cmpInt(int64(a.part), int64(b.part))
+			return cmp.Compare(a.part, b.part)
 		}
 		return strings.Compare(a.name, b.name)
 	})
-	out := make(map[int64][]map[string]any)
+	out := make(map[ids.BatchID][]map[string]any)
 	for _, f := range files {
 		key := BatchDir(f.batch) + f.name
 		rc, err := objstore.GetReader(ctx, store, key)
@@ -282,14 +284,4 @@ func ReadAll(ctx context.Context, store objstore.Store) (map[int64][]map[string]
 		rc.Close()
 	}
 	return out, nil
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"math"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
@@ -100,8 +100,8 @@ func TestOtherBatchesAreUntouched(t *testing.T) {
 	ctx := context.Background()
 	st := newStore(t)
 	w := New(st, tileSchema)
-	for _, id := range []int64{1, 10, 11} {
-		if err := w.WriteBatch(ctx, id, []row.Row{tileRow("2024-03-01T10:00:00Z", "c1", id)}); err != nil {
+	for _, id := range []ids.BatchID{1, 10, 11} {
+		if err := w.WriteBatch(ctx, id, []row.Row{tileRow("2024-03-01T10:00:00Z", "c1", int64(id))}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -112,8 +112,8 @@ func TestOtherBatchesAreUntouched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range []int64{1, 10, 11} {
-		if len(got[id]) != 1 || got[id][0]["event_count"] != json.Number(strconv.FormatInt(id, 10)) {
+	for _, id := range []ids.BatchID{1, 10, 11} {
+		if len(got[id]) != 1 || got[id][0]["event_count"] != json.Number(id.String()) {
 			t.Errorf("batch %d = %v", id, got[id])
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 )
 
@@ -30,10 +31,10 @@ type upload struct {
 // the batch's content and a restart completes it; before, a restart aborts
 // it.
 type pendingRecord struct {
-	Version    int      `json:"version"`
-	BatchID    int64    `json:"batchId"`
-	Completing bool     `json:"completing"`
-	Uploads    []upload `json:"uploads"`
+	Version    int         `json:"version"`
+	BatchID    ids.BatchID `json:"batchId"`
+	Completing bool        `json:"completing"`
+	Uploads    []upload    `json:"uploads"`
 }
 
 func newAttemptID() string {
@@ -46,7 +47,7 @@ func newAttemptID() string {
 // a reader that honours _SUCCESS, and never mixes two attempts for any
 // reader: every object is staged (invisible), the attempt is recorded as
 // completing, then the parts are completed and _SUCCESS last.
-func (w *Writer) writeStaged(ctx context.Context, mp objstore.Multipart, batchID int64, encoded [][]byte) error {
+func (w *Writer) writeStaged(ctx context.Context, mp objstore.Multipart, batchID ids.BatchID, encoded [][]byte) error {
 	if err := w.resolvePending(ctx, mp); err != nil {
 		return fmt.Errorf("write batch %d: %w", batchID, err)
 	}
@@ -64,7 +65,7 @@ func (w *Writer) writeStaged(ctx context.Context, mp objstore.Multipart, batchID
 		return fmt.Errorf("write batch %d: %w", batchID, err)
 	}
 	keys := make([]string, 0, len(encoded)+1)
-	for p := range encoded {
+	for p := range ids.PartitionID(len(encoded)) {
 		keys = append(keys, dir+PartName(p))
 	}
 	keys = append(keys, dir+SuccessMarker)

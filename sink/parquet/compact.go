@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 )
 
@@ -56,8 +56,8 @@ type Compacted struct {
 
 // BatchFiles are one batch's files.
 type BatchFiles struct {
-	BatchID int64    `json:"batchId"`
-	Files   []string `json:"files"`
+	BatchID ids.BatchID `json:"batchId"`
+	Files   []string    `json:"files"`
 }
 
 // ReplacementFiles are the files one replacement added.
@@ -69,12 +69,12 @@ type ReplacementFiles struct {
 // logIndex is one log's listing: its batch entries and replacement
 // records.
 type logIndex struct {
-	batches      []int64        // batch ids with an entry (N or N.compact), ascending, unique
-	compact      map[int64]bool // batch ids whose entry is N.compact
-	replacements []string       // replacement record ids, ascending
+	batches      []ids.BatchID        // batch ids with an entry (N or N.compact), ascending, unique
+	compact      map[ids.BatchID]bool // batch ids whose entry is N.compact
+	replacements []string             // replacement record ids, ascending
 }
 
-func newLogIndex() *logIndex { return &logIndex{compact: map[int64]bool{}} }
+func newLogIndex() *logIndex { return &logIndex{compact: map[ids.BatchID]bool{}} }
 
 // add records one name under the log's directory; other names are
 // ignored.
@@ -86,8 +86,8 @@ func (x *logIndex) add(name string) {
 		return
 	}
 	num, compact := strings.CutSuffix(name, compactSuffix)
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n < 0 || strconv.FormatInt(n, 10) != num {
+	n, err := ids.ParseBatchID(num)
+	if err != nil || n < 0 || n.String() != num {
 		return
 	}
 	x.batches = append(x.batches, n)
@@ -103,7 +103,7 @@ func (x *logIndex) sort() {
 }
 
 // last is the newest batch id, -1 if none.
-func (x *logIndex) last() int64 {
+func (x *logIndex) last() ids.BatchID {
 	if len(x.batches) == 0 {
 		return -1
 	}
@@ -112,7 +112,7 @@ func (x *logIndex) last() int64 {
 
 // compactAtOrBefore is the newest compacted entry's batch id <= n, -1 if
 // none.
-func (x *logIndex) compactAtOrBefore(n int64) int64 {
+func (x *logIndex) compactAtOrBefore(n ids.BatchID) ids.BatchID {
 	for i := len(x.batches) - 1; i >= 0; i-- {
 		if b := x.batches[i]; b <= n && x.compact[b] {
 			return b
@@ -121,7 +121,7 @@ func (x *logIndex) compactAtOrBefore(n int64) int64 {
 	return -1
 }
 
-func (x *logIndex) latestCompact() int64 { return x.compactAtOrBefore(x.last()) }
+func (x *logIndex) latestCompact() ids.BatchID { return x.compactAtOrBefore(x.last()) }
 
 func (s *Sink) compactInterval() int64 {
 	if s.opts.CompactInterval > 0 {
@@ -139,12 +139,12 @@ func (s *Sink) minBatchesToRetain() int64 {
 
 // isCompactBatch is Spark's rule: batch N is compacted when
 // (N+1) % compactInterval == 0.
-func (s *Sink) isCompactBatch(n int64) bool { return (n+1)%s.compactInterval() == 0 }
+func (s *Sink) isCompactBatch(n ids.BatchID) bool { return (n+1)%ids.BatchID(s.compactInterval()) == 0 }
 
 // lookup reads batch n's entry in either form, the one this sink's
 // interval would write first. It returns the key read; an error matching
 // objstore.ErrNotExist when neither is there.
-func (s *Sink) lookup(ctx context.Context, l logLayout, n int64) (LogEntry, string, error) {
+func (s *Sink) lookup(ctx context.Context, l logLayout, n ids.BatchID) (LogEntry, string, error) {
 	keys := []string{l.key(n), l.compactKey(n)}
 	if s.isCompactBatch(n) {
 		keys[0], keys[1] = keys[1], keys[0]
@@ -167,7 +167,7 @@ func (s *Sink) lookup(ctx context.Context, l logLayout, n int64) (LogEntry, stri
 type foldedLog struct {
 	prefix  string // the log's
 	queryID string
-	batches map[int64][]string
+	batches map[ids.BatchID][]string
 	reps    map[string][]string
 	applied map[string]bool
 	// entries are the entries read whole (the newest compacted one and
@@ -179,8 +179,8 @@ type foldedLog struct {
 // entry at or before upTo, then every plain entry after it. An entry
 // listed but gone (cleanup between the listing and the read) is an error
 // matching objstore.ErrNotExist: list again.
-func readLog(ctx context.Context, store objstore.Store, l logLayout, x *logIndex, upTo int64) (*foldedLog, error) {
-	f := &foldedLog{prefix: l.prefix, batches: map[int64][]string{}, reps: map[string][]string{}, applied: map[string]bool{}}
+func readLog(ctx context.Context, store objstore.Store, l logLayout, x *logIndex, upTo ids.BatchID) (*foldedLog, error) {
+	f := &foldedLog{prefix: l.prefix, batches: map[ids.BatchID][]string{}, reps: map[string][]string{}, applied: map[string]bool{}}
 	c := x.compactAtOrBefore(upTo)
 	if c >= 0 {
 		e, err := readEntry(ctx, store, l.compactKey(c))
@@ -254,7 +254,7 @@ func (f *foldedLog) files() []string {
 	return out
 }
 
-func sortedKeys[K int64 | string, V any](m map[K]V) []K {
+func sortedKeys[K ids.BatchID | string, V any](m map[K]V) []K {
 	ks := make([]K, 0, len(m))
 	for k := range m {
 		ks = append(ks, k)
@@ -267,7 +267,7 @@ func sortedKeys[K int64 | string, V any](m map[K]V) []K {
 // by now, into the compacted part of n's entry. It reads the newest
 // compacted entry and the entries after it: compactInterval objects or
 // so, and once the whole history of a log written before compaction.
-func (s *Sink) buildCompact(ctx context.Context, l logLayout, n int64) (*Compacted, error) {
+func (s *Sink) buildCompact(ctx context.Context, l logLayout, n ids.BatchID) (*Compacted, error) {
 	lk, err := listLog(ctx, s.store)
 	if err != nil {
 		return nil, err
@@ -311,7 +311,7 @@ func (s *Sink) buildCompact(ctx context.Context, l logLayout, n int64) (*Compact
 // cleanupAsync starts a cleanup of the log after batch n's compacted entry
 // (and the compaction of closed dates, when on). If one is running, it
 // runs once more when done, for the newest batch asked.
-func (s *Sink) cleanupAsync(l logLayout, queryID string, n int64) {
+func (s *Sink) cleanupAsync(l logLayout, queryID string, n ids.BatchID) {
 	s.mu.Lock()
 	if s.bgCtx.Err() != nil { // closed
 		s.mu.Unlock()
@@ -355,13 +355,13 @@ func (s *Sink) cleanupAsync(l logLayout, queryID string, n int64) {
 
 // compactClosed runs CompactDates with the checkpoint's committed
 // watermark: the compactClosedDates policy.
-func (s *Sink) compactClosed(ctx context.Context, queryID string, n int64) {
+func (s *Sink) compactClosed(ctx context.Context, queryID string, n ids.BatchID) {
 	wm, err := s.opts.ClosedWatermark(ctx)
 	if err != nil {
 		s.logger.Warn("compaction of closed dates: read the committed watermark", "query", queryID, "batch", n, "path", s.path(), "err", err)
 		return
 	}
-	res, err := CompactDates(ctx, s.store, CompactOptions{QueryID: queryID, WatermarkMs: wm})
+	res, err := CompactDates(ctx, s.store, CompactOptions{QueryID: queryID, Watermark: wm})
 	if errors.Is(err, ErrCompactionRunning) {
 		s.logger.Info("compaction of closed dates skipped this time", "query", queryID, "batch", n, "path", s.path(), "reason", err)
 		return
@@ -396,20 +396,20 @@ func (s *Sink) Close() error {
 // entries of batches whose staged uploads are still pending (a restart
 // completes those from their entry); and the replacement records the
 // newest compacted entry folded in and that are done.
-func (s *Sink) cleanup(ctx context.Context, l logLayout, n int64) error {
+func (s *Sink) cleanup(ctx context.Context, l logLayout, n ids.BatchID) error {
 	lk, err := listLog(ctx, s.store)
 	if err != nil {
 		return err
 	}
 	x := lk.index(l.prefix)
-	floor := x.compactAtOrBefore(n - s.minBatchesToRetain() + 1)
+	floor := x.compactAtOrBefore(n - ids.BatchID(s.minBatchesToRetain()) + 1)
 	pending, err := s.store.List(ctx, PendingDir)
 	if err != nil {
 		return fmt.Errorf("list pending uploads: %w", err)
 	}
 	for _, k := range pending {
 		num, _, _ := strings.Cut(strings.TrimPrefix(k, PendingDir), "/")
-		if p, err := strconv.ParseInt(num, 10, 64); err == nil && p < floor {
+		if p, err := ids.ParseBatchID(num); err == nil && p < floor {
 			floor = p
 		}
 	}

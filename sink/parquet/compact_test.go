@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
@@ -33,7 +34,7 @@ func batchRows(n int64) []row.Row {
 // runBatches commits batches from..to-1 through s as the driver does
 // (Committed, then the reduce task's WritePartition, then Commit), on two
 // partitions, and returns the rows written: the oracle.
-func runBatches(t *testing.T, s *Sink, from, to int64) []row.Row {
+func runBatches(t *testing.T, s *Sink, from, to ids.BatchID) []row.Row {
 	t.Helper()
 	ctx := context.Background()
 	var all []row.Row
@@ -45,11 +46,11 @@ func runBatches(t *testing.T, s *Sink, from, to int64) []row.Row {
 		if done {
 			t.Fatalf("batch %d committed before it ran", n)
 		}
-		rows := batchRows(n)
+		rows := batchRows(int64(n))
 		b := sink.Batch{QueryID: queryA, ID: n}
 		var descs []string
 		for p, part := range [][]row.Row{rows[:min(1, len(rows))], rows[min(1, len(rows)):]} {
-			d, err := s.WritePartition(ctx, b, p, part)
+			d, err := s.WritePartition(ctx, b, ids.PartitionID(p), part)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,7 +102,7 @@ func checkReaders(t *testing.T, st objstore.Store, want []row.Row) {
 		t.Fatal(err)
 	}
 	var logged []string
-	seen := map[int64]bool{}
+	seen := map[ids.BatchID]bool{}
 	for _, e := range entries {
 		if seen[e.BatchID] {
 			t.Fatalf("LogEntries has batch %d twice", e.BatchID)
@@ -175,7 +176,7 @@ func TestSinkLogCompactsEveryIntervalAndDeletesOldEntries(t *testing.T) {
 			if gets, lists := stats[objstore.OpGet].Requests, stats[objstore.OpList].Requests; gets > 4 || lists > 4 {
 				t.Fatalf("restart read %d objects and listed %d times; want a bounded handful", gets, lists)
 			}
-			for _, n := range []int64{0, 7, 18, 19, 25, 34} {
+			for _, n := range []ids.BatchID{0, 7, 18, 19, 25, 34} {
 				if done, err := s2.Committed(ctx, n); err != nil || !done {
 					t.Fatalf("Committed(%d) after restart = %v, %v; want true", n, done, err)
 				}
@@ -200,7 +201,7 @@ func TestSinkLogCompactsEveryIntervalAndDeletesOldEntries(t *testing.T) {
 // reads do not grow with the number of batches the query has run.
 func TestStartUpReadsTheSameWhateverTheQueryLength(t *testing.T) {
 	ctx := context.Background()
-	cost := func(batches int64) (int64, int64) {
+	cost := func(batches ids.BatchID) (int64, int64) {
 		st := objstore.NewMem()
 		opts := Options{PartitionBy: "window_date", CompactInterval: 10, MinBatchesToRetain: 20}
 		s := New(st, tileSchema, opts)
@@ -263,7 +264,7 @@ func TestLogWrittenBeforeCompactionIsReadAndCompactedOnce(t *testing.T) {
 		t.Fatalf("log after batch 40 = %v, want 29.compact, 30..38, 39.compact, 40", keys)
 	}
 	checkReaders(t, st, want)
-	for _, n := range []int64{0, 24, 29, 30} {
+	for _, n := range []ids.BatchID{0, 24, 29, 30} {
 		if done, err := s.Committed(ctx, n); err != nil || !done {
 			t.Fatalf("Committed(%d) = %v, %v", n, done, err)
 		}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
@@ -34,10 +35,10 @@ var ErrNotClosed = errors.New("date is not closed")
 type CompactOptions struct {
 	// QueryID is the query whose log is compacted: the checkpoint's.
 	QueryID string
-	// WatermarkMs is the checkpoint's committed watermark: the one the
+	// Watermark is the checkpoint's committed watermark: the one the
 	// next (or in-flight) batch drops late rows against. A date is closed
 	// when every window starting on it ends at or before it.
-	WatermarkMs int64
+	Watermark eventtime.Watermark
 	// Before, if set (YYYY-MM-DD), limits compaction to earlier dates.
 	Before string
 	// MaxRowsPerFile bounds a new file; zero means DefaultMaxRowsPerFile.
@@ -196,9 +197,10 @@ func compactDate(ctx context.Context, store objstore.Store, l logLayout, f *fold
 		res.Skipped = "not a date"
 		return res, nil
 	}
-	dayEndMs := day.Add(24*time.Hour).UnixNano() / 1e6
-	if dayEndMs > opts.WatermarkMs {
-		res.Skipped = fmt.Sprintf("open: the committed watermark %s is before the date's end", row.FormatTimestamp(opts.WatermarkMs*1000))
+	// Dates and windows are reckoned in milliseconds, the watermark's unit.
+	dayEndMs, wmMs := day.Add(24*time.Hour).UnixNano()/1e6, opts.Watermark.Millis()
+	if dayEndMs > wmMs {
+		res.Skipped = fmt.Sprintf("open: the committed watermark %s is before the date's end", row.FormatTimestamp(int64(opts.Watermark)))
 		return res, nil
 	}
 	if len(old) < 2 {
@@ -218,8 +220,8 @@ func compactDate(ctx context.Context, store objstore.Store, l logLayout, f *fold
 	// A window starting on the date ends before the date's end plus the
 	// window length; all of them were emitted and no later row can reach
 	// them once the watermark is there.
-	if need := dayEndMs + (maxLenMicros+999)/1000; need > opts.WatermarkMs {
-		res.Skipped = fmt.Sprintf("open: its last windows end up to %s, after the committed watermark %s", row.FormatTimestamp(need*1000), row.FormatTimestamp(opts.WatermarkMs*1000))
+	if need := dayEndMs + (maxLenMicros+999)/1000; need > wmMs {
+		res.Skipped = fmt.Sprintf("open: its last windows end up to %s, after the committed watermark %s", row.FormatTimestamp(need*1000), row.FormatTimestamp(int64(opts.Watermark)))
 		return res, nil
 	}
 	chunks := (scan.total + opts.MaxRowsPerFile - 1) / opts.MaxRowsPerFile

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
@@ -144,7 +145,7 @@ func TestCompactClosedDatesWhileReadersPollAndTheQueryRuns(t *testing.T) {
 			}()
 			// The committed watermark: every window of 03-01..03-03 has
 			// ended (5-minute windows); 03-04 has not.
-			wm := time.Date(2024, 3, 4, 0, 5, 0, 0, time.UTC).UnixMilli()
+			wm := eventtime.Watermark(time.Date(2024, 3, 4, 0, 5, 0, 0, time.UTC).UnixMicro())
 			// At each step of each replacement, both readers take a
 			// snapshot too: the states in between, for certain.
 			steps := map[string]int{}
@@ -170,7 +171,7 @@ func TestCompactClosedDatesWhileReadersPollAndTheQueryRuns(t *testing.T) {
 				}
 				stepDups[stage] += dups
 			}
-			res, err := CompactDates(ctx, st, CompactOptions{QueryID: queryA, WatermarkMs: wm, step: step})
+			res, err := CompactDates(ctx, st, CompactOptions{QueryID: queryA, Watermark: wm, step: step})
 			close(stop)
 			wg.Wait()
 			close(errs)
@@ -219,7 +220,7 @@ func TestCompactClosedDatesWhileReadersPollAndTheQueryRuns(t *testing.T) {
 			checkCompacted(t, st, all)
 
 			// Again: nothing to do.
-			res, err = CompactDates(ctx, st, CompactOptions{QueryID: queryA, WatermarkMs: wm})
+			res, err = CompactDates(ctx, st, CompactOptions{QueryID: queryA, Watermark: wm})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -307,7 +308,7 @@ func TestInterruptedCompactionIsFinishedByTheNextRun(t *testing.T) {
 				for _, r := range want {
 					oracle[windowKey(r)] = rowKey(r)
 				}
-				wm := time.Date(2024, 3, 3, 0, 5, 0, 0, time.UTC).UnixMilli()
+				wm := eventtime.Watermark(time.Date(2024, 3, 3, 0, 5, 0, 0, time.UTC).UnixMicro())
 				crash := fmt.Errorf("crash at %s", crashAt)
 				func() {
 					defer func() {
@@ -315,7 +316,7 @@ func TestInterruptedCompactionIsFinishedByTheNextRun(t *testing.T) {
 							t.Fatalf("recovered %v, want the crash", r)
 						}
 					}()
-					CompactDates(ctx, st, CompactOptions{QueryID: queryA, WatermarkMs: wm, step: func(s string) {
+					CompactDates(ctx, st, CompactOptions{QueryID: queryA, Watermark: wm, step: func(s string) {
 						if s == crashAt {
 							panic(crash)
 						}
@@ -328,7 +329,7 @@ func TestInterruptedCompactionIsFinishedByTheNextRun(t *testing.T) {
 				if dups, err := checkSnapshot(rows, oracle, want); err != nil || dups > 0 || len(rows) != len(want) {
 					t.Fatalf("log reader after the crash: %v, %d windows twice, %d rows of %d", err, dups, len(rows), len(want))
 				}
-				res, err := CompactDates(ctx, st, CompactOptions{QueryID: queryA, WatermarkMs: wm})
+				res, err := CompactDates(ctx, st, CompactOptions{QueryID: queryA, Watermark: wm})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -365,14 +366,14 @@ func TestCompactClosedDatesPolicyRunsAfterCompactedEntries(t *testing.T) {
 	st := newStore(t)
 	var s *Sink
 	s = New(st, tileSchema, Options{PartitionBy: "window_date", CompactInterval: 5, MinBatchesToRetain: 5,
-		ClosedWatermark: func(context.Context) (int64, error) {
+		ClosedWatermark: func(context.Context) (eventtime.Watermark, error) {
 			// The watermark of the tile in batchRows: the current day's
 			// first window has closed; every earlier day is over.
 			s.mu.Lock()
 			n := s.newest
 			s.mu.Unlock()
 			day := time.Date(2024, 3, 1, 0, 5, 0, 0, time.UTC).Add(time.Duration(n/10) * 24 * time.Hour)
-			return day.UnixMilli(), nil
+			return eventtime.Watermark(day.UnixMicro()), nil
 		}})
 	if err := s.Prepare(ctx, queryA, query.Lab); err != nil {
 		t.Fatal(err)
@@ -405,18 +406,18 @@ func TestOneCompactionAtATime(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := runBatches(t, s, 0, 20)
-	wm := time.Date(2024, 3, 3, 0, 5, 0, 0, time.UTC).UnixMilli()
+	wm := eventtime.Watermark(time.Date(2024, 3, 3, 0, 5, 0, 0, time.UTC).UnixMicro())
 	now := time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
 	release, err := acquireLease(ctx, st, now, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = CompactDates(ctx, st, CompactOptions{QueryID: queryA, WatermarkMs: wm, Now: func() time.Time { return now.Add(time.Minute) }})
+	_, err = CompactDates(ctx, st, CompactOptions{QueryID: queryA, Watermark: wm, Now: func() time.Time { return now.Add(time.Minute) }})
 	if !errors.Is(err, ErrCompactionRunning) || !strings.Contains(err.Error(), LockKey) {
 		t.Fatalf("second run: %v, want ErrCompactionRunning naming %s", err, LockKey)
 	}
 	// The holder died: an hour later the lease is taken over.
-	res, err := CompactDates(ctx, st, CompactOptions{QueryID: queryA, WatermarkMs: wm, Now: func() time.Time { return now.Add(61 * time.Minute) }})
+	res, err := CompactDates(ctx, st, CompactOptions{QueryID: queryA, Watermark: wm, Now: func() time.Time { return now.Add(61 * time.Minute) }})
 	if err != nil || len(res) != 2 || res[0].Skipped != "" || res[1].Skipped != "" {
 		t.Fatalf("after the TTL: %+v, %v", res, err)
 	}
@@ -450,9 +451,9 @@ func TestCompactionReadsADateInBoundedPieces(t *testing.T) {
 		oldFiles[f] = true
 	}
 	const maxRows = 3
-	wm := time.Date(2024, 3, 10, 0, 0, 0, 0, time.UTC).UnixMilli()
+	wm := eventtime.Watermark(time.Date(2024, 3, 10, 0, 0, 0, 0, time.UTC).UnixMicro())
 	st.StartTrace()
-	res, err := CompactDates(ctx, st, CompactOptions{QueryID: queryA, WatermarkMs: wm, MaxRowsPerFile: maxRows})
+	res, err := CompactDates(ctx, st, CompactOptions{QueryID: queryA, Watermark: wm, MaxRowsPerFile: maxRows})
 	st.StopTrace()
 	if err != nil {
 		t.Fatal(err)
@@ -541,8 +542,8 @@ func TestEachCommittedIsReadCommittedOneFileAtATime(t *testing.T) {
 				}
 			}
 			check("before compaction")
-			wm := time.Date(2024, 3, 10, 0, 0, 0, 0, time.UTC).UnixMilli()
-			if _, err := CompactDates(ctx, st, CompactOptions{QueryID: queryA, WatermarkMs: wm}); err != nil {
+			wm := eventtime.Watermark(time.Date(2024, 3, 10, 0, 0, 0, 0, time.UTC).UnixMicro())
+			if _, err := CompactDates(ctx, st, CompactOptions{QueryID: queryA, Watermark: wm}); err != nil {
 				t.Fatal(err)
 			}
 			check("after compaction")

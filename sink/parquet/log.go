@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/sink"
@@ -30,10 +30,10 @@ var ErrForeignSinkLog = errors.New("sink log written by another query")
 
 // ForeignSinkLogError details ErrForeignSinkLog.
 type ForeignSinkLogError struct {
-	Path    string // the sink path
-	QueryID string // the query writing now
-	Other   string // the query that wrote the log
-	Batch   int64  // the batch whose entry conflicts, or -1 for a start check
+	Path    string      // the sink path
+	QueryID string      // the query writing now
+	Other   string      // the query that wrote the log
+	Batch   ids.BatchID // the batch whose entry conflicts, or -1 for a start check
 }
 
 func (e *ForeignSinkLogError) Error() string {
@@ -48,10 +48,10 @@ func (e *ForeignSinkLogError) Unwrap() error { return ErrForeignSinkLog }
 // LogEntry is one sink log document: the files one batch of one query
 // committed.
 type LogEntry struct {
-	Version int      `json:"version"`
-	QueryID string   `json:"queryId"`
-	BatchID int64    `json:"batchId"`
-	Files   []string `json:"files"`
+	Version int         `json:"version"`
+	QueryID string      `json:"queryId"`
+	BatchID ids.BatchID `json:"batchId"`
+	Files   []string    `json:"files"`
 	// Uploads are the staged files that make Files, sorted by key; a
 	// restarted driver completes them again (idempotently).
 	Uploads []Upload `json:"uploads,omitempty"`
@@ -74,13 +74,13 @@ type logLayout struct {
 	adopted bool
 }
 
-func (l logLayout) key(batchID int64) string { return l.prefix + strconv.FormatInt(batchID, 10) }
+func (l logLayout) key(batchID ids.BatchID) string { return l.prefix + batchID.String() }
 
 // compactKey is the key of batch batchID's compacted entry.
-func (l logLayout) compactKey(batchID int64) string { return l.key(batchID) + compactSuffix }
+func (l logLayout) compactKey(batchID ids.BatchID) string { return l.key(batchID) + compactSuffix }
 
 // keyOf is the key of batch batchID's entry as the index lists it.
-func (l logLayout) keyOf(x *logIndex, batchID int64) string {
+func (l logLayout) keyOf(x *logIndex, batchID ids.BatchID) string {
 	if x != nil && x.compact[batchID] {
 		return l.compactKey(batchID)
 	}
@@ -309,7 +309,7 @@ func (s *Sink) forget(queryID string) {
 
 // Committed reports whether the prepared query's log holds batchID. It
 // needs Prepare: which log to look in depends on the query id.
-func (s *Sink) Committed(ctx context.Context, batchID int64) (bool, error) {
+func (s *Sink) Committed(ctx context.Context, batchID ids.BatchID) (bool, error) {
 	s.mu.Lock()
 	queryID := s.queryID
 	s.mu.Unlock()

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
@@ -303,7 +304,7 @@ func TestRowOfWrongKindIsRefused(t *testing.T) {
 	}
 }
 
-func commitBatch(t *testing.T, s *Sink, q string, id int64, rows []row.Row) []string {
+func commitBatch(t *testing.T, s *Sink, q string, id ids.BatchID, rows []row.Row) []string {
 	t.Helper()
 	ctx := context.Background()
 	b := sink.Batch{QueryID: q, ID: id}
@@ -675,7 +676,7 @@ func TestPreparedLabQueryWarnsOnce(t *testing.T) {
 	if err := s.Prepare(ctx, queryB, query.Lab); err != nil {
 		t.Fatal(err)
 	}
-	for id := int64(0); id < 3; id++ {
+	for id := ids.BatchID(0); id < 3; id++ {
 		if err := s.Commit(ctx, sink.Batch{QueryID: queryB, ID: id}, nil); err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 
 	pq "github.com/parquet-go/parquet-go"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
@@ -123,7 +124,7 @@ func LogEntries(ctx context.Context, store objstore.Store) ([]LogEntry, error) {
 	var refs []ref
 	var reps []LogEntry
 	for i, f := range snap.logs {
-		raw := map[int64]LogEntry{}
+		raw := map[ids.BatchID]LogEntry{}
 		for _, e := range f.entries {
 			raw[e.BatchID] = e
 		}

@@ -11,6 +11,8 @@ import (
 
 	pq "github.com/parquet-go/parquet-go"
 
+	"github.com/sluicehq/sluice/eventtime"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
@@ -58,7 +60,7 @@ type Options struct {
 	// (sink.parquet.compactClosedDates): after each compacted log entry
 	// the background job runs CompactDates with the watermark it returns
 	// (the checkpoint's committed one).
-	ClosedWatermark func(ctx context.Context) (int64, error)
+	ClosedWatermark func(ctx context.Context) (eventtime.Watermark, error)
 }
 
 // Sink is the exactly-once Parquet file sink. It implements sink.FileSink.
@@ -83,11 +85,11 @@ type Sink struct {
 	queryID  string               // set by Prepare
 	env      query.Environment    // set by Prepare
 	resolved map[string]logLayout // query id -> where its log entries go
-	newest   int64                // the newest batch id the prepared query's log held at Prepare or committed since
+	newest   ids.BatchID          // the newest batch id the prepared query's log held at Prepare or committed since
 	cleaning bool                 // a background log cleanup is running
 	// cleanAgain is the newest batch whose cleanup was asked while one
 	// ran (-1: none): the running one goes on with it.
-	cleanAgain int64
+	cleanAgain ids.BatchID
 	cleanWG    sync.WaitGroup
 	bgCtx      context.Context // background work's; Close cancels it
 	bgCancel   context.CancelFunc
@@ -152,7 +154,7 @@ func (s *Sink) path() string {
 // FileName returns the object name of (batch, partition)'s file for a query,
 // without a directory: part-<batch:05d>-<partition:04d>-<queryID>.snappy.parquet.
 // The full query id (not a prefix) keeps two queries' files apart.
-func FileName(queryID string, batchID int64, partition int) string {
+func FileName(queryID string, batchID ids.BatchID, partition ids.PartitionID) string {
 	return fmt.Sprintf("part-%05d-%04d-%s.snappy.parquet", batchID, partition, queryID)
 }
 
@@ -164,7 +166,7 @@ func FileName(queryID string, batchID int64, partition int) string {
 // are sent, and invisible until Commit completes it; on a store without it
 // the file is written with Put and the descriptor is its key. No rows
 // write no file.
-func (s *Sink) WritePartition(ctx context.Context, b sink.Batch, partition int, rows []row.Row) ([]string, error) {
+func (s *Sink) WritePartition(ctx context.Context, b sink.Batch, partition ids.PartitionID, rows []row.Row) ([]string, error) {
 	if s.initErr != nil {
 		return nil, s.initErr
 	}

@@ -9,10 +9,10 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 )
 
@@ -36,14 +36,14 @@ type Upload struct {
 
 // pendingRecord is _sink_pending/<batch>/<partition>-<attempt>.json.
 type pendingRecord struct {
-	Version   int      `json:"version"`
-	QueryID   string   `json:"queryId"`
-	BatchID   int64    `json:"batchId"`
-	Partition int      `json:"partition"`
-	Uploads   []Upload `json:"uploads"`
+	Version   int             `json:"version"`
+	QueryID   string          `json:"queryId"`
+	BatchID   ids.BatchID     `json:"batchId"`
+	Partition ids.PartitionID `json:"partition"`
+	Uploads   []Upload        `json:"uploads"`
 }
 
-func pendingKey(batchID int64, partition int, attempt string) string {
+func pendingKey(batchID ids.BatchID, partition ids.PartitionID, attempt string) string {
 	return fmt.Sprintf("%s%d/%04d-%s.json", PendingDir, batchID, partition, attempt)
 }
 
@@ -81,7 +81,7 @@ func parseDescriptor(s string) (Upload, bool, error) {
 // file (write(i, w) for keys[i]) straight into its upload, a part each
 // time s.partSize bytes are buffered (see partWriter). It returns the
 // descriptors, sorted by key.
-func (s *Sink) stage(ctx context.Context, mp objstore.Multipart, queryID string, batchID int64, partition int, keys []string, write func(i int, w io.Writer) error) ([]string, error) {
+func (s *Sink) stage(ctx context.Context, mp objstore.Multipart, queryID string, batchID ids.BatchID, partition ids.PartitionID, keys []string, write func(i int, w io.Writer) error) ([]string, error) {
 	rec := pendingRecord{Version: pendingVersion, QueryID: queryID, BatchID: batchID, Partition: partition}
 	for _, key := range keys {
 		id, err := mp.CreateMultipart(ctx, key)
@@ -229,15 +229,15 @@ func (s *Sink) complete(ctx context.Context, e LogEntry) error {
 // whose attempts never committed: all its uploads are aborted, unless it is
 // newer than upTo. Batch completed (-1: none) was just completed by the
 // caller and is not completed again.
-func (s *Sink) sweep(ctx context.Context, l logLayout, queryID string, upTo, completed int64) error {
+func (s *Sink) sweep(ctx context.Context, l logLayout, queryID string, upTo, completed ids.BatchID) error {
 	keys, err := s.store.List(ctx, PendingDir)
 	if err != nil {
 		return fmt.Errorf("list pending uploads: %w", err)
 	}
-	byBatch := map[int64][]string{}
+	byBatch := map[ids.BatchID][]string{}
 	for _, k := range keys {
 		num, _, ok := strings.Cut(strings.TrimPrefix(k, PendingDir), "/")
-		n, err := strconv.ParseInt(num, 10, 64)
+		n, err := ids.ParseBatchID(num)
 		if !ok || err != nil || n < 0 {
 			continue
 		}
@@ -246,7 +246,7 @@ func (s *Sink) sweep(ctx context.Context, l logLayout, queryID string, upTo, com
 		}
 		byBatch[n] = append(byBatch[n], k)
 	}
-	batches := make([]int64, 0, len(byBatch))
+	batches := make([]ids.BatchID, 0, len(byBatch))
 	for n := range byBatch {
 		batches = append(batches, n)
 	}
