@@ -458,8 +458,13 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		return err
 	})
 	step("latency", func(ctx context.Context) error {
-		for _, tr := range []time.Duration{0, time.Second} {
-			lr, err := runLatency(ctx, tr, c.latencyFor, dir, out)
+		// processingTime 0 and 1 s as Spark times batches, then 1 s with
+		// the no-data batch at once (trigger.noDataBatchesAtOnce).
+		for _, r := range []struct {
+			trigger time.Duration
+			atOnce  bool
+		}{{0, false}, {time.Second, false}, {time.Second, true}} {
+			lr, err := runLatency(ctx, r.trigger, r.atOnce, c.latencyFor, dir, out)
 			if err != nil {
 				return err
 			}
@@ -762,7 +767,7 @@ func tableLines(res *Results, c config) []line {
 		add("no-data batch (go test ./engine -bench NoDataBatch), "+r.Where+", ms, closing nothing / closing a window", fmt.Sprintf("%.1f / %s", r.Quiet, closing), "")
 	}
 	for _, l := range res.Latency {
-		add(fmt.Sprintf("latency beyond the semantic delay, kfake, processingTime %v, ms: median / p99 / max (%d windows)", l.Trigger, len(l.Ms)),
+		add(fmt.Sprintf("latency beyond the semantic delay, kfake, %s, ms: median / p99 / max (%d windows)", l.name(), len(l.Ms)),
 			fmt.Sprintf("%.0f / %.0f / %.0f", median(l.Ms), quantile(l.Ms, 0.99), l.Ms[len(l.Ms)-1]), fmt.Sprintf("p99 ≤ %v", l.Trigger+250*time.Millisecond))
 	}
 	for _, e := range res.Executors {

@@ -255,13 +255,16 @@ func targets(res *Results) []Target {
 	for _, l := range res.Latency {
 		want := l.Trigger + 250*time.Millisecond
 		p99 := quantile(l.Ms, 0.99)
-		lt := Target{Name: fmt.Sprintf("end-to-end latency beyond the semantic delay, p99, processingTime %v", l.Trigger), Want: fmt.Sprintf("≤ %v", want),
+		lt := Target{Name: "end-to-end latency beyond the semantic delay, p99, " + l.name(), Want: fmt.Sprintf("≤ %v", want),
 			Measured: fmt.Sprintf("%.0f ms (median %.0f, max %.0f, %d windows)", p99, median(l.Ms), l.Ms[len(l.Ms)-1], len(l.Ms))}
 		if wantMs := float64(want.Milliseconds()); p99 <= wantMs {
 			lt.Status, lt.Gap = "met", fmt.Sprintf("%.0f ms under", wantMs-p99)
 		} else {
 			lt.Status, lt.Gap = "missed", fmt.Sprintf("%.0f ms over", p99-wantMs)
 			lt.Why = "not profiled by this run: a window is emitted by the batch after the one whose data lifted the watermark (a no-data batch); that batch's planning, reduce and commit, and the sink reader's poll, are the candidates"
+			if l.Trigger > 0 && !l.AtOnce {
+				lt.Why = fmt.Sprintf("Spark's timing, not a cost: the record waits for a trigger (up to %v, the allowance), its batch lifts the watermark, and the no-data batch that writes the window runs at the trigger after that one, a second wait of up to %v that the target does not allow for. trigger.noDataBatchesAtOnce runs that batch at once (its row below); it is off by default because the next data batch then drops late rows against a newer watermark than Spark's (docs/query.md#triggernodatabatchesatonce)", l.Trigger, l.Trigger)
+			}
 		}
 		ts = append(ts, lt)
 	}

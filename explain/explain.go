@@ -292,6 +292,8 @@ func (p *planner) batch() []string {
 		out = append(out, "no-data batches: off (noDataMicroBatches false): closed groups wait for the next batch with data")
 	case t.Once:
 		out = append(out, "no-data batches: not with trigger once")
+	case t.NoDataBatchesAtOnce:
+		out = append(out, "no-data batches: after a batch that raised the watermark, one more batch runs at once, without new data and without waiting for the trigger (noDataBatchesAtOnce), to close what it passed")
 	default:
 		out = append(out, "no-data batches: after a batch that raised the watermark, one more batch runs without new data to close what it passed")
 	}

@@ -343,6 +343,11 @@ type Trigger struct {
 	AvailableNow   bool     `json:"availableNow,omitempty"`
 	Once           bool     `json:"once,omitempty"`
 	Continuous     Duration `json:"continuous,omitempty"`
+	// NoDataBatchesAtOnce runs the no-data batch a commit makes due (the
+	// watermark rose) at once instead of at the next processingTime
+	// trigger: closed windows are written a trigger sooner. Off by
+	// default (Spark waits for the trigger); see docs/query.md.
+	NoDataBatchesAtOnce bool `json:"noDataBatchesAtOnce,omitempty"`
 }
 
 // BadRecordsDir is where batch's malformed records go: badRecordsPath, or

@@ -589,6 +589,14 @@ func (v *validator) rest() {
 	if t.ProcessingTime < 0 {
 		v.add("trigger.processingTime", dur(t.ProcessingTime), "must not be negative")
 	}
+	if t.NoDataBatchesAtOnce {
+		switch {
+		case t.ProcessingTime <= 0:
+			v.add("trigger.noDataBatchesAtOnce", "true", "needs trigger.processingTime: without an interval the next batch runs at once anyway")
+		case !s.NoDataBatches():
+			v.add("trigger.noDataBatchesAtOnce", "true", "needs noDataMicroBatches: it says when no-data batches run, and they are off")
+		}
+	}
 	if t.Continuous != 0 {
 		v.add("trigger.continuous", dur(t.Continuous), "is refused: continuous processing is not supported: Sluice runs micro-batches; "+
 			"continuous mode is at-least-once and experimental in Spark; use processingTime")

@@ -70,6 +70,7 @@ func (q *Query) stepConfig() stepConfig {
 		AvailableNow:  s.Trigger.AvailableNow,
 		Evicts:        q.layout != nil && q.layout.Bound != agg.NoBound,
 		NoDataBatches: s.NoDataBatches(),
+		NoDataAtOnce:  s.Trigger.NoDataBatchesAtOnce,
 	}
 	if w := s.Watermark; w != nil {
 		c.Watermark, c.Delay, c.MaxJump = true, w.Delay.Micros(), w.MaxJumpOrDefault().Micros()
@@ -178,6 +179,15 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 				break
 			}
 			started = a.At
+			if a.NoDataOnly {
+				// A no-data batch run at once: it ends where it starts.
+				start, err := q.start(ctx, lp)
+				planNow, lp.planEnd = cfg.Now(), start
+				if ev = (event{Type: evPlanned}); err != nil {
+					ev = failed(err)
+				}
+				break
+			}
 			hasData, now, err := q.plan(ctx, lp, target, a.Batch)
 			planNow = now
 			if ev = (event{Type: evPlanned, HasData: hasData}); err != nil {

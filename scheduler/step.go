@@ -130,6 +130,10 @@ type stepConfig struct {
 	// Evicts: the query evicts state by watermark; NoDataBatches: the
 	// spec runs no-data batches (both needed for one).
 	Evicts, NoDataBatches bool
+	// NoDataAtOnce (trigger.noDataBatchesAtOnce, with an Interval): the
+	// no-data batch a commit makes due runs at once instead of at the
+	// next trigger, and does not move the trigger's schedule.
+	NoDataAtOnce bool
 	// Watermark: the spec has one, with Delay and MaxJump (µs).
 	Watermark      bool
 	Delay, MaxJump int64
@@ -272,6 +276,7 @@ type action struct {
 	Type actionType
 
 	At                       time.Time           // actPlan: the trigger's start
+	NoDataOnly               bool                // actPlan: a no-data batch: do not read the source
 	Batch                    ids.BatchID         // actPrepare..actFinish, actWait after a failure
 	NoData                   bool                // actPrepare
 	Watermark, LateWatermark eventtime.Watermark // actPrepare
@@ -326,6 +331,9 @@ type machine struct {
 	// succeeds.
 	retry, planRetry retry
 	fenced           error // a fenced write waiting for actCheckOwn's answer
+	// atOnce: the batch being planned is a no-data batch run at once
+	// after a commit (NoDataAtOnce); it keeps lastRun, the trigger's.
+	atOnce bool
 	// after says what follows a wait: a retry of Op, or a trigger.
 	after        retryOp
 	afterAttempt int
@@ -397,7 +405,10 @@ func (m *machine) apply(ev event) action {
 			return m.planned(ev)
 		case evPrepared:
 			m.planRetry = retry{}
-			m.lastRun = m.planAt
+			if !m.atOnce {
+				m.lastRun = m.planAt
+			}
+			m.atOnce = false
 			m.retry = retry{}
 			m.phase = phOffsets
 			return action{Type: actWriteOffsets, Batch: m.next, Attempt: 1, Key: m.offsetsKey()}
@@ -528,11 +539,19 @@ func (m *machine) wait(d time.Duration, why string, op retryOp, attempt int, err
 }
 
 // afterBatch is where the run goes once no batch is in flight (at start,
-// or after a commit): availableNow's target first, then the trigger.
+// or after a commit): availableNow's target first, then the trigger; with
+// NoDataAtOnce, a no-data batch the last commit made due runs first,
+// without waiting for the trigger (docs/query.md#triggernodatabatchesatonce).
 func (m *machine) afterBatch(now time.Time) action {
 	if m.needTarget {
 		m.phase = phTarget
 		return action{Type: actTarget}
+	}
+	if m.cfg.NoDataAtOnce && m.cfg.Interval > 0 && m.batches > 0 &&
+		eventtime.NeedsNoDataBatch(m.cfg.Evicts, m.cfg.NoDataBatches, m.usedWM, m.nextWM) {
+		m.atOnce = true
+		m.phase, m.planAt = phPlan, now
+		return action{Type: actPlan, At: now, Batch: m.next, NoDataOnly: true}
 	}
 	return m.trigger(now)
 }
@@ -550,7 +569,7 @@ func (m *machine) trigger(now time.Time) action {
 
 // plan starts a trigger at now.
 func (m *machine) plan(now time.Time) action {
-	m.phase, m.planAt = phPlan, now
+	m.phase, m.planAt, m.atOnce = phPlan, now, false
 	return action{Type: actPlan, At: now, Batch: m.next}
 }
 

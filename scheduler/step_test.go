@@ -40,6 +40,9 @@ func (s *stepSim) format(a action) string {
 		b.WriteString("target")
 	case actPlan:
 		fmt.Fprintf(&b, "plan batch=%d at=+%v", a.Batch, a.At.Sub(stepEpoch))
+		if a.NoDataOnly {
+			b.WriteString(" no-data-only")
+		}
 	case actPrepare:
 		fmt.Fprintf(&b, "prepare batch=%d watermark=%v late=%v", a.Batch, wmDur(a.Watermark), wmDur(a.LateWatermark))
 		if a.NoData {
@@ -115,6 +118,8 @@ func (s *stepSim) cmd(t *testing.T, td *datadriven.TestData) string {
 				c.IdlePoll = parseDur(t, v)
 			case "interval":
 				c.Interval = parseDur(t, v)
+			case "no-data-at-once":
+				c.NoDataAtOnce = v == "true"
 			case "once":
 				c.Once = true
 			case "available-now":
