@@ -1,26 +1,27 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
 // Backlog (-only backlog, in -report): peak RSS of a `driver run` process
 // catching up on a Kafka backlog of each size at one maxOffsetsPerTrigger.
-// Each size gets its own kfake broker in this process (preloaded, then
-// closed, so only one backlog is held at a time) and the driver runs as a
-// grandchild through the launcher, so its peak is its own. kfake keeps
-// every record in this process's memory: a size whose broker would not
-// fit in the memory available (estimated from the bytes per record the
-// first size took) is skipped, and the report says so.
+// Each size gets its own kfake broker in this process, preloaded, with
+// its log segments on disk (kfake.DataDir under the work directory, removed
+// after the size ran), so the broker holds only indexes in memory and a
+// backlog of 100 M records fits on a machine of this size; the driver runs
+// as a grandchild through the launcher, so its peak is its own. A size
+// whose segments would not fit on the work directory's disk (estimated
+// from the bytes per record the first size took) is skipped, and the
+// report says so.
 
 // BacklogRun is one size's runs.
 type BacklogRun struct {
@@ -29,26 +30,19 @@ type BacklogRun struct {
 	Skipped string `json:",omitempty"` // why it did not run
 }
 
-// memAvailable is /proc/meminfo's MemAvailable in bytes (0: unknown).
-func memAvailable() int64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
+// diskAvailable is the bytes free to an unprivileged writer on the
+// filesystem holding dir (0: unknown).
+func diskAvailable(dir string) int64 {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
 		return 0
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "MemAvailable:"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return n << 10
-		}
-	}
-	return 0
+	return int64(st.Bavail) * int64(st.Bsize)
 }
 
-// brokerBytesPerRecord is the first estimate of what kfake holds per
-// record, before a size has been measured.
-const brokerBytesPerRecord = 400
+// brokerBytesPerRecord is the first estimate of what kfake's segments take
+// on disk per record, before a size has been measured.
+const brokerBytesPerRecord = 200
 
 func runBacklog(ctx context.Context, e *ModeEnv, sizes []int, maxOffsets int64, runs int) ([]BacklogRun, error) {
 	driver, err := e.Driver(ctx)
@@ -59,16 +53,16 @@ func runBacklog(ctx context.Context, e *ModeEnv, sizes []int, maxOffsets int64, 
 	var out []BacklogRun
 	for _, n := range sizes {
 		br := BacklogRun{Records: n}
-		need := int64(perRecord*float64(n)*1.3) + 1<<30 // the broker, headroom, the driver
-		if avail := memAvailable(); avail > 0 && need > avail {
-			br.Skipped = fmt.Sprintf("not run: the broker would need about %.1f GiB (%.0f bytes per record measured or assumed), %.1f GiB available", float64(need)/(1<<30), perRecord, float64(avail)/(1<<30))
+		need := int64(perRecord*float64(n)*1.3) + 1<<30 // the segments, headroom, the checkpoint
+		if avail := diskAvailable(e.Dir); avail > 0 && need > avail {
+			br.Skipped = fmt.Sprintf("not run: the broker's segments would need about %.1f GiB of disk (%.0f bytes per record measured or assumed), %.1f GiB free", float64(need)/(1<<30), perRecord, float64(avail)/(1<<30))
 			fmt.Fprintf(e.Out, "backlog %d: %s\n", n, br.Skipped)
 			out = append(out, br)
 			continue
 		}
-		before := liveHeap()
 		topic := kafkaTopic(n)
-		b, err := startKafka(e.Config.kafka.Partitions, topic)
+		segments := filepath.Join(e.Dir, fmt.Sprintf("backlog-%d-kafka", n))
+		b, err := startKafkaIn(segments, e.Config.kafka.Partitions, topic)
 		if err != nil {
 			return out, err
 		}
@@ -77,10 +71,10 @@ func runBacklog(ctx context.Context, e *ModeEnv, sizes []int, maxOffsets int64, 
 			b.close()
 			return out, err
 		}
-		if held := float64(liveHeap()) - float64(before); held > 0 {
-			perRecord = held / float64(n)
+		if used := dirBytes(segments); used > 0 {
+			perRecord = float64(used) / float64(n)
 		}
-		fmt.Fprintf(e.Out, "backlog %d: produced in %v (the broker holds about %.0f bytes per record)\n", n, pr.Elapsed.Round(time.Millisecond), perRecord)
+		fmt.Fprintf(e.Out, "backlog %d: produced in %v (the broker's segments take about %.0f bytes per record on disk)\n", n, pr.Elapsed.Round(time.Millisecond), perRecord)
 		for r := range max(runs, 1) {
 			rr, err := rssRun(ctx, driver, b.addr, topic, filepath.Join(e.Dir, fmt.Sprintf("backlog-%d-%d", n, r)), maxOffsets, e.Config.kafka.ClientOptions)
 			if err == nil && rr.InputRows != int64(n) {
@@ -88,6 +82,7 @@ func runBacklog(ctx context.Context, e *ModeEnv, sizes []int, maxOffsets int64, 
 			}
 			if err != nil {
 				b.close()
+				os.RemoveAll(segments)
 				return append(out, br), err
 			}
 			rr.Rows = n
@@ -95,6 +90,7 @@ func runBacklog(ctx context.Context, e *ModeEnv, sizes []int, maxOffsets int64, 
 			fmt.Fprintf(e.Out, "backlog %d, maxOffsetsPerTrigger %d: peak RSS %.0f MiB, %d batches, %v\n", n, maxOffsets, float64(rr.MaxRSSKiB)/1024, rr.Batches, rr.Elapsed.Round(time.Millisecond))
 		}
 		b.close()
+		os.RemoveAll(segments)
 		debug.FreeOSMemory()
 		out = append(out, br)
 	}
@@ -135,7 +131,7 @@ func runBacklogMode(ctx context.Context, e *ModeEnv) (*Section, error) {
 		sec.Table.Rows = append(sec.Table.Rows, []string{fmt.Sprint(br.Records), fmt.Sprint(len(br.Runs)), fmt.Sprint(br.Runs[0].Batches), fmt.Sprintf("%.1f", median(secs)), rangeOf(peaks, "%.0f"), fmt.Sprintf("%.2f", m/first)})
 		sec.Rows = append(sec.Rows, Row{Name: fmt.Sprintf("backlog: driver run peak RSS, %d records behind, maxOffsetsPerTrigger %d, MiB", br.Records, c.backlogMaxOffsets), Value: rangeOf(peaks, "%.0f") + fmt.Sprintf(" (%.2f× the smallest backlog's)", m/first)})
 	}
-	text := fmt.Sprintf("`driver run` catching up on a backlog on kfake (%d partitions, over TCP), maxOffsetsPerTrigger %d for every size, in-memory state; peak RSS is the driver process's own (getrusage through a launcher). Sizes asked for (-backlog): %s; ran: %s.",
+	text := fmt.Sprintf("`driver run` catching up on a backlog on kfake (%d partitions, over TCP, log segments on disk), maxOffsetsPerTrigger %d for every size, in-memory state; peak RSS is the driver process's own (getrusage through a launcher). Sizes asked for (-backlog): %s; ran: %s.",
 		c.kafka.Partitions, c.backlogMaxOffsets, joinInts(sizes), orDash(strings.Join(ran, ", ")))
 	if len(skipped) > 0 {
 		text += " Skipped: " + strings.Join(skipped, "; ") + "."

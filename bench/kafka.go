@@ -146,6 +146,13 @@ func (c countingConn) Write(b []byte) (int, error) {
 // startKafka starts a one-broker kfake cluster on a free 127.0.0.1 port
 // with the given topics.
 func startKafka(partitions int32, topics ...string) (*kafkaBroker, error) {
+	return startKafkaIn("", partitions, topics...)
+}
+
+// startKafkaIn starts kfake with its log segments in dataDir (on disk:
+// the broker then holds only its indexes in memory), or in memory when
+// dataDir is empty.
+func startKafkaIn(dataDir string, partitions int32, topics ...string) (*kafkaBroker, error) {
 	sent := &atomic.Int64{}
 	listen := func(network, address string) (net.Listener, error) {
 		ln, err := net.Listen(network, address)
@@ -154,7 +161,11 @@ func startKafka(partitions int32, topics ...string) (*kafkaBroker, error) {
 		}
 		return countingListener{ln, sent}, nil
 	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topics...), kfake.ListenFn(listen))
+	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(partitions, topics...), kfake.ListenFn(listen)}
+	if dataDir != "" {
+		opts = append(opts, kfake.DataDir(dataDir))
+	}
+	c, err := kfake.NewCluster(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("start kfake cluster: %w", err)
 	}
