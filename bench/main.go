@@ -92,7 +92,7 @@ func main() {
 	flag.StringVar(&c.kafka.HeapProfile, "kafka-heap-profile", "", "kafka: run the engine in this process over the largest RSS backlog and write heap profiles into this directory")
 	flag.IntVar(&c.kafka.HeapEvery, "kafka-heap-every", 10, "kafka: batches between heap profiles")
 	flag.StringVar(&c.kafkaOptions, "kafka-options", "", "kafka: client options of the engine's source, k=v,k=v (the spec's kafka.* options without the prefix, e.g. max.partition.fetch.bytes=1048576)")
-	scaleRows := flag.String("scale-n", "1000000,10000000", "scaling: events per run of the events series")
+	scaleRows := flag.String("scale-n", "1000000,10000000,100000000", "scaling: events per run of the events series")
 	scaleCourses := flag.String("scale-courses", "100,10000,1000000", "scaling: distinct courses of the courses series")
 	scalePartitions := flag.String("scale-partitions", "1,8,64", "scaling: state partitions of the partitions series")
 	flag.IntVar(&c.scale.Runs, "scale-runs", 3, "scaling: rounds per point")
