@@ -59,9 +59,12 @@
 // completion, and the filesystem keeps the parts as "_<name>.<upload>-<n>.inprogress", a name Spark, Hive and
 // Trino skip (leading '_') and no "*.parquet" glob matches (DuckDB's glob
 // reads '_' names). The driver's Commit writes the log entry with the
-// uploads and their part ETags, then completes them (the files appear),
-// then aborts every other upload recorded for batches up to N and deletes
-// the records. Prepare, on every driver start, completes the uploads of any
+// uploads and their part ETags, then completes them (the files appear)
+// while it aborts every other upload recorded for batches up to N, and
+// then deletes the records: a record is deleted only after the uploads it
+// names are completed or aborted. The records of the logged attempt are
+// named by its descriptors, so they are deleted without being read (one
+// DeleteObjects request on S3). Prepare, on every driver start, completes the uploads of any
 // logged batch again (idempotent: a completed upload is recognised by its
 // multipart ETag, "<md5 of the part md5s>-<parts>") and aborts those of
 // batches without a log entry. So a reader that lists the directory sees

@@ -276,7 +276,7 @@ func (s *Sink) Prepare(ctx context.Context, queryID string, env query.Environmen
 	s.mu.Unlock()
 	// Finish the commit of every logged batch a crash interrupted, and
 	// abort the staged files of attempts that never reached the log.
-	if err := s.sweep(ctx, layout, queryID, -1, -1); err != nil {
+	if _, err := s.sweep(ctx, layout, queryID, -1, nil, nil); err != nil {
 		return fmt.Errorf("prepare parquet sink %s: recover staged files: %w", s.path(), err)
 	}
 	return nil
@@ -412,16 +412,22 @@ func (s *Sink) Commit(ctx context.Context, b sink.Batch, files []string) error {
 	}
 	var keys []string
 	var uploads []Upload
+	var records []string // the pending records of the offered files
 	for _, f := range files {
-		u, staged, err := parseDescriptor(f)
+		sf, staged, err := parseStaged(f)
 		if err != nil {
 			return fmt.Errorf("commit sink log batch %d: %w", b.ID, err)
 		}
-		keys = append(keys, u.Key)
+		keys = append(keys, sf.Key)
 		if staged {
-			uploads = append(uploads, u)
+			uploads = append(uploads, sf.Upload)
+			if sf.Pending != "" {
+				records = append(records, sf.Pending)
+			}
 		}
 	}
+	slices.Sort(records)
+	records = slices.Compact(records)
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
 	if keys == nil {
@@ -482,12 +488,14 @@ func (s *Sink) Commit(ctx context.Context, b sink.Batch, files []string) error {
 		}
 		entry = got
 	}
-	// The entry is durable: from here on a restart completes it too.
-	if err := s.complete(ctx, entry); err != nil {
-		return err
+	// The entry is durable: from here on a restart completes it too. The
+	// offered files' records are this attempt's only if the entry is.
+	var mine []string
+	if err2 == nil {
+		mine = records
 	}
-	if err := s.sweep(ctx, logLayout{prefix: l.prefix}, b.QueryID, b.ID, b.ID); err != nil {
-		return fmt.Errorf("commit sink batch %d: %w", b.ID, err)
+	if err := s.finish(ctx, logLayout{prefix: l.prefix}, b.QueryID, entry, mine); err != nil {
+		return err
 	}
 	if entry.Compacted != nil {
 		// Off the batch path: delete what the new compacted entry makes

@@ -53,27 +53,44 @@ func newAttemptID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// stagedFile is what a descriptor carries: the upload, and the pending
+// record that names it (so Commit deletes the committed attempt's records
+// without reading them).
+type stagedFile struct {
+	Upload
+	Pending string `json:"pending,omitempty"`
+}
+
 // descriptor encodes a staged file for the reduce result's file list: the
 // scheduler passes these strings, unread, from the reduce tasks to Commit.
 // A plain key (no leading '{') is a file written visibly by a store without
 // Multipart.
-func descriptor(u Upload) (string, error) {
-	b, err := json.Marshal(u)
+func descriptor(u Upload, pending string) (string, error) {
+	b, err := json.Marshal(stagedFile{Upload: u, Pending: pending})
 	return string(b), err
 }
 
 func parseDescriptor(s string) (Upload, bool, error) {
+	f, staged, err := parseStaged(s)
+	return f.Upload, staged, err
+}
+
+// parseStaged decodes a descriptor; staged is false for a plain key.
+func parseStaged(s string) (stagedFile, bool, error) {
 	if !strings.HasPrefix(s, "{") {
-		return Upload{Key: s}, false, nil
+		return stagedFile{Upload: Upload{Key: s}}, false, nil
 	}
-	var u Upload
-	if err := json.Unmarshal([]byte(s), &u); err != nil {
-		return Upload{}, false, fmt.Errorf("staged file descriptor %q: %w", s, err)
+	var f stagedFile
+	if err := json.Unmarshal([]byte(s), &f); err != nil {
+		return stagedFile{}, false, fmt.Errorf("staged file descriptor %q: %w", s, err)
 	}
-	if u.Key == "" || u.UploadID == "" || len(u.Parts) == 0 {
-		return Upload{}, false, fmt.Errorf("staged file descriptor %q: key, uploadId and parts are required", s)
+	if f.Key == "" || f.UploadID == "" || len(f.Parts) == 0 {
+		return stagedFile{}, false, fmt.Errorf("staged file descriptor %q: key, uploadId and parts are required", s)
 	}
-	return u, true, nil
+	if f.Pending != "" && !strings.HasPrefix(f.Pending, PendingDir) {
+		return stagedFile{}, false, fmt.Errorf("staged file descriptor %q: pending record %q is not under %s", s, f.Pending, PendingDir)
+	}
+	return f, true, nil
 }
 
 // stage writes one partition's files as multipart uploads: it creates
@@ -94,15 +111,17 @@ func (s *Sink) stage(ctx context.Context, mp objstore.Multipart, queryID string,
 	if err != nil {
 		return nil, err
 	}
-	if err := s.store.Put(ctx, pendingKey(batchID, partition, newAttemptID()), append(doc, '\n')); err != nil {
+	recKey := pendingKey(batchID, partition, newAttemptID())
+	if err := s.store.Put(ctx, recKey, append(doc, '\n')); err != nil {
 		return nil, fmt.Errorf("record pending uploads: %w", err)
 	}
 	out := make([]string, len(keys))
 	for i, u := range rec.Uploads {
+		var err error
 		if u.Parts, err = uploadStreamed(ctx, mp, u.Key, u.UploadID, s.partSize, func(w io.Writer) error { return write(i, w) }); err != nil {
 			return nil, err
 		}
-		if out[i], err = descriptor(u); err != nil {
+		if out[i], err = descriptor(u, recKey); err != nil {
 			return nil, err
 		}
 	}
@@ -222,20 +241,75 @@ func (s *Sink) complete(ctx context.Context, e LogEntry) error {
 	return nil
 }
 
+// finish makes a logged batch's staged files visible and resolves its
+// pending records. e is durable: from here on a restart completes it too.
+// mine are the records of the attempt e logs (every upload they name is in
+// e): they are deleted once the uploads are completed, without being read
+// (one request on a store that deletes many keys at once). At the same
+// time the other records of batches up to e's are swept (see sweep). A
+// record is deleted only after the uploads it names are completed or
+// aborted, so a restart between the two still finds them.
+func (s *Sink) finish(ctx context.Context, l logLayout, queryID string, e LogEntry, mine []string) error {
+	skip := make(map[string]bool, len(mine))
+	for _, k := range mine {
+		skip[k] = true
+	}
+	var later []string
+	swept := make(chan error, 1)
+	go func() {
+		var err error
+		later, err = s.sweep(ctx, l, queryID, e.BatchID, &e, skip)
+		swept <- err
+	}()
+	err := s.complete(ctx, e)
+	if serr := <-swept; serr != nil {
+		err = errors.Join(err, fmt.Errorf("commit sink batch %d: %w", e.BatchID, serr))
+	}
+	if err != nil {
+		return err
+	}
+	return s.deleteRecords(ctx, append(mine, later...))
+}
+
+// deleteRecords deletes pending records: in one request on a store that
+// deletes many keys at once, else in parallel.
+func (s *Sink) deleteRecords(ctx context.Context, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	if bd, ok := s.store.(objstore.BatchDeleter); ok {
+		if err := bd.DeleteMany(ctx, keys); err != nil {
+			return fmt.Errorf("delete pending upload records: %w", err)
+		}
+		return nil
+	}
+	if _, err := objstore.DeleteAll(ctx, s.store, keys, 8); err != nil {
+		return fmt.Errorf("delete pending upload records: %w", err)
+	}
+	return nil
+}
+
 // sweep resolves the pending records of batches up to upTo (all if
-// upTo < 0): uploads its log entry names are completed (a restart may find
-// the log written and the completion not done), every other upload is
-// aborted, and the record is deleted. A batch without a log entry is one
-// whose attempts never committed: all its uploads are aborted, unless it is
-// newer than upTo. Batch completed (-1: none) was just completed by the
-// caller and is not completed again.
-func (s *Sink) sweep(ctx context.Context, l logLayout, queryID string, upTo, completed ids.BatchID) error {
+// upTo < 0), except those in skip: uploads its log entry names are
+// completed (a restart may find the log written and the completion not
+// done), every other upload is aborted, and the record is deleted. A batch
+// without a log entry is one whose attempts never committed: all its
+// uploads are aborted, unless it is newer than upTo. done (nil: none) is
+// the entry the caller is completing: its batch is not completed here,
+// and its uploads are not aborted; the records of its batch that name one
+// of them are returned, for the caller to delete once it has completed
+// them.
+func (s *Sink) sweep(ctx context.Context, l logLayout, queryID string, upTo ids.BatchID, done *LogEntry, skip map[string]bool) ([]string, error) {
+	var later []string
 	keys, err := s.store.List(ctx, PendingDir)
 	if err != nil {
-		return fmt.Errorf("list pending uploads: %w", err)
+		return nil, fmt.Errorf("list pending uploads: %w", err)
 	}
 	byBatch := map[ids.BatchID][]string{}
 	for _, k := range keys {
+		if skip[k] {
+			continue
+		}
 		num, _, ok := strings.Cut(strings.TrimPrefix(k, PendingDir), "/")
 		n, err := ids.ParseBatchID(num)
 		if !ok || err != nil || n < 0 {
@@ -254,12 +328,18 @@ func (s *Sink) sweep(ctx context.Context, l logLayout, queryID string, upTo, com
 	mp, _ := s.store.(objstore.Multipart)
 	for _, n := range batches {
 		logged := map[string]bool{}
-		e, _, err := s.lookup(ctx, l, n)
+		var e LogEntry
+		var err error
+		if done != nil && n == done.BatchID {
+			e = *done
+		} else {
+			e, _, err = s.lookup(ctx, l, n)
+		}
 		switch {
 		case err == nil && e.QueryID == queryID:
-			if n != completed {
+			if done == nil || n != done.BatchID {
 				if err := s.complete(ctx, e); err != nil {
-					return err
+					return nil, err
 				}
 			}
 			for _, u := range e.Uploads {
@@ -267,7 +347,7 @@ func (s *Sink) sweep(ctx context.Context, l logLayout, queryID string, upTo, com
 			}
 		case err == nil, errors.Is(err, objstore.ErrNotExist):
 		default:
-			return err
+			return nil, err
 		}
 		for _, k := range byBatch[n] {
 			data, err := s.store.Get(ctx, k)
@@ -275,7 +355,7 @@ func (s *Sink) sweep(ctx context.Context, l logLayout, queryID string, upTo, com
 				continue
 			}
 			if err != nil {
-				return fmt.Errorf("read pending uploads %s: %w", k, err)
+				return nil, fmt.Errorf("read pending uploads %s: %w", k, err)
 			}
 			var rec pendingRecord
 			if err := json.Unmarshal(data, &rec); err != nil || rec.Version != pendingVersion {
@@ -285,18 +365,26 @@ func (s *Sink) sweep(ctx context.Context, l logLayout, queryID string, upTo, com
 			if rec.QueryID != queryID {
 				continue // another query's (a shared path in a lab)
 			}
+			mustWait := false
 			for _, u := range rec.Uploads {
+				if logged[u.UploadID] && done != nil && n == done.BatchID {
+					mustWait = true
+				}
 				if logged[u.UploadID] || mp == nil {
 					continue
 				}
 				if err := mp.AbortMultipart(ctx, u.Key, u.UploadID); err != nil {
-					return fmt.Errorf("abort unlogged upload of %s: %w", u.Key, err)
+					return nil, fmt.Errorf("abort unlogged upload of %s: %w", u.Key, err)
 				}
 			}
+			if mustWait {
+				later = append(later, k)
+				continue
+			}
 			if err := s.store.Delete(ctx, k); err != nil && !errors.Is(err, objstore.ErrNotExist) {
-				return fmt.Errorf("delete pending upload record: %w", err)
+				return nil, fmt.Errorf("delete pending upload record: %w", err)
 			}
 		}
 	}
-	return nil
+	return later, nil
 }

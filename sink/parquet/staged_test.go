@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/s3test"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
@@ -197,6 +198,57 @@ func TestRestartCompletesALoggedBatchWhoseCompletionWasCutShort(t *testing.T) {
 				if _, got, err := ReadCommitted(ctx, inner); err != nil || !sameRows(got, rows) {
 					t.Fatalf("restart %d: ReadCommitted = %v, %v", i, got, err)
 				}
+			}
+			if l := leftovers(t, inner); len(l) != 0 {
+				t.Fatalf("left behind: %v", l)
+			}
+		})
+	}
+}
+
+// Commit deletes the pending records of the attempt it logs without
+// reading them (the descriptors name them), and reads only the others: an
+// abandoned attempt's record, whose upload it aborts.
+func TestCommitDeletesItsOwnRecordsUnreadAndAbortsAnAbandonedAttempt(t *testing.T) {
+	for name, newSt := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			inner := newSt(t)
+			st := objstore.NewCounting(inner)
+			s := New(st, tileSchema, Options{PartitionBy: "window_date"})
+			if err := s.Prepare(ctx, queryA, query.Lab); err != nil {
+				t.Fatal(err)
+			}
+			b := sink.Batch{QueryID: queryA, ID: 5}
+			if _, err := s.WritePartition(ctx, b, 0, []row.Row{tileRow("2024-03-01T10:00:00Z", "abandoned", 1)}); err != nil {
+				t.Fatal(err)
+			}
+			var descs []string
+			var want []row.Row
+			for p := range ids.PartitionID(3) {
+				rows := []row.Row{tileRow("2024-03-01T10:00:00Z", fmt.Sprintf("c%d", p), 1), tileRow("2024-03-02T10:00:00Z", fmt.Sprintf("c%d", p), 2)}
+				d, err := s.WritePartition(ctx, b, p, rows)
+				if err != nil {
+					t.Fatal(err)
+				}
+				descs, want = append(descs, d...), append(want, rows...)
+			}
+			st.StartTrace()
+			if err := s.Commit(ctx, b, descs); err != nil {
+				t.Fatal(err)
+			}
+			st.StopTrace()
+			var gets []string
+			for _, e := range st.Trace() {
+				if e.Op == objstore.OpGet && strings.HasPrefix(e.Key, PendingDir) {
+					gets = append(gets, e.Key)
+				}
+			}
+			if len(gets) != 1 || !strings.HasPrefix(gets[0], PendingDir+"5/0000-") {
+				t.Fatalf("Commit read the pending records %v; want only the abandoned attempt's (partition 0)", gets)
+			}
+			if got := readVisible(t, st); !sameRows(got, want) {
+				t.Fatalf("visible = %v, want %v", got, want)
 			}
 			if l := leftovers(t, inner); len(l) != 0 {
 				t.Fatalf("left behind: %v", l)
