@@ -55,24 +55,32 @@
 // the upload ids in _sink_pending/<N>/<partition>-<attempt>.json (before
 // any byte is sent: listing uploads is unreliable, MinIO lists none by
 // prefix), then encodes each file into its upload, in parts (see Streamed
-// files). Nothing is visible: S3 does not list or serve an upload before
-// completion, and the filesystem keeps the parts as "_<name>.<upload>-<n>.inprogress", a name Spark, Hive and
-// Trino skip (leading '_') and no "*.parquet" glob matches (DuckDB's glob
-// reads '_' names). The driver's Commit writes the log entry with the
-// uploads and their part ETags, then completes them (the files appear)
-// while it aborts every other upload recorded for batches up to N, and
-// then deletes the records: a record is deleted only after the uploads it
+// files). On a store that lists its staged uploads (objstore.StagedLister:
+// the filesystem, whose staged parts are files) no record is written:
+// Commit lists the directories of its batch's files and Prepare the whole
+// path, and the file name (see Files) says which query and batch an
+// upload belongs to; records older builds left are still resolved.
+//
+// Nothing is visible: S3 does not list or serve an upload before
+// completion, and the filesystem keeps the parts as
+// "_<name>.<upload>-<n>.inprogress", a name Spark, Hive and Trino skip
+// (leading '_') and no "*.parquet" glob matches (DuckDB's glob reads '_'
+// names). The driver's Commit writes the log entry with the uploads and
+// their part ETags, then completes them (the files appear) while it aborts
+// every other upload recorded (or listed) for batches up to N, and then
+// deletes the records: a record is deleted only after the uploads it
 // names are completed or aborted. The records of the logged attempt are
 // named by its descriptors, so they are deleted without being read (one
-// DeleteObjects request on S3). Prepare, on every driver start, completes the uploads of any
-// logged batch again (idempotent: a completed upload is recognised by its
-// multipart ETag, "<md5 of the part md5s>-<parts>") and aborts those of
-// batches without a log entry. So a reader that lists the directory sees
-// each committed file once and nothing else, at every instant, even when a
-// re-run reads different data. A task of an abandoned attempt that starts
-// an upload after that is aborted at the next commit; a bucket lifecycle
-// rule (AbortIncompleteMultipartUpload, e.g. 7 days) is the backstop for
-// uploads a crash leaves before their record is written.
+// DeleteObjects request on S3). Prepare, on every driver start, completes
+// the uploads of any logged batch again (idempotent: a completed upload is
+// recognised by its multipart ETag, "<md5 of the part md5s>-<parts>") and
+// aborts those of batches without a log entry. So a reader that lists the
+// directory sees each committed file once and nothing else, at every
+// instant, even when a re-run reads different data. A task of an abandoned
+// attempt that starts an upload after that is aborted at the next commit
+// (on the filesystem: the next commit with a file in its directory); a
+// bucket lifecycle rule (AbortIncompleteMultipartUpload, e.g. 7 days) is
+// the backstop for uploads a crash leaves before their record is written.
 //
 // # The sink log
 //

@@ -279,6 +279,11 @@ func (s *Sink) Prepare(ctx context.Context, queryID string, env query.Environmen
 	if _, err := s.sweep(ctx, layout, queryID, -1, nil, nil); err != nil {
 		return fmt.Errorf("prepare parquet sink %s: recover staged files: %w", s.path(), err)
 	}
+	if lister, ok := objstore.StagedListerOf(s.store); ok {
+		if err := s.sweepStaged(ctx, lister, layout, queryID, -1, nil, []string{""}); err != nil {
+			return fmt.Errorf("prepare parquet sink %s: recover staged files: %w", s.path(), err)
+		}
+	}
 	return nil
 }
 

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	pq "github.com/parquet-go/parquet-go"
@@ -158,12 +160,38 @@ func FileName(queryID string, batchID ids.BatchID, partition ids.PartitionID) st
 	return fmt.Sprintf("part-%05d-%04d-%s.snappy.parquet", batchID, partition, queryID)
 }
 
+// parseFileName returns the batch and partition of a file name FileName
+// made for queryID.
+func parseFileName(name, queryID string) (ids.BatchID, ids.PartitionID, bool) {
+	rest, ok := strings.CutPrefix(name, "part-")
+	if !ok {
+		return 0, 0, false
+	}
+	if rest, ok = strings.CutSuffix(rest, "-"+queryID+".snappy.parquet"); !ok {
+		return 0, 0, false
+	}
+	b, p, ok := strings.Cut(rest, "-")
+	if !ok {
+		return 0, 0, false
+	}
+	batch, err := ids.ParseBatchID(b)
+	if err != nil || batch < 0 {
+		return 0, 0, false
+	}
+	part, err := strconv.Atoi(p)
+	if err != nil || part < 0 {
+		return 0, 0, false
+	}
+	return batch, ids.PartitionID(part), true
+}
+
 // WritePartition stages one state partition's output rows for a batch and
 // returns descriptors of the staged files, sorted by key, for Commit. The
 // keys and bytes are a function of (query, batch, partition, rows). On a
 // store with objstore.Multipart each file is a multipart upload (hidden
 // parts on a filesystem), recorded under _sink_pending/ before its bytes
-// are sent, and invisible until Commit completes it; on a store without it
+// are sent (except on a store that lists its staged uploads), and
+// invisible until Commit completes it; on a store without it
 // the file is written with Put and the descriptor is its key. No rows
 // write no file.
 func (s *Sink) WritePartition(ctx context.Context, b sink.Batch, partition ids.PartitionID, rows []row.Row) ([]string, error) {

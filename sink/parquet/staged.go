@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -96,8 +97,10 @@ func parseStaged(s string) (stagedFile, bool, error) {
 // stage writes one partition's files as multipart uploads: it creates
 // every upload, records their ids in a pending record, then encodes each
 // file (write(i, w) for keys[i]) straight into its upload, a part each
-// time s.partSize bytes are buffered (see partWriter). It returns the
-// descriptors, sorted by key.
+// time s.partSize bytes are buffered (see partWriter). On a store that
+// lists its staged uploads (objstore.StagedLister: the filesystem) no
+// record is written: Commit and Prepare find an attempt's uploads by
+// listing. It returns the descriptors, sorted by key.
 func (s *Sink) stage(ctx context.Context, mp objstore.Multipart, queryID string, batchID ids.BatchID, partition ids.PartitionID, keys []string, write func(i int, w io.Writer) error) ([]string, error) {
 	rec := pendingRecord{Version: pendingVersion, QueryID: queryID, BatchID: batchID, Partition: partition}
 	for _, key := range keys {
@@ -107,13 +110,16 @@ func (s *Sink) stage(ctx context.Context, mp objstore.Multipart, queryID string,
 		}
 		rec.Uploads = append(rec.Uploads, Upload{Key: key, UploadID: id})
 	}
-	doc, err := json.Marshal(rec)
-	if err != nil {
-		return nil, err
-	}
-	recKey := pendingKey(batchID, partition, newAttemptID())
-	if err := s.store.Put(ctx, recKey, append(doc, '\n')); err != nil {
-		return nil, fmt.Errorf("record pending uploads: %w", err)
+	recKey := ""
+	if _, listed := objstore.StagedListerOf(s.store); !listed {
+		doc, err := json.Marshal(rec)
+		if err != nil {
+			return nil, err
+		}
+		recKey = pendingKey(batchID, partition, newAttemptID())
+		if err := s.store.Put(ctx, recKey, append(doc, '\n')); err != nil {
+			return nil, fmt.Errorf("record pending uploads: %w", err)
+		}
 	}
 	out := make([]string, len(keys))
 	for i, u := range rec.Uploads {
@@ -242,7 +248,9 @@ func (s *Sink) complete(ctx context.Context, e LogEntry) error {
 }
 
 // finish makes a logged batch's staged files visible and resolves its
-// pending records. e is durable: from here on a restart completes it too.
+// pending records (on a store that lists its staged uploads: the other
+// uploads staged beside its files, see sweepStaged). e is durable: from
+// here on a restart completes it too.
 // mine are the records of the attempt e logs (every upload they name is in
 // e): they are deleted once the uploads are completed, without being read
 // (one request on a store that deletes many keys at once). At the same
@@ -259,6 +267,9 @@ func (s *Sink) finish(ctx context.Context, l logLayout, queryID string, e LogEnt
 	go func() {
 		var err error
 		later, err = s.sweep(ctx, l, queryID, e.BatchID, &e, skip)
+		if lister, ok := objstore.StagedListerOf(s.store); ok && err == nil {
+			err = s.sweepStaged(ctx, lister, l, queryID, e.BatchID, &e, fileDirs(e.Files))
+		}
 		swept <- err
 	}()
 	err := s.complete(ctx, e)
@@ -387,4 +398,83 @@ func (s *Sink) sweep(ctx context.Context, l logLayout, queryID string, upTo ids.
 		}
 	}
 	return later, nil
+}
+
+// sweepStaged is sweep on a store that lists its staged uploads (no
+// pending records): the uploads of queryID's files (named by FileName)
+// staged under prefixes, of batches up to upTo (all if upTo < 0), are
+// completed if their batch's log entry names them and aborted otherwise.
+// done is as for sweep. Commit lists the directories of its batch's files
+// (an abandoned attempt of the batch staged beside them; a straggler of an
+// older batch found there goes too), Prepare the whole sink.
+func (s *Sink) sweepStaged(ctx context.Context, lister objstore.StagedLister, l logLayout, queryID string, upTo ids.BatchID, done *LogEntry, prefixes []string) error {
+	byBatch := map[ids.BatchID][]objstore.StagedUpload{}
+	for _, prefix := range prefixes {
+		ups, err := lister.ListStaged(ctx, prefix)
+		if err != nil {
+			return fmt.Errorf("list staged uploads: %w", err)
+		}
+		for _, u := range ups {
+			n, _, ok := parseFileName(path.Base(u.Key), queryID)
+			if !ok || (upTo >= 0 && n > upTo) {
+				continue
+			}
+			byBatch[n] = append(byBatch[n], u)
+		}
+	}
+	batches := make([]ids.BatchID, 0, len(byBatch))
+	for n := range byBatch {
+		batches = append(batches, n)
+	}
+	slices.Sort(batches)
+	mp, ok := s.store.(objstore.Multipart)
+	if !ok {
+		return nil
+	}
+	for _, n := range batches {
+		logged := map[string]bool{}
+		var e LogEntry
+		var err error
+		if done != nil && n == done.BatchID {
+			e = *done
+		} else {
+			e, _, err = s.lookup(ctx, l, n)
+		}
+		switch {
+		case err == nil && e.QueryID == queryID:
+			if done == nil || n != done.BatchID {
+				if err := s.complete(ctx, e); err != nil {
+					return err
+				}
+			}
+			for _, u := range e.Uploads {
+				logged[u.UploadID] = true
+			}
+		case err == nil, errors.Is(err, objstore.ErrNotExist):
+		default:
+			return err
+		}
+		for _, u := range byBatch[n] {
+			if logged[u.UploadID] {
+				continue
+			}
+			if err := mp.AbortMultipart(ctx, u.Key, u.UploadID); err != nil {
+				return fmt.Errorf("abort unlogged upload of %s: %w", u.Key, err)
+			}
+		}
+	}
+	return nil
+}
+
+// fileDirs returns the prefixes that list the directories of keys, sorted:
+// "window_date=D/part-" for a file under window_date=D/, "part-" for one at
+// the root.
+func fileDirs(keys []string) []string {
+	var out []string
+	for _, k := range keys {
+		dir, _ := path.Split(k)
+		out = append(out, dir+"part-")
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }

@@ -206,11 +206,163 @@ func TestRestartCompletesALoggedBatchWhoseCompletionWasCutShort(t *testing.T) {
 	}
 }
 
+// recordingFS is the filesystem as a build before staged listing saw it:
+// it does not list its staged uploads, so the sink writes pending records.
+type recordingFS struct{ *objstore.FS }
+
+func (recordingFS) ListsStaged() bool { return false }
+
+// On a store that lists its staged uploads (the filesystem) a task writes
+// no pending-upload record; where it cannot (memory, S3) it writes one
+// before any byte. Either way a restart finds and aborts the attempt.
+func TestPendingRecordIsWrittenOnlyWhereStagedUploadsCannotBeListed(t *testing.T) {
+	for name, newSt := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			st := newSt(t)
+			_, listed := objstore.StagedListerOf(st)
+			s := New(st, tileSchema, Options{PartitionBy: "window_date"})
+			b := sink.Batch{QueryID: queryA, ID: 3}
+			descs, err := s.WritePartition(ctx, b, 2, []row.Row{tileRow("2024-03-01T10:00:00Z", "c1", 7)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			records, err := st.List(ctx, PendingDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, _, err := parseStaged(descs[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case listed && (len(records) != 0 || f.Pending != ""):
+				t.Fatalf("records %v (descriptor names %q) on a store that lists its staged uploads", records, f.Pending)
+			case !listed && (len(records) != 1 || f.Pending != records[0]):
+				t.Fatalf("records %v, descriptor names %q: want the one record the descriptor names", records, f.Pending)
+			}
+			if listed {
+				ups, err := st.(objstore.StagedLister).ListStaged(ctx, "")
+				if err != nil || len(ups) != 1 || ups[0].UploadID != f.UploadID {
+					t.Fatalf("ListStaged = %v, %v; want the one upload %s", ups, err, f.UploadID)
+				}
+			}
+			if err := New(st, tileSchema, Options{PartitionBy: "window_date"}).Prepare(ctx, queryA, query.Lab); err != nil {
+				t.Fatal(err)
+			}
+			if l := leftovers(t, st); len(l) != 0 {
+				t.Fatalf("after restart, the abandoned attempt left %v", l)
+			}
+		})
+	}
+}
+
+// Records and staged parts an older build left on a filesystem sink are
+// still resolved: a committed attempt's record is deleted with its files
+// completed, an abandoned one's upload is aborted at the next start.
+func TestPendingRecordsAnOlderBuildLeftOnAFilesystemAreResolved(t *testing.T) {
+	ctx := context.Background()
+	fs := newStore(t)
+	old := New(recordingFS{fs}, tileSchema, Options{})
+	committed := []row.Row{tileRow("2024-03-01T10:00:00Z", "c1", 1)}
+	descs, err := old.WritePartition(ctx, sink.Batch{QueryID: queryA, ID: 0}, 0, committed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.WritePartition(ctx, sink.Batch{QueryID: queryA, ID: 1}, 0, []row.Row{tileRow("2024-03-01T10:05:00Z", "c1", 2)}); err != nil {
+		t.Fatal(err)
+	}
+	if recs, _ := fs.List(ctx, PendingDir); len(recs) != 2 {
+		t.Fatalf("the older build wrote records %v, want 2", recs)
+	}
+	s := New(fs, tileSchema, Options{})
+	if err := s.Prepare(ctx, queryA, query.Lab); err != nil {
+		t.Fatal(err)
+	}
+	// Neither batch has a log entry: Prepare aborted both attempts and
+	// deleted their records.
+	if l := leftovers(t, fs); len(l) != 0 {
+		t.Fatalf("after Prepare: %v", l)
+	}
+	descs, err = old.WritePartition(ctx, sink.Batch{QueryID: queryA, ID: 0}, 0, committed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, sink.Batch{QueryID: queryA, ID: 0}, descs); err != nil {
+		t.Fatal(err)
+	}
+	if got := readVisible(t, fs); !sameRows(got, committed) {
+		t.Fatalf("visible = %v, want %v", got, committed)
+	}
+	if l := leftovers(t, fs); len(l) != 0 {
+		t.Fatalf("after Commit of the older build's files: %v", l)
+	}
+}
+
+// The listing finds uploads by their file names: another query's staged
+// files on a shared (lab) path, and names the sink does not make, are left
+// alone by a restart and a commit.
+func TestListingSweepTouchesOnlyThisQuerysFiles(t *testing.T) {
+	ctx := context.Background()
+	fs := newStore(t)
+	other := New(fs, tileSchema, Options{})
+	theirs := []row.Row{tileRow("2024-03-01T10:00:00Z", "theirs", 1)}
+	theirDescs, err := other.WritePartition(ctx, sink.Batch{QueryID: queryB, ID: 0}, 0, theirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := fs.CreateMultipart(ctx, "compact-2024-03-01-0001-0000.snappy.parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs.UploadPart(ctx, "compact-2024-03-01-0001-0000.snappy.parquet", foreign, 1, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	s := New(fs, tileSchema, Options{})
+	if err := s.Prepare(ctx, queryA, query.Lab); err != nil {
+		t.Fatal(err)
+	}
+	mine := []row.Row{tileRow("2024-03-01T10:00:00Z", "mine", 2)}
+	descs, err := s.WritePartition(ctx, sink.Batch{QueryID: queryA, ID: 0}, 0, mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, sink.Batch{QueryID: queryA, ID: 0}, descs); err != nil {
+		t.Fatal(err)
+	}
+	ups, err := fs.ListStaged(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{foreign: true}
+	for _, d := range theirDescs {
+		f, _, _ := parseStaged(d)
+		want[f.UploadID] = true
+	}
+	if len(ups) != len(want) {
+		t.Fatalf("staged after queryA's restart and commit: %v, want queryB's and the foreign upload only", ups)
+	}
+	for _, u := range ups {
+		if !want[u.UploadID] {
+			t.Fatalf("staged after queryA's commit: %v, want queryB's and the foreign upload only", ups)
+		}
+	}
+	if err := other.Commit(ctx, sink.Batch{QueryID: queryB, ID: 0}, theirDescs); err != nil {
+		t.Fatal(err)
+	}
+	if got := readVisible(t, fs); !sameRows(got, append(append([]row.Row(nil), mine...), theirs...)) {
+		t.Fatalf("visible = %v, want both queries' rows", got)
+	}
+}
+
 // Commit deletes the pending records of the attempt it logs without
 // reading them (the descriptors name them), and reads only the others: an
 // abandoned attempt's record, whose upload it aborts.
 func TestCommitDeletesItsOwnRecordsUnreadAndAbortsAnAbandonedAttempt(t *testing.T) {
 	for name, newSt := range backends(t) {
+		if name == "fs" {
+			continue // no records: TestListingSweepTouchesOnlyThisQuerysFiles
+		}
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			inner := newSt(t)
