@@ -114,6 +114,7 @@ func TestStagedFilesAppearOnlyAtCommitAndAReRunWithOtherDataLeavesOnlyItsOwn(t *
 			if got := readVisible(t, st); !sameRows(got, second) {
 				t.Fatalf("visible after commit = %v, want only the re-run's %v", got, second)
 			}
+			s2.Wait() // the records go after Commit returns
 			if l := leftovers(t, st); len(l) != 0 {
 				t.Fatalf("after commit, left behind: %v", l)
 			}
@@ -148,6 +149,7 @@ func TestAbandonedAttemptOfACommittedBatchIsAbortedAtCommit(t *testing.T) {
 			if got := readVisible(t, st); !sameRows(got, want) {
 				t.Fatalf("visible = %v, want %v", got, want)
 			}
+			s.Wait()
 			if l := leftovers(t, st); len(l) != 0 {
 				t.Fatalf("left behind: %v", l)
 			}
@@ -198,6 +200,7 @@ func TestRestartCompletesALoggedBatchWhoseCompletionWasCutShort(t *testing.T) {
 				if _, got, err := ReadCommitted(ctx, inner); err != nil || !sameRows(got, rows) {
 					t.Fatalf("restart %d: ReadCommitted = %v, %v", i, got, err)
 				}
+				s2.Wait()
 			}
 			if l := leftovers(t, inner); len(l) != 0 {
 				t.Fatalf("left behind: %v", l)
@@ -294,6 +297,7 @@ func TestPendingRecordsAnOlderBuildLeftOnAFilesystemAreResolved(t *testing.T) {
 	if got := readVisible(t, fs); !sameRows(got, committed) {
 		t.Fatalf("visible = %v, want %v", got, committed)
 	}
+	s.Wait()
 	if l := leftovers(t, fs); len(l) != 0 {
 		t.Fatalf("after Commit of the older build's files: %v", l)
 	}
@@ -401,6 +405,52 @@ func TestCommitDeletesItsOwnRecordsUnreadAndAbortsAnAbandonedAttempt(t *testing.
 			}
 			if got := readVisible(t, st); !sameRows(got, want) {
 				t.Fatalf("visible = %v, want %v", got, want)
+			}
+			s.Wait()
+			if l := leftovers(t, inner); len(l) != 0 {
+				t.Fatalf("left behind: %v", l)
+			}
+		})
+	}
+}
+
+// The logged attempt's records are deleted after Commit returns. If that
+// never happens (a crash, a failing delete), the batch is committed all
+// the same, and the next start completes its uploads again (idempotent)
+// and deletes the records: the files appear once.
+func TestRecordsLeftByACommittedBatchAreResolvedByTheNextStart(t *testing.T) {
+	for name, newSt := range backends(t) {
+		if name == "fs" {
+			continue // no records
+		}
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			inner := newSt(t)
+			// Faulty has no DeleteMany: the records go by Delete, which fails.
+			st := objstore.NewFaulty(inner, objstore.FaultRule{Name: "lost", KeyPrefix: PendingDir, Op: objstore.OpDelete})
+			s := New(st, tileSchema, Options{PartitionBy: "window_date"})
+			if err := s.Prepare(ctx, queryA, query.Lab); err != nil {
+				t.Fatal(err)
+			}
+			b := sink.Batch{QueryID: queryA, ID: 2}
+			rows := []row.Row{tileRow("2024-03-01T10:00:00Z", "c1", 7), tileRow("2024-03-02T10:00:00Z", "c2", 1)}
+			descs, err := s.WritePartition(ctx, b, 0, rows)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Commit(ctx, b, descs); err != nil {
+				t.Fatal(err)
+			}
+			s.Wait()
+			if recs, _ := inner.List(ctx, PendingDir); len(recs) != 1 {
+				t.Fatalf("records after a commit whose deletes failed: %v, want the attempt's one", recs)
+			}
+			s2 := New(inner, tileSchema, Options{PartitionBy: "window_date"})
+			if err := s2.Prepare(ctx, queryA, query.Lab); err != nil {
+				t.Fatal(err)
+			}
+			if got := readVisible(t, inner); !sameRows(got, rows) {
+				t.Fatalf("visible = %v, want %v once", got, rows)
 			}
 			if l := leftovers(t, inner); len(l) != 0 {
 				t.Fatalf("left behind: %v", l)
