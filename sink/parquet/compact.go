@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 )
@@ -176,17 +178,40 @@ type foldedLog struct {
 }
 
 // readLog folds the log at prefix up to batch upTo: the newest compacted
-// entry at or before upTo, then every plain entry after it. An entry
+// entry at or before upTo, then every plain entry after it. The entries
+// are read readLogParallel at a time (a compacted entry's batch reads the
+// compactInterval entries before it, one round trip each on S3). An entry
 // listed but gone (cleanup between the listing and the read) is an error
 // matching objstore.ErrNotExist: list again.
 func readLog(ctx context.Context, store objstore.Store, l logLayout, x *logIndex, upTo ids.BatchID) (*foldedLog, error) {
 	f := &foldedLog{prefix: l.prefix, batches: map[ids.BatchID][]string{}, reps: map[string][]string{}, applied: map[string]bool{}}
 	c := x.compactAtOrBefore(upTo)
+	var keys []string
+	var ns []ids.BatchID // the batch of each plain entry in keys
 	if c >= 0 {
-		e, err := readEntry(ctx, store, l.compactKey(c))
-		if err != nil {
-			return nil, err
+		keys = append(keys, l.compactKey(c))
+	}
+	for _, n := range x.batches {
+		if n > c && n <= upTo {
+			keys = append(keys, l.keyOf(x, n))
+			ns = append(ns, n)
 		}
+	}
+	entries := make([]LogEntry, len(keys))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(readLogParallel)
+	for i, k := range keys {
+		g.Go(func() (err error) {
+			entries[i], err = readEntry(gctx, store, k)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	if c >= 0 {
+		e := entries[0]
+		entries = entries[1:]
 		if e.Compacted == nil {
 			return nil, fmt.Errorf("read sink log entry %s: a compacted entry without its \"compacted\" part", l.compactKey(c))
 		}
@@ -203,22 +228,18 @@ func readLog(ctx context.Context, store objstore.Store, l logLayout, x *logIndex
 		f.batches[c] = e.Files
 		f.entries = append(f.entries, e)
 	}
-	for _, n := range x.batches {
-		if n <= c || n > upTo {
-			continue
-		}
-		e, err := readEntry(ctx, store, l.keyOf(x, n))
-		if err != nil {
-			return nil, err
-		}
+	for i, e := range entries {
 		if f.queryID == "" {
 			f.queryID = e.QueryID
 		}
-		f.batches[n] = e.Files
+		f.batches[ns[i]] = e.Files
 		f.entries = append(f.entries, e)
 	}
 	return f, nil
 }
+
+// readLogParallel is how many log entries readLog reads at once.
+const readLogParallel = 8
 
 // apply folds a replacement in: its removed files leave every batch and
 // earlier replacement, its added files are listed under its id.
