@@ -397,20 +397,14 @@ func (s *Sink) compactClosed(ctx context.Context, queryID string, n ids.BatchID)
 	}
 }
 
-// Wait blocks until the background work (the deletion of committed
-// batches' pending records, log cleanup, the compaction of closed dates),
-// if any is running, has finished.
-func (s *Sink) Wait() {
-	s.recordsWG.Wait()
-	s.cleanWG.Wait()
-}
+// Wait blocks until the background work (log cleanup, the compaction of
+// closed dates), if any is running, has finished.
+func (s *Sink) Wait() { s.cleanWG.Wait() }
 
-// Close waits for the deletion of pending records and a running log
-// cleanup, cuts a running compaction of closed dates short (a replacement
-// left pending is finished by the next compaction) and starts no more
-// background work.
+// Close waits for a running log cleanup, cuts a running compaction of
+// closed dates short (a replacement left pending is finished by the next
+// compaction) and starts no more background work.
 func (s *Sink) Close() error {
-	s.recordsWG.Wait()
 	s.bgCancel()
 	s.cleanWG.Wait()
 	return nil

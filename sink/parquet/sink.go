@@ -93,11 +93,8 @@ type Sink struct {
 	// ran (-1: none): the running one goes on with it.
 	cleanAgain ids.BatchID
 	cleanWG    sync.WaitGroup
-	// recordsWG counts the background deletions of committed batches'
-	// pending records (deleteRecordsAsync).
-	recordsWG sync.WaitGroup
-	bgCtx     context.Context // background work's; Close cancels it
-	bgCancel  context.CancelFunc
+	bgCtx      context.Context // background work's; Close cancels it
+	bgCancel   context.CancelFunc
 }
 
 var _ sink.FileSink = (*Sink)(nil)

@@ -253,9 +253,9 @@ func (s *Sink) complete(ctx context.Context, e LogEntry) error {
 // here on a restart completes it too.
 // mine are the records of the attempt e logs (every upload they name is in
 // e): they are deleted once the uploads are completed, without being read
-// (one request on a store that deletes many keys at once), in the
-// background (deleteRecordsAsync). At the same time as the completion the
-// other records of batches up to e's are swept (see sweep). A record is
+// (one request on a store that deletes many keys at once); a failure to
+// delete them is logged, not returned. At the same time as the completion
+// the other records of batches up to e's are swept (see sweep). A record is
 // deleted only after the uploads it names are completed or aborted, so a
 // restart between the two still finds them.
 func (s *Sink) finish(ctx context.Context, l logLayout, queryID string, e LogEntry, mine []string) error {
@@ -266,9 +266,6 @@ func (s *Sink) finish(ctx context.Context, l logLayout, queryID string, e LogEnt
 	var later []string
 	swept := make(chan error, 1)
 	go func() {
-		// The previous commit's records are gone first, so that the
-		// sweep does not find them and complete their batch again.
-		s.recordsWG.Wait()
 		var err error
 		later, err = s.sweep(ctx, l, queryID, e.BatchID, &e, skip)
 		if lister, ok := objstore.StagedListerOf(s.store); ok && err == nil {
@@ -283,29 +280,13 @@ func (s *Sink) finish(ctx context.Context, l logLayout, queryID string, e LogEnt
 	if err != nil {
 		return err
 	}
-	s.deleteRecordsAsync(ctx, append(mine, later...))
-	return nil
-}
-
-// deleteRecordsAsync deletes the records of a completed batch after
-// Commit returns: nothing depends on their being gone (a restart that
-// finds one completes the batch's logged uploads again, idempotently),
-// so the batch does not wait for them. The next Commit's sweep, Prepare,
-// Wait and Close wait for it. A failure is logged; the record is swept
-// later.
-func (s *Sink) deleteRecordsAsync(ctx context.Context, keys []string) {
-	if len(keys) == 0 {
-		return
+	// The batch is complete whether or not its records go now: a record
+	// left (a failed delete, a crash) makes the next sweep complete the
+	// batch's logged uploads again, idempotently, and delete it.
+	if err := s.deleteRecords(ctx, append(mine, later...)); err != nil {
+		s.logger.Warn("pending upload records of a committed batch left for the next sweep", "batch", e.BatchID, "err", err)
 	}
-	s.recordsWG.Add(1)
-	go func() {
-		defer s.recordsWG.Done()
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
-		if err := s.deleteRecords(ctx, keys); err != nil {
-			s.logger.Warn("pending upload records of a committed batch left for the next sweep", "records", keys, "err", err)
-		}
-	}()
+	return nil
 }
 
 // deleteRecords deletes pending records: in one request on a store that

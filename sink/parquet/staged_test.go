@@ -114,7 +114,6 @@ func TestStagedFilesAppearOnlyAtCommitAndAReRunWithOtherDataLeavesOnlyItsOwn(t *
 			if got := readVisible(t, st); !sameRows(got, second) {
 				t.Fatalf("visible after commit = %v, want only the re-run's %v", got, second)
 			}
-			s2.Wait() // the records go after Commit returns
 			if l := leftovers(t, st); len(l) != 0 {
 				t.Fatalf("after commit, left behind: %v", l)
 			}
@@ -149,7 +148,6 @@ func TestAbandonedAttemptOfACommittedBatchIsAbortedAtCommit(t *testing.T) {
 			if got := readVisible(t, st); !sameRows(got, want) {
 				t.Fatalf("visible = %v, want %v", got, want)
 			}
-			s.Wait()
 			if l := leftovers(t, st); len(l) != 0 {
 				t.Fatalf("left behind: %v", l)
 			}
@@ -200,7 +198,6 @@ func TestRestartCompletesALoggedBatchWhoseCompletionWasCutShort(t *testing.T) {
 				if _, got, err := ReadCommitted(ctx, inner); err != nil || !sameRows(got, rows) {
 					t.Fatalf("restart %d: ReadCommitted = %v, %v", i, got, err)
 				}
-				s2.Wait()
 			}
 			if l := leftovers(t, inner); len(l) != 0 {
 				t.Fatalf("left behind: %v", l)
@@ -297,7 +294,6 @@ func TestPendingRecordsAnOlderBuildLeftOnAFilesystemAreResolved(t *testing.T) {
 	if got := readVisible(t, fs); !sameRows(got, committed) {
 		t.Fatalf("visible = %v, want %v", got, committed)
 	}
-	s.Wait()
 	if l := leftovers(t, fs); len(l) != 0 {
 		t.Fatalf("after Commit of the older build's files: %v", l)
 	}
@@ -406,7 +402,6 @@ func TestCommitDeletesItsOwnRecordsUnreadAndAbortsAnAbandonedAttempt(t *testing.
 			if got := readVisible(t, st); !sameRows(got, want) {
 				t.Fatalf("visible = %v, want %v", got, want)
 			}
-			s.Wait()
 			if l := leftovers(t, inner); len(l) != 0 {
 				t.Fatalf("left behind: %v", l)
 			}
@@ -414,10 +409,10 @@ func TestCommitDeletesItsOwnRecordsUnreadAndAbortsAnAbandonedAttempt(t *testing.
 	}
 }
 
-// The logged attempt's records are deleted after Commit returns. If that
-// never happens (a crash, a failing delete), the batch is committed all
-// the same, and the next start completes its uploads again (idempotent)
-// and deletes the records: the files appear once.
+// The logged attempt's records are deleted once its uploads are complete.
+// If that fails (or a crash comes first), the batch is committed all the
+// same, and the next start completes its uploads again (idempotent) and
+// deletes the records: the files appear once.
 func TestRecordsLeftByACommittedBatchAreResolvedByTheNextStart(t *testing.T) {
 	for name, newSt := range backends(t) {
 		if name == "fs" {
@@ -441,7 +436,6 @@ func TestRecordsLeftByACommittedBatchAreResolvedByTheNextStart(t *testing.T) {
 			if err := s.Commit(ctx, b, descs); err != nil {
 				t.Fatal(err)
 			}
-			s.Wait()
 			if recs, _ := inner.List(ctx, PendingDir); len(recs) != 1 {
 				t.Fatalf("records after a commit whose deletes failed: %v, want the attempt's one", recs)
 			}
