@@ -7,8 +7,9 @@
 //
 // # Files
 //
-// Each (batch, state partition) writes at most one file per directory,
-// named by FileName:
+// Each (batch, state partition) writes at most one file per directory
+// (with the small outputs of the partitions after it, see Gathered small
+// outputs), named by FileName:
 //
 //	[window_date=YYYY-MM-DD/]part-<batch:05d>-<partition:04d>-<queryID>.snappy.parquet
 //
@@ -20,6 +21,21 @@
 // pages, and a constant created_by ("sluice") instead of the library's
 // version string, so a re-run, in any process or build, rewrites each object
 // with identical bytes. Zero rows write no file.
+//
+// # Gathered small outputs
+//
+// The sink is a sink.Gatherer: a reduce task whose partition's rows are
+// estimated at no more than GatherBelow (Options.GatherBelow, 64 KiB by
+// default, at most 4 MiB over the batch's partitions; zero on a store
+// without Multipart) hands them to the driver instead of staging a file,
+// and the driver stages the gathered partitions (WriteGathered) before the
+// log entry: consecutive partitions, up to 8 MiB estimated per group, each
+// group written as its first partition's rows would be (one file per
+// directory, named for that partition). A no-data batch that closes a few
+// windows over 8 partitions stages one file per date, not eight. A
+// partition whose rows were gathered writes no file of its own, so a name
+// is never used twice in a batch; an abandoned attempt that split the
+// batch otherwise is never logged, so its files are aborted, never seen.
 //
 // # Streamed files
 //
