@@ -83,11 +83,14 @@
 // (leading '_') and no "*.parquet" glob matches (DuckDB's glob reads '_'
 // names). The driver's Commit writes the log entry with the uploads and
 // their part ETags, then completes them (the files appear) while it aborts
-// every other upload recorded (or listed) for batches up to N, and then
-// deletes the records: a record is deleted only after the uploads it
-// names are completed or aborted. The records of the logged attempt are
-// named by its descriptors, so they are deleted without being read (one
-// DeleteObjects request on S3). Prepare, on every driver start, completes
+// every other upload recorded (or listed) for batches up to N and deletes
+// the records. The logged attempt's records are named by its descriptors,
+// so they are deleted without being read (one DeleteObjects request on
+// S3), at the same time as the completion: once the entry names an upload
+// its record is not needed to find it (a batch whose completion was cut
+// short has no commits/N, so the scheduler re-runs it and the re-run's
+// Commit completes the entry's uploads). Another attempt's record is
+// deleted after its uploads are aborted. Prepare, on every driver start, completes
 // the uploads of any logged batch again (idempotent: a completed upload is
 // recognised by its multipart ETag, "<md5 of the part md5s>-<parts>") and
 // aborts those of batches without a log entry. So a reader that lists the

@@ -276,7 +276,7 @@ func (s *Sink) Prepare(ctx context.Context, queryID string, env query.Environmen
 	s.mu.Unlock()
 	// Finish the commit of every logged batch a crash interrupted, and
 	// abort the staged files of attempts that never reached the log.
-	if _, err := s.sweep(ctx, layout, queryID, -1, nil, nil); err != nil {
+	if err := s.sweep(ctx, layout, queryID, -1, nil, nil); err != nil {
 		return fmt.Errorf("prepare parquet sink %s: recover staged files: %w", s.path(), err)
 	}
 	if lister, ok := objstore.StagedListerOf(s.store); ok {

@@ -251,42 +251,39 @@ func (s *Sink) complete(ctx context.Context, e LogEntry) error {
 // pending records (on a store that lists its staged uploads: the other
 // uploads staged beside its files, see sweepStaged). e is durable: from
 // here on a restart completes it too.
+//
 // mine are the records of the attempt e logs (every upload they name is in
-// e): they are deleted once the uploads are completed, without being read
-// (one request on a store that deletes many keys at once); a failure to
-// delete them is logged, not returned. At the same time as the completion
-// the other records of batches up to e's are swept (see sweep). A record is
-// deleted only after the uploads it names are completed or aborted, so a
-// restart between the two still finds them.
+// e). They are deleted without being read (one request on a store that
+// deletes many keys at once), at the same time as the completion: once
+// the log entry names an upload, its record is not needed to find it. A
+// logged batch whose uploads are not all complete has no commits/N (the
+// scheduler writes it after Commit returns), so it is re-run, and its
+// re-run completes them from the entry (Commit(b, nil)). A failure to
+// delete them is logged, not returned: the next sweep deletes them. Also
+// at the same time the other records of batches up to e's are swept (see
+// sweep).
 func (s *Sink) finish(ctx context.Context, l logLayout, queryID string, e LogEntry, mine []string) error {
 	skip := make(map[string]bool, len(mine))
 	for _, k := range mine {
 		skip[k] = true
 	}
-	var later []string
-	swept := make(chan error, 1)
+	swept, deleted := make(chan error, 1), make(chan error, 1)
 	go func() {
-		var err error
-		later, err = s.sweep(ctx, l, queryID, e.BatchID, &e, skip)
+		err := s.sweep(ctx, l, queryID, e.BatchID, &e, skip)
 		if lister, ok := objstore.StagedListerOf(s.store); ok && err == nil {
 			err = s.sweepStaged(ctx, lister, l, queryID, e.BatchID, &e, fileDirs(e.Files))
 		}
 		swept <- err
 	}()
+	go func() { deleted <- s.deleteRecords(ctx, mine) }()
 	err := s.complete(ctx, e)
 	if serr := <-swept; serr != nil {
 		err = errors.Join(err, fmt.Errorf("commit sink batch %d: %w", e.BatchID, serr))
 	}
-	if err != nil {
-		return err
+	if derr := <-deleted; derr != nil {
+		s.logger.Warn("pending upload records of a committed batch left for the next sweep", "batch", e.BatchID, "err", derr)
 	}
-	// The batch is complete whether or not its records go now: a record
-	// left (a failed delete, a crash) makes the next sweep complete the
-	// batch's logged uploads again, idempotently, and delete it.
-	if err := s.deleteRecords(ctx, append(mine, later...)); err != nil {
-		s.logger.Warn("pending upload records of a committed batch left for the next sweep", "batch", e.BatchID, "err", err)
-	}
-	return nil
+	return err
 }
 
 // deleteRecords deletes pending records: in one request on a store that
@@ -314,14 +311,11 @@ func (s *Sink) deleteRecords(ctx context.Context, keys []string) error {
 // without a log entry is one whose attempts never committed: all its
 // uploads are aborted, unless it is newer than upTo. done (nil: none) is
 // the entry the caller is completing: its batch is not completed here,
-// and its uploads are not aborted; the records of its batch that name one
-// of them are returned, for the caller to delete once it has completed
-// them.
-func (s *Sink) sweep(ctx context.Context, l logLayout, queryID string, upTo ids.BatchID, done *LogEntry, skip map[string]bool) ([]string, error) {
-	var later []string
+// and its uploads are not aborted.
+func (s *Sink) sweep(ctx context.Context, l logLayout, queryID string, upTo ids.BatchID, done *LogEntry, skip map[string]bool) error {
 	keys, err := s.store.List(ctx, PendingDir)
 	if err != nil {
-		return nil, fmt.Errorf("list pending uploads: %w", err)
+		return fmt.Errorf("list pending uploads: %w", err)
 	}
 	byBatch := map[ids.BatchID][]string{}
 	for _, k := range keys {
@@ -357,7 +351,7 @@ func (s *Sink) sweep(ctx context.Context, l logLayout, queryID string, upTo ids.
 		case err == nil && e.QueryID == queryID:
 			if done == nil || n != done.BatchID {
 				if err := s.complete(ctx, e); err != nil {
-					return nil, err
+					return err
 				}
 			}
 			for _, u := range e.Uploads {
@@ -365,7 +359,7 @@ func (s *Sink) sweep(ctx context.Context, l logLayout, queryID string, upTo ids.
 			}
 		case err == nil, errors.Is(err, objstore.ErrNotExist):
 		default:
-			return nil, err
+			return err
 		}
 		for _, k := range byBatch[n] {
 			data, err := s.store.Get(ctx, k)
@@ -373,7 +367,7 @@ func (s *Sink) sweep(ctx context.Context, l logLayout, queryID string, upTo ids.
 				continue
 			}
 			if err != nil {
-				return nil, fmt.Errorf("read pending uploads %s: %w", k, err)
+				return fmt.Errorf("read pending uploads %s: %w", k, err)
 			}
 			var rec pendingRecord
 			if err := json.Unmarshal(data, &rec); err != nil || rec.Version != pendingVersion {
@@ -383,28 +377,20 @@ func (s *Sink) sweep(ctx context.Context, l logLayout, queryID string, upTo ids.
 			if rec.QueryID != queryID {
 				continue // another query's (a shared path in a lab)
 			}
-			mustWait := false
 			for _, u := range rec.Uploads {
-				if logged[u.UploadID] && done != nil && n == done.BatchID {
-					mustWait = true
-				}
 				if logged[u.UploadID] || mp == nil {
 					continue
 				}
 				if err := mp.AbortMultipart(ctx, u.Key, u.UploadID); err != nil {
-					return nil, fmt.Errorf("abort unlogged upload of %s: %w", u.Key, err)
+					return fmt.Errorf("abort unlogged upload of %s: %w", u.Key, err)
 				}
 			}
-			if mustWait {
-				later = append(later, k)
-				continue
-			}
 			if err := s.store.Delete(ctx, k); err != nil && !errors.Is(err, objstore.ErrNotExist) {
-				return nil, fmt.Errorf("delete pending upload record: %w", err)
+				return fmt.Errorf("delete pending upload record: %w", err)
 			}
 		}
 	}
-	return later, nil
+	return nil
 }
 
 // sweepStaged is sweep on a store that lists its staged uploads (no
