@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -184,6 +185,12 @@ type foldedLog struct {
 // listed but gone (cleanup between the listing and the read) is an error
 // matching objstore.ErrNotExist: list again.
 func readLog(ctx context.Context, store objstore.Store, l logLayout, x *logIndex, upTo ids.BatchID) (*foldedLog, error) {
+	return readLogCached(ctx, store, l, x, upTo, nil)
+}
+
+// readLogCached is readLog taking the entries cached holds (by key) from
+// there: log entries never change once written.
+func readLogCached(ctx context.Context, store objstore.Store, l logLayout, x *logIndex, upTo ids.BatchID, cached map[string]LogEntry) (*foldedLog, error) {
 	f := &foldedLog{prefix: l.prefix, batches: map[ids.BatchID][]string{}, reps: map[string][]string{}, applied: map[string]bool{}}
 	c := x.compactAtOrBefore(upTo)
 	var keys []string
@@ -201,6 +208,10 @@ func readLog(ctx context.Context, store objstore.Store, l logLayout, x *logIndex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(readLogParallel)
 	for i, k := range keys {
+		if e, ok := cached[k]; ok {
+			entries[i] = e
+			continue
+		}
 		g.Go(func() (err error) {
 			entries[i], err = readEntry(gctx, store, k)
 			return err
@@ -294,7 +305,7 @@ func (s *Sink) buildCompact(ctx context.Context, l logLayout, n ids.BatchID) (*C
 		return nil, err
 	}
 	x := lk.index(l.prefix)
-	f, err := readLog(ctx, s.store, l, x, n-1)
+	f, err := readLogCached(ctx, s.store, l, x, n-1, s.cachedEntries())
 	if err != nil {
 		return nil, err
 	}
@@ -327,6 +338,32 @@ func (s *Sink) buildCompact(ctx context.Context, l logLayout, n ids.BatchID) (*C
 		}
 	}
 	return c, nil
+}
+
+// cacheEntry keeps an entry this sink wrote (or found written) for the
+// next compacted entry's fold, which reads the entries since the last
+// compacted one: on S3 a GET each. A compacted entry drops the entries
+// before it.
+func (s *Sink) cacheEntry(key string, e LogEntry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e.Compacted != nil {
+		for k, c := range s.entries {
+			if c.BatchID < e.BatchID {
+				delete(s.entries, k)
+			}
+		}
+	}
+	if len(s.entries) >= 4*int(s.compactInterval())+4 {
+		clear(s.entries) // a log that never compacts (a foreign layout): stop caching
+	}
+	s.entries[key] = e
+}
+
+func (s *Sink) cachedEntries() map[string]LogEntry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.entries)
 }
 
 // cleanupAsync starts a cleanup of the log after batch n's compacted entry

@@ -442,11 +442,17 @@ func (s *Sink) Commit(ctx context.Context, b sink.Batch, files []string) error {
 	entry := LogEntry{Version: logVersion, QueryID: b.QueryID, BatchID: b.ID, Files: keys, Uploads: uploads}
 	compact := s.isCompactBatch(b.ID)
 	key := l.key(b.ID)
+	s.mu.Lock()
+	unseen := prepared != "" && b.ID > s.newest
+	s.mu.Unlock()
 	var err2 error
-	if compact || len(files) == 0 {
+	if len(files) == 0 || (compact && !unseen) {
 		// A re-run's finish (no files) or a compacted entry: the batch
 		// may be logged already in the other form (a run with another
-		// compactInterval), and that entry wins.
+		// compactInterval), and that entry wins. A batch newer than
+		// every entry there was at Prepare or since can only be there in
+		// the form this interval writes (a fenced driver's), which
+		// PutIfAbsent finds.
 		_, gotKey, lerr := s.lookup(ctx, l, b.ID)
 		switch {
 		case lerr == nil:
@@ -476,6 +482,7 @@ func (s *Sink) Commit(ctx context.Context, b sink.Batch, files []string) error {
 		s.resolved[b.QueryID] = logLayout{prefix: l.prefix}
 		s.newest = max(s.newest, b.ID)
 		s.mu.Unlock()
+		s.cacheEntry(key, entry)
 	case !errors.Is(err, objstore.ErrExists):
 		return fmt.Errorf("commit sink log batch %d: %w", b.ID, err)
 	default:
@@ -492,6 +499,7 @@ func (s *Sink) Commit(ctx context.Context, b sink.Batch, files []string) error {
 				"query", b.QueryID, "batch", b.ID, "logged", got.Files, "offered", keys)
 		}
 		entry = got
+		s.cacheEntry(key, got)
 	}
 	// The entry is durable: from here on a restart completes it too. The
 	// offered files' records are this attempt's only if the entry is.

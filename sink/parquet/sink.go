@@ -107,6 +107,7 @@ type Sink struct {
 	env      query.Environment    // set by Prepare
 	resolved map[string]logLayout // query id -> where its log entries go
 	newest   ids.BatchID          // the newest batch id the prepared query's log held at Prepare or committed since
+	entries  map[string]LogEntry  // log key -> entry written since the last compacted one (cacheEntry)
 	cleaning bool                 // a background log cleanup is running
 	// cleanAgain is the newest batch whose cleanup was asked while one
 	// ran (-1: none): the running one goes on with it.
@@ -133,6 +134,7 @@ func New(store objstore.Store, schema []query.Column, opts Options) *Sink {
 		newest:     -1,
 		env:        opts.Environment,
 		resolved:   make(map[string]logLayout),
+		entries:    make(map[string]LogEntry),
 		partSize:   objstore.DefaultPartSize,
 		spoolAbove: objstore.DefaultPartSize,
 	}
