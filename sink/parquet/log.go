@@ -446,13 +446,14 @@ func (s *Sink) Commit(ctx context.Context, b sink.Batch, files []string) error {
 	unseen := prepared != "" && b.ID > s.newest
 	s.mu.Unlock()
 	var err2 error
-	if len(files) == 0 || (compact && !unseen) {
+	if !unseen && (len(files) == 0 || compact) {
 		// A re-run's finish (no files) or a compacted entry: the batch
 		// may be logged already in the other form (a run with another
 		// compactInterval), and that entry wins. A batch newer than
-		// every entry there was at Prepare or since can only be there in
-		// the form this interval writes (a fenced driver's), which
-		// PutIfAbsent finds.
+		// every entry there was at Prepare or since (an empty batch
+		// about to be logged, usually) can only be there in the form
+		// this interval writes (a fenced driver's), which PutIfAbsent
+		// finds.
 		_, gotKey, lerr := s.lookup(ctx, l, b.ID)
 		switch {
 		case lerr == nil:

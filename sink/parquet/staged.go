@@ -263,6 +263,13 @@ func (s *Sink) complete(ctx context.Context, e LogEntry) error {
 // at the same time the other records of batches up to e's are swept (see
 // sweep).
 func (s *Sink) finish(ctx context.Context, l logLayout, queryID string, e LogEntry, mine []string) error {
+	if len(e.Files) == 0 && len(mine) == 0 {
+		// Nothing to complete, and an attempt of an empty batch stages
+		// nothing; what an abandoned attempt of another split staged is
+		// swept by the next commit with files (it reaches every batch up
+		// to its own) or the next start.
+		return nil
+	}
 	skip := make(map[string]bool, len(mine))
 	for _, k := range mine {
 		skip[k] = true

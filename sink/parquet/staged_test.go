@@ -452,3 +452,70 @@ func TestRecordsLeftByACommittedBatchAreResolvedByTheNextStart(t *testing.T) {
 		})
 	}
 }
+
+// A batch that emits nothing (most no-data batches) costs its log entry
+// and nothing else on a prepared sink: no lookup of its other form, no
+// listing of pending records. A re-run's finish of a batch logged before
+// the start still finds and completes its entry.
+func TestEmptyBatchCostsOnlyItsLogEntry(t *testing.T) {
+	for name, newSt := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			inner := newSt(t)
+			st := objstore.NewCounting(inner)
+			s := New(st, tileSchema, Options{PartitionBy: "window_date"})
+			if err := s.Prepare(ctx, queryA, query.Lab); err != nil {
+				t.Fatal(err)
+			}
+			rows := []row.Row{tileRow("2024-03-01T10:00:00Z", "c1", 1)}
+			b0 := sink.Batch{QueryID: queryA, ID: 0}
+			descs, err := s.WritePartition(ctx, b0, 0, rows)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Commit(ctx, b0, descs); err != nil {
+				t.Fatal(err)
+			}
+			st.StartTrace()
+			if err := s.Commit(ctx, sink.Batch{QueryID: queryA, ID: 1}, nil); err != nil {
+				t.Fatal(err)
+			}
+			st.StopTrace()
+			var ops []string
+			for _, e := range st.Trace() {
+				ops = append(ops, e.String())
+			}
+			if len(ops) != 1 || !strings.HasPrefix(ops[0], objstore.OpPutIfAbsent+" "+LogDir+"1 ") {
+				t.Fatalf("an empty batch's Commit made %v, want only its log entry", ops)
+			}
+			// Batch 2 is logged with a file and its completion is cut
+			// short; a restarted sink's finish (Commit(b, nil)) completes it.
+			b2 := sink.Batch{QueryID: queryA, ID: 2}
+			more := []row.Row{tileRow("2024-03-01T10:05:00Z", "c1", 2)}
+			cut := New(objstore.NewFaulty(inner, objstore.FaultRule{Op: objstore.OpCompleteMultipart}), tileSchema, Options{PartitionBy: "window_date"})
+			if err := cut.Prepare(ctx, queryA, query.Lab); err != nil {
+				t.Fatal(err)
+			}
+			descs, err = cut.WritePartition(ctx, b2, 0, more)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cut.Commit(ctx, b2, descs); !errors.Is(err, objstore.ErrInjected) {
+				t.Fatalf("Commit with the completion failing = %v", err)
+			}
+			s2 := New(inner, tileSchema, Options{PartitionBy: "window_date"})
+			if err := s2.Prepare(ctx, queryA, query.Lab); err != nil {
+				t.Fatal(err)
+			}
+			if err := s2.Commit(ctx, b2, nil); err != nil {
+				t.Fatal(err)
+			}
+			if got := readVisible(t, inner); !sameRows(got, append(rows, more...)) {
+				t.Fatalf("visible = %v, want %v", got, append(rows, more...))
+			}
+			if l := leftovers(t, inner); len(l) != 0 {
+				t.Fatalf("left behind: %v", l)
+			}
+		})
+	}
+}
