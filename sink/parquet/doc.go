@@ -118,7 +118,11 @@
 // The path's first query writes the primary log, _sink_log/<N>, as Spark
 // writes _spark_metadata/<N>. A batch whose entry is there is committed
 // (Committed returns true and the scheduler skips it); a re-run's Commit
-// finds the entry already there and succeeds.
+// finds the entry already there and succeeds. A batch newer than every
+// entry the log held at Prepare or since is not looked up, by Committed or
+// before Commit's create-if-absent: only a fenced driver's entry could be
+// there, and the create-if-absent finds it (its uploads are completed,
+// the offered ones aborted).
 //
 // A query with another id that finds the primary log written by someone
 // else has lost its checkpoint (or shares the path by mistake). Spark would

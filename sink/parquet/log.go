@@ -313,7 +313,9 @@ func (s *Sink) forget(queryID string) {
 }
 
 // Committed reports whether the prepared query's log holds batchID. It
-// needs Prepare: which log to look in depends on the query id.
+// needs Prepare: which log to look in depends on the query id. A batch
+// newer than every entry the log held at Prepare or since is not read:
+// false.
 func (s *Sink) Committed(ctx context.Context, batchID ids.BatchID) (bool, error) {
 	s.mu.Lock()
 	queryID := s.queryID
@@ -330,24 +332,11 @@ func (s *Sink) Committed(ctx context.Context, batchID ids.BatchID) (bool, error)
 	s.mu.Unlock()
 	if batchID > newest {
 		// Newer than every entry there was at Prepare or since: the
-		// usual case, a batch about to run. Only the form this interval
-		// writes can be there (a batch of a fenced driver).
-		key := l.key(batchID)
-		if s.isCompactBatch(batchID) {
-			key = l.compactKey(batchID)
-		}
-		e, err := readEntry(ctx, s.store, key)
-		if errors.Is(err, objstore.ErrNotExist) {
-			return false, nil
-		}
-		if err != nil {
-			return false, fmt.Errorf("check sink log batch %d: %w", batchID, err)
-		}
-		if e.QueryID != queryID {
-			s.forget(queryID)
-			return false, &ForeignSinkLogError{Path: s.path(), QueryID: queryID, Other: e.QueryID, Batch: batchID}
-		}
-		return true, nil
+		// usual case, a batch about to run, not read. Only a fenced
+		// driver's entry, in the form this interval writes, could be
+		// there; Commit's PutIfAbsent finds it (and completes that
+		// entry's uploads instead, or refuses another query's).
+		return false, nil
 	}
 	e, _, err := s.lookup(ctx, l, batchID)
 	if errors.Is(err, objstore.ErrNotExist) {
@@ -500,6 +489,9 @@ func (s *Sink) Commit(ctx context.Context, b sink.Batch, files []string) error {
 				"query", b.QueryID, "batch", b.ID, "logged", got.Files, "offered", keys)
 		}
 		entry = got
+		s.mu.Lock()
+		s.newest = max(s.newest, b.ID)
+		s.mu.Unlock()
 		s.cacheEntry(key, got)
 	}
 	// The entry is durable: from here on a restart completes it too. The

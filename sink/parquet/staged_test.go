@@ -519,3 +519,52 @@ func TestEmptyBatchCostsOnlyItsLogEntry(t *testing.T) {
 		})
 	}
 }
+
+// Committed does not read a batch newer than the log (the usual batch
+// about to run). If a fenced driver logged it meanwhile, this driver's
+// tasks stage files too; its Commit finds the logged entry, completes that
+// entry's uploads and aborts its own: the rows appear once.
+func TestBatchLoggedByAFencedDriverAfterPrepareIsFinishedFromItsEntry(t *testing.T) {
+	for name, newSt := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			st := newSt(t)
+			mine := New(st, tileSchema, Options{PartitionBy: "window_date"})
+			if err := mine.Prepare(ctx, queryA, query.Lab); err != nil {
+				t.Fatal(err)
+			}
+			fenced := New(st, tileSchema, Options{PartitionBy: "window_date"})
+			if err := fenced.Prepare(ctx, queryA, query.Lab); err != nil {
+				t.Fatal(err)
+			}
+			b := sink.Batch{QueryID: queryA, ID: 0}
+			theirs := []row.Row{tileRow("2024-03-01T10:00:00Z", "c1", 7)}
+			descs, err := fenced.WritePartition(ctx, b, 0, theirs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := fenced.Commit(ctx, b, descs); err != nil {
+				t.Fatal(err)
+			}
+			if done, err := mine.Committed(ctx, 0); err != nil || done {
+				t.Fatalf("Committed(0) = %v, %v: want false, unread (newer than the log at Prepare)", done, err)
+			}
+			own, err := mine.WritePartition(ctx, b, 0, theirs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := mine.Commit(ctx, b, own); err != nil {
+				t.Fatal(err)
+			}
+			if got := readVisible(t, st); !sameRows(got, theirs) {
+				t.Fatalf("visible = %v, want %v once", got, theirs)
+			}
+			if done, err := mine.Committed(ctx, 0); err != nil || !done {
+				t.Fatalf("Committed(0) after Commit = %v, %v", done, err)
+			}
+			if l := leftovers(t, st); len(l) != 0 {
+				t.Fatalf("left behind: %v", l)
+			}
+		})
+	}
+}
