@@ -142,3 +142,19 @@ func (s *leasedStore) AbortMultipart(ctx context.Context, key, uploadID string) 
 	}
 	return mp.AbortMultipart(ctx, key, uploadID)
 }
+
+// ListsStaged answers for the wrapped store: a reduce task on a store that
+// lists its staged uploads writes no pending-upload record.
+func (s *leasedStore) ListsStaged() bool {
+	_, ok := objstore.StagedListerOf(s.Store)
+	return ok
+}
+
+// ListStaged is a read: it passes.
+func (s *leasedStore) ListStaged(ctx context.Context, prefix string) ([]objstore.StagedUpload, error) {
+	l, ok := objstore.StagedListerOf(s.Store)
+	if !ok {
+		return nil, fmt.Errorf("list staged uploads %s: %w", prefix, objstore.ErrStagedListUnsupported)
+	}
+	return l.ListStaged(ctx, prefix)
+}

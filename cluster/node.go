@@ -708,6 +708,7 @@ func (s *executorService) runReduceTask(ctx context.Context, req *sluicepb.RunRe
 		Batch: batch, Partition: p, SkipSink: req.SkipSink,
 		StateAttempt: statestore.AttemptID(req.RunId, batch, req.MapAttempts),
 		Watermark:    eventtime.Batch{Late: eventtime.Watermark(req.LateWatermarkUs), Evict: eventtime.Watermark(req.EvictWatermarkUs)},
+		GatherBelow:  req.GatherBelowBytes,
 	}, partials, rows)
 	if err != nil {
 		n.counters.failures.Add(1)
@@ -717,7 +718,7 @@ func (s *executorService) runReduceTask(ctx context.Context, req *sluicepb.RunRe
 	n.counters.setStateRows(req.QueryId, p, batch, rr.StateRows)
 	return &reduceOutput{rows: rr.Rows, last: &sluicepb.RunReduceTaskResponse{
 		Files: rr.Files, NumOutputRows: rr.NumOutputRows, StateRows: rr.StateRows, Updated: rr.Updated,
-		Removed: rr.Removed, MemoryBytes: rr.MemoryBytes, StateWrites: int32(rr.StateWrites),
+		Removed: rr.Removed, MemoryBytes: rr.MemoryBytes, StateWrites: int32(rr.StateWrites), Gathered: rr.Gathered,
 	}}, nil
 }
 

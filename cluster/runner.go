@@ -484,7 +484,7 @@ func (b *batchRun) runReduces(ctx context.Context, accepted []uint64) ([]*execut
 			req := &sluicepb.RunReduceTaskRequest{
 				QueryId: b.r.opts.QueryID, RunId: b.r.runID, Batch: int64(b.plan.Batch), Partition: int32(p),
 				LateWatermarkUs: int64(b.plan.Watermark.Late), EvictWatermarkUs: int64(b.plan.Watermark.Evict),
-				SkipSink: b.plan.SkipSink, MapAttempts: accepted,
+				SkipSink: b.plan.SkipSink, MapAttempts: accepted, GatherBelowBytes: b.plan.GatherBelow,
 			}
 			var resp *sluicepb.RunReduceTaskResponse
 			var rows []byte
@@ -516,6 +516,7 @@ func (b *batchRun) runReduces(ctx context.Context, accepted []uint64) ([]*execut
 				Partition: p, Files: resp.Files, NumOutputRows: resp.NumOutputRows, StateRows: resp.StateRows,
 				Updated: resp.Updated, Removed: resp.Removed, MemoryBytes: resp.MemoryBytes, StateWrites: int(resp.StateWrites),
 				StateAttempt: statestore.AttemptID(req.RunId, b.plan.Batch, req.MapAttempts),
+				Gathered:     resp.Gathered,
 			}
 			if len(rows) > 0 {
 				if rr.Rows, err = shuffle.DecodeRows(rows, make([]row.Row, 0, resp.NumOutputRows)); err != nil {

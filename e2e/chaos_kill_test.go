@@ -156,7 +156,7 @@ func TestChaosNamedKillPointsOnS3(t *testing.T) {
 	events := tiletest.Events(91, 6000, time.Second, chaosDisorder, 6)
 	want := tiletest.Oracle(events, chaosWindow, chaosDelay)
 	seed := uint64(91)
-	for i, point := range []string{"after-offsets", "map-done", "maps-done", "state-commit", "before-sink-commit", "after-sink-commit", "after-commit"} {
+	for i, point := range []string{"after-offsets", "map-done", "maps-done", "state-commit", "before-sink-gather", "before-sink-commit", "after-sink-commit", "after-commit"} {
 		t.Run(point, func(t *testing.T) {
 			t.Parallel()
 			in := filepath.Join(t.TempDir(), "in")

@@ -132,11 +132,13 @@ func checkLog(t *testing.T, cp string) int64 {
 	return int64(len(cids))
 }
 
-// The driver is SIGKILLed at each named point of batch 2 and restarted in a
-// fresh working directory: the output equals the oracle exactly once, the
-// log is gap-free, and the new driver re-ran batch 2 as logged.
+// The driver is SIGKILLed at each named point of batch 2 (before-sink-gather:
+// of the first batch that gathers small outputs, the first that emits
+// rows) and restarted in a fresh working directory: the output equals the
+// oracle exactly once, the log is gap-free, and the new driver re-ran the
+// batch as logged.
 func TestDriverKilledAtEachPointResumesExactlyOnce(t *testing.T) {
-	points := []string{"after-offsets", "map-done", "maps-done", "state-commit", "before-sink-commit", "after-sink-commit", "after-commit"}
+	points := []string{"after-offsets", "map-done", "maps-done", "state-commit", "before-sink-gather", "before-sink-commit", "after-sink-commit", "after-commit"}
 	events := tiletest.Events(21, 8000, 150*time.Millisecond, 4*time.Minute, 9)
 	want := tiletest.Oracle(events, 5*time.Minute, 10*time.Minute)
 	for _, point := range points {
@@ -151,10 +153,18 @@ func TestDriverKilledAtEachPointResumesExactlyOnce(t *testing.T) {
 			spec.Source.File.MaxFilesPerTrigger = 4
 			specPath := writeSpec(t, spec)
 
-			first := NewProc(t, "driver", bins.driver, "run", "-f", specPath).Env("SLUICE_FAULT=" + point + ":2")
+			fault := point + ":2"
+			if point == "before-sink-gather" {
+				fault = point
+			}
+			first := NewProc(t, "driver", bins.driver, "run", "-f", specPath).Env("SLUICE_FAULT=" + fault)
 			first.Start()
 			if err := first.Wait(60 * time.Second); !killedBySignal(err) {
 				t.Fatalf("driver was not killed at %s (exit %v); logs:\n%s", point, err, first.Logs())
+			}
+			batch := ids.BatchID(2)
+			if pending := pendingBatch(t, mustFS(t, cp)); point == "before-sink-gather" && pending != nil {
+				batch = pending.BatchID
 			}
 
 			progressPath := filepath.Join(dir, "progress.jsonl")
@@ -175,16 +185,19 @@ func TestDriverKilledAtEachPointResumesExactlyOnce(t *testing.T) {
 				}
 				return
 			}
-			if !progress[0].Rerun || progress[0].BatchID != 2 {
-				t.Fatalf("restart should re-run batch 2 as logged, got batch %d rerun=%v", progress[0].BatchID, progress[0].Rerun)
+			if !progress[0].Rerun || progress[0].BatchID != batch {
+				t.Fatalf("restart should re-run batch %d as logged, got batch %d rerun=%v", batch, progress[0].BatchID, progress[0].Rerun)
 			}
-			logged, err := checkpoint.New(mustFS(t, cp)).Offsets(context.Background(), 2)
+			logged, err := checkpoint.New(mustFS(t, cp)).Offsets(context.Background(), batch)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if progress[0].BatchWatermarkMs != logged.BatchWatermark.Millis() || !bytes.Equal(progress[0].Sources[0].EndOffset, logged.Sources[0].End) {
-				t.Fatalf("re-run of batch 2 used watermark %d and end %s, logged %d and %s",
-					progress[0].BatchWatermarkMs, progress[0].Sources[0].EndOffset, logged.BatchWatermark.Millis(), logged.Sources[0].End)
+				t.Fatalf("re-run of batch %d used watermark %d and end %s, logged %d and %s",
+					batch, progress[0].BatchWatermarkMs, progress[0].Sources[0].EndOffset, logged.BatchWatermark.Millis(), logged.Sources[0].End)
+			}
+			if point == "before-sink-gather" && progress[0].Sink.NumOutputRows == 0 {
+				t.Fatalf("the re-run of batch %d emitted nothing: the kill point tested nothing", batch)
 			}
 		})
 	}

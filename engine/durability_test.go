@@ -175,6 +175,23 @@ func (s *tracing) AbortMultipart(ctx context.Context, key, uploadID string) erro
 	return err
 }
 
+// Listing staged uploads is a read: passed on, not traced, so that on the
+// filesystem the sink writes no pending-upload records, as without the
+// tracer.
+
+func (s *tracing) ListsStaged() bool {
+	_, ok := objstore.StagedListerOf(s.Store)
+	return ok
+}
+
+func (s *tracing) ListStaged(ctx context.Context, prefix string) ([]objstore.StagedUpload, error) {
+	l, ok := objstore.StagedListerOf(s.Store)
+	if !ok {
+		return nil, objstore.ErrStagedListUnsupported
+	}
+	return l.ListStaged(ctx, prefix)
+}
+
 // pendingRecord matches a sink pending-upload record; its attempt id is
 // random.
 var pendingRecord = regexp.MustCompile(`(_sink_pending/\d+/\d{4})-[0-9a-f]+\.json`)

@@ -34,6 +34,9 @@ type BatchPlan struct {
 	// Manifest is the join's snapshot the batch joins against (from its
 	// offset-log entry; zero without a join).
 	Manifest join.Ref
+	// GatherBelow is what reduce tasks gather below (see
+	// ReduceTask.GatherBelow).
+	GatherBelow int64
 }
 
 // BatchResult gathers a batch's task results and metrics.
@@ -113,6 +116,7 @@ func (l *Local) RunBatch(ctx context.Context, plan BatchPlan) (*BatchResult, err
 			r, err := RunReduce(gctx, l.Env, ReduceTask{
 				Batch: plan.Batch, Partition: p, Watermark: plan.Watermark, SkipSink: plan.SkipSink,
 				StateAttempt: statestore.AttemptID(plan.RunID, plan.Batch, nil),
+				GatherBelow:  plan.GatherBelow,
 			}, partials, rows)
 			res.Reduces[p] = r
 			return err

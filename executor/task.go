@@ -252,14 +252,20 @@ type ReduceTask struct {
 	// StateAttempt names the state files this attempt writes (see
 	// statestore.AttemptID); the commit records it.
 	StateAttempt string
+	// GatherBelow, when the file sink is a sink.Gatherer, is the bound
+	// below which the output goes back to the driver (Rows, Gathered)
+	// instead of into files of the task's own (0: never).
+	GatherBelow int64
 }
 
 // ReduceResult is a reduce task's output.
 type ReduceResult struct {
 	Partition ids.PartitionID
-	// Files written by the file sink; Rows when the driver writes output.
-	Files []string
-	Rows  []row.Row
+	// Files written by the file sink; Rows when the driver writes output
+	// (a sink without files, or rows the file sink gathers: Gathered).
+	Files    []string
+	Rows     []row.Row
+	Gathered bool
 	// NumOutputRows counts the rows emitted.
 	NumOutputRows int64
 	StateRows     int64
@@ -318,6 +324,10 @@ func RunReduce(ctx context.Context, env *Env, t ReduceTask, partials [][]agg.Ent
 	switch {
 	case t.SkipSink:
 	case env.FileSink != nil:
+		if g, ok := env.FileSink.(sink.Gatherer); ok && g.Gather(out, t.GatherBelow) {
+			res.Rows, res.Gathered = out, true // staged by the driver, with the other small outputs
+			break
+		}
 		res.Files, sinkErr = env.FileSink.WritePartition(ctx, batchOf(env, t.Batch), t.Partition, out)
 	default:
 		res.Rows = out

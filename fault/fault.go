@@ -4,7 +4,9 @@
 // SLUICE_FAULT=point[:batch][,point[:batch]...] kills the process with
 // SIGKILL when it reaches point during batch (any batch when omitted).
 // Points: after-offsets, map-done, maps-done, state-commit,
-// before-sink-commit, after-sink-commit, after-commit, and the background
+// before-sink-gather (the driver is about to stage the small outputs
+// reduce tasks handed back), before-sink-commit, after-sink-commit,
+// after-commit, and the background
 // cleaner's cleanup-state and cleanup-log (batch: the commit that started
 // the pass).
 package fault

@@ -19,6 +19,8 @@ const (
 	OpUploadPart        = "upload_part"
 	OpCompleteMultipart = "complete_multipart"
 	OpAbortMultipart    = "abort_multipart"
+
+	OpListStaged = "list_staged"
 )
 
 // OpStats counts the calls of one operation. Bytes are the object bytes
@@ -247,4 +249,25 @@ func (c *Counting) ListInfo(ctx context.Context, prefix string) ([]ObjectInfo, e
 	infos, err := il.ListInfo(ctx, prefix)
 	c.recordList(prefix, len(infos), err)
 	return infos, err
+}
+
+// ListsStaged answers for the wrapped store.
+func (c *Counting) ListsStaged() bool {
+	_, ok := StagedListerOf(c.inner)
+	return ok
+}
+
+func (c *Counting) ListStaged(ctx context.Context, prefix string) ([]StagedUpload, error) {
+	l, err := stagedListerOf(c.inner, prefix)
+	var out []StagedUpload
+	if err == nil {
+		out, err = l.ListStaged(ctx, prefix)
+	}
+	c.record(OpListStaged, prefix, 0, err)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.stats[OpListStaged]
+	st.Objects += int64(len(out))
+	c.stats[OpListStaged] = st
+	return out, err
 }

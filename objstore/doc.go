@@ -20,6 +20,11 @@
 // filesystem hidden "_<name>.<upload>-<n>.inprogress" files that no
 // "*.parquet" glob matches) and make it visible atomically later, from any
 // process, idempotently. FS, S3, Mem and the decorators implement it.
+// Listing staged uploads (staged.go) is a further capability,
+// StagedLister, found through StagedListerOf: the filesystem lists its
+// hidden parts, so a writer needs no record of an upload to find it
+// again; S3 cannot (listing uploads by prefix is unreliable), and a
+// decorator answers for the store it wraps.
 //
 // It knows nothing about checkpoints or queries, and it must not interpret
 // keys beyond treating them as slash-separated paths. Backends keep no

@@ -307,3 +307,25 @@ func (f *Faulty) ListInfo(ctx context.Context, prefix string) ([]ObjectInfo, err
 	}
 	return infos, nil
 }
+
+// ListsStaged answers for the wrapped store.
+func (f *Faulty) ListsStaged() bool {
+	_, ok := StagedListerOf(f.inner)
+	return ok
+}
+
+func (f *Faulty) ListStaged(ctx context.Context, prefix string) ([]StagedUpload, error) {
+	var out []StagedUpload
+	err := f.do(OpListStaged, prefix, func() error {
+		l, err := stagedListerOf(f.inner, prefix)
+		if err != nil {
+			return err
+		}
+		out, err = l.ListStaged(ctx, prefix)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -69,6 +69,46 @@ func TestBackendsAndDecoratorsSatisfyMultipartContract(t *testing.T) {
 	})
 }
 
+func TestFSAndDecoratorsOverItListTheirStagedUploads(t *testing.T) {
+	newFS := func(t *testing.T) *objstore.FS {
+		s, err := objstore.NewFS(filepath.Join(t.TempDir(), "store"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	t.Run("FS", func(t *testing.T) {
+		storetest.RunStagedLister(t, func(t *testing.T) objstore.Store { return newFS(t) })
+	})
+	t.Run("PrefixedCountingFaultyFS", func(t *testing.T) {
+		storetest.RunStagedLister(t, func(t *testing.T) objstore.Store {
+			return objstore.NewCounting(objstore.NewFaulty(objstore.Prefixed(newFS(t), "tenant/a")))
+		})
+	})
+}
+
+// A decorator has ListStaged whatever it wraps; over a store that cannot
+// list its staged uploads (memory here, S3 in production) it says so, and
+// callers that look it up with StagedListerOf write their records instead.
+func TestDecoratorsOverAStoreWithoutStagedListingDoNotClaimIt(t *testing.T) {
+	for name, s := range map[string]objstore.Store{
+		"Mem":                 objstore.NewMem(),
+		"CountingMem":         objstore.NewCounting(objstore.NewMem()),
+		"FaultyPrefixedMem":   objstore.NewFaulty(objstore.Prefixed(objstore.NewMem(), "p")),
+		"CountingFaultyMem":   objstore.NewCounting(objstore.NewFaulty(objstore.NewMem())),
+		"PrefixedCountingMem": objstore.Prefixed(objstore.NewCounting(objstore.NewMem()), "p"),
+	} {
+		if _, ok := objstore.StagedListerOf(s); ok {
+			t.Errorf("%s: StagedListerOf says it lists staged uploads", name)
+		}
+		if l, ok := s.(objstore.StagedLister); ok {
+			if _, err := l.ListStaged(context.Background(), ""); !errors.Is(err, objstore.ErrStagedListUnsupported) {
+				t.Errorf("%s: ListStaged = %v, want ErrStagedListUnsupported", name, err)
+			}
+		}
+	}
+}
+
 // TestFSStagesUnderAHiddenNameThatNoParquetGlobMatches checks the names on
 // disk: a reader that lists the directory itself (DuckDB's glob on
 // *.parquet, Spark skipping _ and . names) must not see a staged part.

@@ -130,3 +130,28 @@ func (p *prefixed) ListInfo(ctx context.Context, prefix string) ([]ObjectInfo, e
 	}
 	return out, nil
 }
+
+// ListsStaged answers for the wrapped store.
+func (p *prefixed) ListsStaged() bool {
+	_, ok := StagedListerOf(p.inner)
+	return ok
+}
+
+func (p *prefixed) ListStaged(ctx context.Context, prefix string) ([]StagedUpload, error) {
+	l, err := stagedListerOf(p.inner, prefix)
+	if err != nil {
+		return nil, err
+	}
+	ups, err := l.ListStaged(ctx, p.prefix+prefix)
+	if err != nil {
+		return nil, err
+	}
+	out := ups[:0]
+	for _, u := range ups {
+		if rel, ok := strings.CutPrefix(u.Key, p.prefix); ok {
+			u.Key = rel
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}

@@ -93,7 +93,8 @@ type Config struct {
 	// service's registry id); an existing checkpoint keeps its own.
 	NewQueryID string
 	// Hook, if set, is called at named points (fault injection):
-	// before-offsets, after-offsets, before-sink-commit, after-sink-commit, after-commit.
+	// before-offsets, after-offsets, before-sink-gather (when small outputs
+	// were gathered), before-sink-commit, after-sink-commit, after-commit.
 	Hook func(point string, batch ids.BatchID)
 	// Manifests takes the join's dimension snapshots (required when the
 	// spec has a join): one when a run plans its first batch, another
@@ -409,9 +410,31 @@ func (q *Query) attempt(ctx context.Context, e *checkpoint.OffsetEntry, wm event
 	if err != nil {
 		return nil, false, err
 	}
-	res, err := q.runner.RunBatch(ctx, executor.BatchPlan{Batch: e.BatchID, Splits: splits, Watermark: wm, Partitions: parts, SkipSink: skipSink, BatchTimestampMs: e.BatchTimestampMs, RunID: q.runID, Manifest: manifest})
+	var gatherBelow int64
+	gatherer, gathers := cfg.FileSink.(sink.Gatherer)
+	if gathers && !skipSink {
+		gatherBelow = gatherer.GatherBelow(parts)
+	}
+	res, err := q.runner.RunBatch(ctx, executor.BatchPlan{Batch: e.BatchID, Splits: splits, Watermark: wm, Partitions: parts, SkipSink: skipSink, BatchTimestampMs: e.BatchTimestampMs, RunID: q.runID, Manifest: manifest, GatherBelow: gatherBelow})
 	if err != nil {
 		return nil, false, err
+	}
+	var gathered []string
+	if gatherBelow > 0 {
+		// Small outputs came back instead of into files: stage them
+		// together, in few files, as the tasks stage theirs.
+		var rows []sink.PartitionRows
+		for _, r := range res.Reduces {
+			if r.Gathered && len(r.Rows) > 0 {
+				rows = append(rows, sink.PartitionRows{Partition: r.Partition, Rows: r.Rows})
+			}
+		}
+		if len(rows) > 0 {
+			q.hook("before-sink-gather", e.BatchID)
+			if gathered, err = gatherer.WriteGathered(ctx, sink.Batch{QueryID: q.meta.QueryID, ID: e.BatchID}, rows); err != nil {
+				return nil, false, fmt.Errorf("batch %d: write gathered sink output: %w", e.BatchID, err)
+			}
+		}
 	}
 	q.hook("before-sink-commit", e.BatchID)
 	switch {
@@ -424,7 +447,7 @@ func (q *Query) attempt(ctx context.Context, e *checkpoint.OffsetEntry, wm event
 		}
 	case skipSink:
 	case cfg.FileSink != nil:
-		var files []string
+		files := gathered
 		for _, r := range res.Reduces {
 			files = append(files, r.Files...)
 		}

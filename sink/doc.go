@@ -4,7 +4,9 @@
 //   - FileSink: exactly-once files. Reduce tasks write each (batch,
 //     partition)'s rows with deterministic names and bytes; the driver
 //     records the batch's file list in the sink log with create-if-absent,
-//     and skips a batch already there. Implemented by sink/parquet.
+//     and skips a batch already there. Implemented by sink/parquet, which
+//     is also a Gatherer: small partition outputs come back to the driver
+//     and are staged together, in few files.
 //   - BatchWriter (and the optional PartitionedBatchWriter): foreachBatch,
 //     called on the driver with a whole batch, possibly more than once per
 //     batch id; exactly-once only if idempotent on the batch id.

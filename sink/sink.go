@@ -32,6 +32,33 @@ type FileSink interface {
 	Commit(ctx context.Context, b Batch, files []string) error
 }
 
+// Gatherer is optional for a FileSink: it gathers small outputs into few
+// files. A reduce task whose partition's rows are small (below the bound
+// the driver sends, GatherBelow) returns them to the driver instead of
+// staging its own files, and the driver stages every gathered partition's
+// rows with WriteGathered before Commit: a batch that closes a few windows
+// over many partitions stages one file per directory instead of one per
+// partition. Large outputs stay where they are reduced (in distributed mode
+// gathered rows cross gRPC).
+//
+// GatherBelow is the bound for a batch over partitions state partitions
+// (0: never gather). Gather reports whether a partition's rows are below
+// it. WriteGathered stages the parts (ascending by partition, each part's
+// rows sorted) as FileSink.WritePartition stages one partition's: invisible
+// until Commit, names and bytes a function of (batch, parts), so that a
+// re-run that gathers the same parts writes the same objects.
+type Gatherer interface {
+	GatherBelow(partitions int) int64
+	Gather(rows []row.Row, below int64) bool
+	WriteGathered(ctx context.Context, b Batch, parts []PartitionRows) ([]string, error)
+}
+
+// PartitionRows are one state partition's output rows.
+type PartitionRows struct {
+	Partition ids.PartitionID
+	Rows      []row.Row
+}
+
 // BatchWriter is foreachBatch: called on the driver with all of a batch's
 // output rows. It may be called more than once for one batch id (a batch
 // that failed after writing is re-run), so it is at-least-once unless the

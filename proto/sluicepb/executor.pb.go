@@ -546,9 +546,14 @@ type RunReduceTaskRequest struct {
 	SkipSink         bool                   `protobuf:"varint,7,opt,name=skip_sink,json=skipSink,proto3" json:"skip_sink,omitempty"`
 	// map_attempts[m] is the accepted attempt of map task m; its length is
 	// the batch's map task count.
-	MapAttempts   []uint64 `protobuf:"varint,8,rep,packed,name=map_attempts,json=mapAttempts,proto3" json:"map_attempts,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MapAttempts []uint64 `protobuf:"varint,8,rep,packed,name=map_attempts,json=mapAttempts,proto3" json:"map_attempts,omitempty"`
+	// gather_below_bytes: when the file sink gathers small outputs, an
+	// output whose estimated size is at most this comes back as rows (with
+	// gathered set) for the driver to stage with the others, instead of
+	// being written by the task; 0 never (a driver of an older build).
+	GatherBelowBytes int64 `protobuf:"varint,9,opt,name=gather_below_bytes,json=gatherBelowBytes,proto3" json:"gather_below_bytes,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *RunReduceTaskRequest) Reset() {
@@ -637,6 +642,13 @@ func (x *RunReduceTaskRequest) GetMapAttempts() []uint64 {
 	return nil
 }
 
+func (x *RunReduceTaskRequest) GetGatherBelowBytes() int64 {
+	if x != nil {
+		return x.GatherBelowBytes
+	}
+	return 0
+}
+
 type RunReduceTaskResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// files written by the executor's file sink.
@@ -653,7 +665,10 @@ type RunReduceTaskResponse struct {
 	MemoryBytes   int64  `protobuf:"varint,7,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
 	StateWrites   int32  `protobuf:"varint,8,opt,name=state_writes,json=stateWrites,proto3" json:"state_writes,omitempty"`
 	// last marks the final message of the stream.
-	Last          bool `protobuf:"varint,9,opt,name=last,proto3" json:"last,omitempty"`
+	Last bool `protobuf:"varint,9,opt,name=last,proto3" json:"last,omitempty"`
+	// gathered: rows are the file sink's output, for the driver to stage
+	// (see gather_below_bytes).
+	Gathered      bool `protobuf:"varint,10,opt,name=gathered,proto3" json:"gathered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -747,6 +762,13 @@ func (x *RunReduceTaskResponse) GetStateWrites() int32 {
 func (x *RunReduceTaskResponse) GetLast() bool {
 	if x != nil {
 		return x.Last
+	}
+	return false
+}
+
+func (x *RunReduceTaskResponse) GetGathered() bool {
+	if x != nil {
+		return x.Gathered
 	}
 	return false
 }
@@ -907,7 +929,7 @@ const file_executor_proto_rawDesc = "" +
 	"\x0ejoin_unmatched\x18\n" +
 	" \x01(\x03R\rjoinUnmatched\"E\n" +
 	"\x12RunMapTaskResponse\x12/\n" +
-	"\ametrics\x18\x01 \x01(\v2\x15.sluice.v1.MapMetricsR\ametrics\"\x96\x02\n" +
+	"\ametrics\x18\x01 \x01(\v2\x15.sluice.v1.MapMetricsR\ametrics\"\xc4\x02\n" +
 	"\x14RunReduceTaskRequest\x12\x19\n" +
 	"\bquery_id\x18\x01 \x01(\tR\aqueryId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x14\n" +
@@ -916,7 +938,8 @@ const file_executor_proto_rawDesc = "" +
 	"\x11late_watermark_us\x18\x05 \x01(\x03R\x0flateWatermarkUs\x12,\n" +
 	"\x12evict_watermark_us\x18\x06 \x01(\x03R\x10evictWatermarkUs\x12\x1b\n" +
 	"\tskip_sink\x18\a \x01(\bR\bskipSink\x12!\n" +
-	"\fmap_attempts\x18\b \x03(\x04R\vmapAttempts\"\x96\x02\n" +
+	"\fmap_attempts\x18\b \x03(\x04R\vmapAttempts\x12,\n" +
+	"\x12gather_below_bytes\x18\t \x01(\x03R\x10gatherBelowBytes\"\xb2\x02\n" +
 	"\x15RunReduceTaskResponse\x12\x14\n" +
 	"\x05files\x18\x01 \x03(\tR\x05files\x12\x12\n" +
 	"\x04rows\x18\x02 \x01(\fR\x04rows\x12&\n" +
@@ -927,7 +950,9 @@ const file_executor_proto_rawDesc = "" +
 	"\aremoved\x18\x06 \x01(\x03R\aremoved\x12!\n" +
 	"\fmemory_bytes\x18\a \x01(\x03R\vmemoryBytes\x12!\n" +
 	"\fstate_writes\x18\b \x01(\x05R\vstateWrites\x12\x12\n" +
-	"\x04last\x18\t \x01(\bR\x04last\"\x88\x01\n" +
+	"\x04last\x18\t \x01(\bR\x04last\x12\x1a\n" +
+	"\bgathered\x18\n" +
+	" \x01(\bR\bgathered\"\x88\x01\n" +
 	"\x13ReleaseBatchRequest\x12\x19\n" +
 	"\bquery_id\x18\x01 \x01(\tR\aqueryId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x14\n" +

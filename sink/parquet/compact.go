@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
@@ -176,17 +179,50 @@ type foldedLog struct {
 }
 
 // readLog folds the log at prefix up to batch upTo: the newest compacted
-// entry at or before upTo, then every plain entry after it. An entry
+// entry at or before upTo, then every plain entry after it. The entries
+// are read readLogParallel at a time (a compacted entry's batch reads the
+// compactInterval entries before it, one round trip each on S3). An entry
 // listed but gone (cleanup between the listing and the read) is an error
 // matching objstore.ErrNotExist: list again.
 func readLog(ctx context.Context, store objstore.Store, l logLayout, x *logIndex, upTo ids.BatchID) (*foldedLog, error) {
+	return readLogCached(ctx, store, l, x, upTo, nil)
+}
+
+// readLogCached is readLog taking the entries cached holds (by key) from
+// there: log entries never change once written.
+func readLogCached(ctx context.Context, store objstore.Store, l logLayout, x *logIndex, upTo ids.BatchID, cached map[string]LogEntry) (*foldedLog, error) {
 	f := &foldedLog{prefix: l.prefix, batches: map[ids.BatchID][]string{}, reps: map[string][]string{}, applied: map[string]bool{}}
 	c := x.compactAtOrBefore(upTo)
+	var keys []string
+	var ns []ids.BatchID // the batch of each plain entry in keys
 	if c >= 0 {
-		e, err := readEntry(ctx, store, l.compactKey(c))
-		if err != nil {
-			return nil, err
+		keys = append(keys, l.compactKey(c))
+	}
+	for _, n := range x.batches {
+		if n > c && n <= upTo {
+			keys = append(keys, l.keyOf(x, n))
+			ns = append(ns, n)
 		}
+	}
+	entries := make([]LogEntry, len(keys))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(readLogParallel)
+	for i, k := range keys {
+		if e, ok := cached[k]; ok {
+			entries[i] = e
+			continue
+		}
+		g.Go(func() (err error) {
+			entries[i], err = readEntry(gctx, store, k)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	if c >= 0 {
+		e := entries[0]
+		entries = entries[1:]
 		if e.Compacted == nil {
 			return nil, fmt.Errorf("read sink log entry %s: a compacted entry without its \"compacted\" part", l.compactKey(c))
 		}
@@ -203,22 +239,18 @@ func readLog(ctx context.Context, store objstore.Store, l logLayout, x *logIndex
 		f.batches[c] = e.Files
 		f.entries = append(f.entries, e)
 	}
-	for _, n := range x.batches {
-		if n <= c || n > upTo {
-			continue
-		}
-		e, err := readEntry(ctx, store, l.keyOf(x, n))
-		if err != nil {
-			return nil, err
-		}
+	for i, e := range entries {
 		if f.queryID == "" {
 			f.queryID = e.QueryID
 		}
-		f.batches[n] = e.Files
+		f.batches[ns[i]] = e.Files
 		f.entries = append(f.entries, e)
 	}
 	return f, nil
 }
+
+// readLogParallel is how many log entries readLog reads at once.
+const readLogParallel = 8
 
 // apply folds a replacement in: its removed files leave every batch and
 // earlier replacement, its added files are listed under its id.
@@ -273,7 +305,7 @@ func (s *Sink) buildCompact(ctx context.Context, l logLayout, n ids.BatchID) (*C
 		return nil, err
 	}
 	x := lk.index(l.prefix)
-	f, err := readLog(ctx, s.store, l, x, n-1)
+	f, err := readLogCached(ctx, s.store, l, x, n-1, s.cachedEntries())
 	if err != nil {
 		return nil, err
 	}
@@ -306,6 +338,32 @@ func (s *Sink) buildCompact(ctx context.Context, l logLayout, n ids.BatchID) (*C
 		}
 	}
 	return c, nil
+}
+
+// cacheEntry keeps an entry this sink wrote (or found written) for the
+// next compacted entry's fold, which reads the entries since the last
+// compacted one: on S3 a GET each. A compacted entry drops the entries
+// before it.
+func (s *Sink) cacheEntry(key string, e LogEntry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e.Compacted != nil {
+		for k, c := range s.entries {
+			if c.BatchID < e.BatchID {
+				delete(s.entries, k)
+			}
+		}
+	}
+	if len(s.entries) >= 4*int(s.compactInterval())+4 {
+		clear(s.entries) // a log that never compacts (a foreign layout): stop caching
+	}
+	s.entries[key] = e
+}
+
+func (s *Sink) cachedEntries() map[string]LogEntry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.entries)
 }
 
 // cleanupAsync starts a cleanup of the log after batch n's compacted entry

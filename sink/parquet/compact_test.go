@@ -294,3 +294,39 @@ func TestCompactedBatchReRunKeepsTheLoggedFiles(t *testing.T) {
 	}
 	checkReaders(t, st, want)
 }
+
+// A compacted entry folds the entries since the last compacted one; those
+// this sink wrote are folded from memory, without a read each (S3: a GET
+// each). The readers see the same log.
+func TestCompactedEntryFoldsTheEntriesThisSinkWroteWithoutReadingThem(t *testing.T) {
+	ctx := context.Background()
+	inner := newStore(t)
+	st := objstore.NewCounting(inner)
+	s := New(st, tileSchema, Options{CompactInterval: 10})
+	if err := s.Prepare(ctx, queryA, query.Lab); err != nil {
+		t.Fatal(err)
+	}
+	want := runBatches(t, s, 0, 19)
+	st.StartTrace()
+	want = append(want, runBatches(t, s, 19, 20)...)
+	st.StopTrace()
+	var reads []string
+	for _, e := range st.Trace() {
+		if e.Op == objstore.OpGet && strings.HasPrefix(e.Key, LogDir) {
+			reads = append(reads, e.Key)
+		}
+	}
+	if len(reads) != 0 {
+		t.Errorf("batch 19 (compacted) read %v from the log, want nothing", reads)
+	}
+	s.Wait()
+	checkReaders(t, inner, want)
+	// A restarted sink has nothing cached: it reads them.
+	s2 := New(st, tileSchema, Options{CompactInterval: 10})
+	if err := s2.Prepare(ctx, queryA, query.Lab); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, runBatches(t, s2, 20, 30)...)
+	s2.Wait()
+	checkReaders(t, inner, want)
+}

@@ -7,8 +7,9 @@
 //
 // # Files
 //
-// Each (batch, state partition) writes at most one file per directory,
-// named by FileName:
+// Each (batch, state partition) writes at most one file per directory
+// (with the small outputs of the partitions after it, see Gathered small
+// outputs), named by FileName:
 //
 //	[window_date=YYYY-MM-DD/]part-<batch:05d>-<partition:04d>-<queryID>.snappy.parquet
 //
@@ -20,6 +21,21 @@
 // pages, and a constant created_by ("sluice") instead of the library's
 // version string, so a re-run, in any process or build, rewrites each object
 // with identical bytes. Zero rows write no file.
+//
+// # Gathered small outputs
+//
+// The sink is a sink.Gatherer: a reduce task whose partition's rows are
+// estimated at no more than GatherBelow (Options.GatherBelow, 64 KiB by
+// default, at most 4 MiB over the batch's partitions; zero on a store
+// without Multipart) hands them to the driver instead of staging a file,
+// and the driver stages the gathered partitions (WriteGathered) before the
+// log entry: consecutive partitions, up to 8 MiB estimated per group, each
+// group written as its first partition's rows would be (one file per
+// directory, named for that partition). A no-data batch that closes a few
+// windows over 8 partitions stages one file per date, not eight. A
+// partition whose rows were gathered writes no file of its own, so a name
+// is never used twice in a batch; an abandoned attempt that split the
+// batch otherwise is never logged, so its files are aborted, never seen.
 //
 // # Streamed files
 //
@@ -55,21 +71,35 @@
 // the upload ids in _sink_pending/<N>/<partition>-<attempt>.json (before
 // any byte is sent: listing uploads is unreliable, MinIO lists none by
 // prefix), then encodes each file into its upload, in parts (see Streamed
-// files). Nothing is visible: S3 does not list or serve an upload before
-// completion, and the filesystem keeps the parts as "_<name>.<upload>-<n>.inprogress", a name Spark, Hive and
-// Trino skip (leading '_') and no "*.parquet" glob matches (DuckDB's glob
-// reads '_' names). The driver's Commit writes the log entry with the
-// uploads and their part ETags, then completes them (the files appear),
-// then aborts every other upload recorded for batches up to N and deletes
-// the records. Prepare, on every driver start, completes the uploads of any
-// logged batch again (idempotent: a completed upload is recognised by its
-// multipart ETag, "<md5 of the part md5s>-<parts>") and aborts those of
-// batches without a log entry. So a reader that lists the directory sees
-// each committed file once and nothing else, at every instant, even when a
-// re-run reads different data. A task of an abandoned attempt that starts
-// an upload after that is aborted at the next commit; a bucket lifecycle
-// rule (AbortIncompleteMultipartUpload, e.g. 7 days) is the backstop for
-// uploads a crash leaves before their record is written.
+// files). On a store that lists its staged uploads (objstore.StagedLister:
+// the filesystem, whose staged parts are files) no record is written:
+// Commit lists the directories of its batch's files and Prepare the whole
+// path, and the file name (see Files) says which query and batch an
+// upload belongs to; records older builds left are still resolved.
+//
+// Nothing is visible: S3 does not list or serve an upload before
+// completion, and the filesystem keeps the parts as
+// "_<name>.<upload>-<n>.inprogress", a name Spark, Hive and Trino skip
+// (leading '_') and no "*.parquet" glob matches (DuckDB's glob reads '_'
+// names). The driver's Commit writes the log entry with the uploads and
+// their part ETags, then completes them (the files appear) while it aborts
+// every other upload recorded (or listed) for batches up to N and deletes
+// the records. The logged attempt's records are named by its descriptors,
+// so they are deleted without being read (one DeleteObjects request on
+// S3), at the same time as the completion: once the entry names an upload
+// its record is not needed to find it (a batch whose completion was cut
+// short has no commits/N, so the scheduler re-runs it and the re-run's
+// Commit completes the entry's uploads). Another attempt's record is
+// deleted after its uploads are aborted. Prepare, on every driver start, completes
+// the uploads of any logged batch again (idempotent: a completed upload is
+// recognised by its multipart ETag, "<md5 of the part md5s>-<parts>") and
+// aborts those of batches without a log entry. So a reader that lists the
+// directory sees each committed file once and nothing else, at every
+// instant, even when a re-run reads different data. A task of an abandoned
+// attempt that starts an upload after that is aborted at the next commit
+// (on the filesystem: the next commit with a file in its directory); a
+// bucket lifecycle rule (AbortIncompleteMultipartUpload, e.g. 7 days) is
+// the backstop for uploads a crash leaves before their record is written.
 //
 // # The sink log
 //
@@ -88,7 +118,11 @@
 // The path's first query writes the primary log, _sink_log/<N>, as Spark
 // writes _spark_metadata/<N>. A batch whose entry is there is committed
 // (Committed returns true and the scheduler skips it); a re-run's Commit
-// finds the entry already there and succeeds.
+// finds the entry already there and succeeds. A batch newer than every
+// entry the log held at Prepare or since is not looked up, by Committed or
+// before Commit's create-if-absent: only a fenced driver's entry could be
+// there, and the create-if-absent finds it (its uploads are completed,
+// the offered ones aborted).
 //
 // A query with another id that finds the primary log written by someone
 // else has lost its checkpoint (or shares the path by mistake). Spark would

@@ -276,8 +276,13 @@ func (s *Sink) Prepare(ctx context.Context, queryID string, env query.Environmen
 	s.mu.Unlock()
 	// Finish the commit of every logged batch a crash interrupted, and
 	// abort the staged files of attempts that never reached the log.
-	if err := s.sweep(ctx, layout, queryID, -1, -1); err != nil {
+	if err := s.sweep(ctx, layout, queryID, -1, nil, nil); err != nil {
 		return fmt.Errorf("prepare parquet sink %s: recover staged files: %w", s.path(), err)
+	}
+	if lister, ok := objstore.StagedListerOf(s.store); ok {
+		if err := s.sweepStaged(ctx, lister, layout, queryID, -1, nil, []string{""}); err != nil {
+			return fmt.Errorf("prepare parquet sink %s: recover staged files: %w", s.path(), err)
+		}
 	}
 	return nil
 }
@@ -308,7 +313,9 @@ func (s *Sink) forget(queryID string) {
 }
 
 // Committed reports whether the prepared query's log holds batchID. It
-// needs Prepare: which log to look in depends on the query id.
+// needs Prepare: which log to look in depends on the query id. A batch
+// newer than every entry the log held at Prepare or since is not read:
+// false.
 func (s *Sink) Committed(ctx context.Context, batchID ids.BatchID) (bool, error) {
 	s.mu.Lock()
 	queryID := s.queryID
@@ -325,24 +332,11 @@ func (s *Sink) Committed(ctx context.Context, batchID ids.BatchID) (bool, error)
 	s.mu.Unlock()
 	if batchID > newest {
 		// Newer than every entry there was at Prepare or since: the
-		// usual case, a batch about to run. Only the form this interval
-		// writes can be there (a batch of a fenced driver).
-		key := l.key(batchID)
-		if s.isCompactBatch(batchID) {
-			key = l.compactKey(batchID)
-		}
-		e, err := readEntry(ctx, s.store, key)
-		if errors.Is(err, objstore.ErrNotExist) {
-			return false, nil
-		}
-		if err != nil {
-			return false, fmt.Errorf("check sink log batch %d: %w", batchID, err)
-		}
-		if e.QueryID != queryID {
-			s.forget(queryID)
-			return false, &ForeignSinkLogError{Path: s.path(), QueryID: queryID, Other: e.QueryID, Batch: batchID}
-		}
-		return true, nil
+		// usual case, a batch about to run, not read. Only a fenced
+		// driver's entry, in the form this interval writes, could be
+		// there; Commit's PutIfAbsent finds it (and completes that
+		// entry's uploads instead, or refuses another query's).
+		return false, nil
 	}
 	e, _, err := s.lookup(ctx, l, batchID)
 	if errors.Is(err, objstore.ErrNotExist) {
@@ -412,16 +406,22 @@ func (s *Sink) Commit(ctx context.Context, b sink.Batch, files []string) error {
 	}
 	var keys []string
 	var uploads []Upload
+	var records []string // the pending records of the offered files
 	for _, f := range files {
-		u, staged, err := parseDescriptor(f)
+		sf, staged, err := parseStaged(f)
 		if err != nil {
 			return fmt.Errorf("commit sink log batch %d: %w", b.ID, err)
 		}
-		keys = append(keys, u.Key)
+		keys = append(keys, sf.Key)
 		if staged {
-			uploads = append(uploads, u)
+			uploads = append(uploads, sf.Upload)
+			if sf.Pending != "" {
+				records = append(records, sf.Pending)
+			}
 		}
 	}
+	slices.Sort(records)
+	records = slices.Compact(records)
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
 	if keys == nil {
@@ -431,11 +431,18 @@ func (s *Sink) Commit(ctx context.Context, b sink.Batch, files []string) error {
 	entry := LogEntry{Version: logVersion, QueryID: b.QueryID, BatchID: b.ID, Files: keys, Uploads: uploads}
 	compact := s.isCompactBatch(b.ID)
 	key := l.key(b.ID)
+	s.mu.Lock()
+	unseen := prepared != "" && b.ID > s.newest
+	s.mu.Unlock()
 	var err2 error
-	if compact || len(files) == 0 {
+	if !unseen && (len(files) == 0 || compact) {
 		// A re-run's finish (no files) or a compacted entry: the batch
 		// may be logged already in the other form (a run with another
-		// compactInterval), and that entry wins.
+		// compactInterval), and that entry wins. A batch newer than
+		// every entry there was at Prepare or since (an empty batch
+		// about to be logged, usually) can only be there in the form
+		// this interval writes (a fenced driver's), which PutIfAbsent
+		// finds.
 		_, gotKey, lerr := s.lookup(ctx, l, b.ID)
 		switch {
 		case lerr == nil:
@@ -465,6 +472,7 @@ func (s *Sink) Commit(ctx context.Context, b sink.Batch, files []string) error {
 		s.resolved[b.QueryID] = logLayout{prefix: l.prefix}
 		s.newest = max(s.newest, b.ID)
 		s.mu.Unlock()
+		s.cacheEntry(key, entry)
 	case !errors.Is(err, objstore.ErrExists):
 		return fmt.Errorf("commit sink log batch %d: %w", b.ID, err)
 	default:
@@ -481,13 +489,19 @@ func (s *Sink) Commit(ctx context.Context, b sink.Batch, files []string) error {
 				"query", b.QueryID, "batch", b.ID, "logged", got.Files, "offered", keys)
 		}
 		entry = got
+		s.mu.Lock()
+		s.newest = max(s.newest, b.ID)
+		s.mu.Unlock()
+		s.cacheEntry(key, got)
 	}
-	// The entry is durable: from here on a restart completes it too.
-	if err := s.complete(ctx, entry); err != nil {
+	// The entry is durable: from here on a restart completes it too. The
+	// offered files' records are this attempt's only if the entry is.
+	var mine []string
+	if err2 == nil {
+		mine = records
+	}
+	if err := s.finish(ctx, logLayout{prefix: l.prefix}, b.QueryID, entry, mine); err != nil {
 		return err
-	}
-	if err := s.sweep(ctx, logLayout{prefix: l.prefix}, b.QueryID, b.ID, b.ID); err != nil {
-		return fmt.Errorf("commit sink batch %d: %w", b.ID, err)
 	}
 	if entry.Compacted != nil {
 		// Off the batch path: delete what the new compacted entry makes

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	pq "github.com/parquet-go/parquet-go"
@@ -56,6 +58,13 @@ type Options struct {
 	// files, until its one row group is written out (see pageBuffers).
 	// Empty means os.TempDir().
 	SpoolDir string
+	// GatherBelow is the estimated size of a partition's output rows (8
+	// bytes a value plus a string's bytes) up to which its reduce task
+	// hands them to the driver, which stages the gathered partitions in
+	// few files (see Sink.WriteGathered); zero means DefaultGatherBelow,
+	// a negative value never gathers. A batch over many partitions
+	// gathers less: at most gatherBudget bytes in all.
+	GatherBelow int64
 	// ClosedWatermark, if set, turns on the compaction of closed dates
 	// (sink.parquet.compactClosedDates): after each compacted log entry
 	// the background job runs CompactDates with the watermark it returns
@@ -63,7 +72,19 @@ type Options struct {
 	ClosedWatermark func(ctx context.Context) (eventtime.Watermark, error)
 }
 
-// Sink is the exactly-once Parquet file sink. It implements sink.FileSink.
+// DefaultGatherBelow is Options.GatherBelow's default: 64 KiB, about 1,600
+// rows of the tile (a file of its own costs three requests on S3, two
+// fsynced writes on a filesystem; encoding rows that size on the driver
+// costs less).
+const DefaultGatherBelow = 64 << 10
+
+// gatherBudget bounds a batch's gathered rows (estimated): the bound per
+// partition is at most gatherBudget / partitions, so the driver holds a
+// few MiB whatever the partition count.
+const gatherBudget = 4 << 20
+
+// Sink is the exactly-once Parquet file sink. It implements sink.FileSink
+// and sink.Gatherer.
 // It is safe for concurrent use: reduce tasks call WritePartition in
 // parallel.
 type Sink struct {
@@ -86,6 +107,7 @@ type Sink struct {
 	env      query.Environment    // set by Prepare
 	resolved map[string]logLayout // query id -> where its log entries go
 	newest   ids.BatchID          // the newest batch id the prepared query's log held at Prepare or committed since
+	entries  map[string]LogEntry  // log key -> entry written since the last compacted one (cacheEntry)
 	cleaning bool                 // a background log cleanup is running
 	// cleanAgain is the newest batch whose cleanup was asked while one
 	// ran (-1: none): the running one goes on with it.
@@ -95,7 +117,10 @@ type Sink struct {
 	bgCancel   context.CancelFunc
 }
 
-var _ sink.FileSink = (*Sink)(nil)
+var (
+	_ sink.FileSink = (*Sink)(nil)
+	_ sink.Gatherer = (*Sink)(nil)
+)
 
 // New returns a sink writing through store, which is rooted at the sink's
 // path. A bad schema or option is reported by the first call that needs it.
@@ -109,6 +134,7 @@ func New(store objstore.Store, schema []query.Column, opts Options) *Sink {
 		newest:     -1,
 		env:        opts.Environment,
 		resolved:   make(map[string]logLayout),
+		entries:    make(map[string]LogEntry),
 		partSize:   objstore.DefaultPartSize,
 		spoolAbove: objstore.DefaultPartSize,
 	}
@@ -158,30 +184,73 @@ func FileName(queryID string, batchID ids.BatchID, partition ids.PartitionID) st
 	return fmt.Sprintf("part-%05d-%04d-%s.snappy.parquet", batchID, partition, queryID)
 }
 
+// parseFileName returns the batch and partition of a file name FileName
+// made for queryID.
+func parseFileName(name, queryID string) (ids.BatchID, ids.PartitionID, bool) {
+	rest, ok := strings.CutPrefix(name, "part-")
+	if !ok {
+		return 0, 0, false
+	}
+	if rest, ok = strings.CutSuffix(rest, "-"+queryID+".snappy.parquet"); !ok {
+		return 0, 0, false
+	}
+	b, p, ok := strings.Cut(rest, "-")
+	if !ok {
+		return 0, 0, false
+	}
+	batch, err := ids.ParseBatchID(b)
+	if err != nil || batch < 0 {
+		return 0, 0, false
+	}
+	part, err := strconv.Atoi(p)
+	if err != nil || part < 0 {
+		return 0, 0, false
+	}
+	return batch, ids.PartitionID(part), true
+}
+
 // WritePartition stages one state partition's output rows for a batch and
 // returns descriptors of the staged files, sorted by key, for Commit. The
 // keys and bytes are a function of (query, batch, partition, rows). On a
 // store with objstore.Multipart each file is a multipart upload (hidden
 // parts on a filesystem), recorded under _sink_pending/ before its bytes
-// are sent, and invisible until Commit completes it; on a store without it
+// are sent (except on a store that lists its staged uploads), and
+// invisible until Commit completes it; on a store without it
 // the file is written with Put and the descriptor is its key. No rows
 // write no file.
 func (s *Sink) WritePartition(ctx context.Context, b sink.Batch, partition ids.PartitionID, rows []row.Row) ([]string, error) {
-	if s.initErr != nil {
-		return nil, s.initErr
-	}
-	if err := checkQueryID(b.QueryID); err != nil {
+	if err := s.checkWrite(b, partition); err != nil {
 		return nil, err
 	}
-	if b.ID < 0 || partition < 0 {
-		return nil, fmt.Errorf("write parquet batch %d partition %d: batch and partition must not be negative", b.ID, partition)
+	out, err := s.writeFiles(ctx, b, partition, rows)
+	if err != nil {
+		return nil, fmt.Errorf("write parquet batch %d partition %d: %w", b.ID, partition, err)
 	}
+	return out, nil
+}
+
+func (s *Sink) checkWrite(b sink.Batch, partition ids.PartitionID) error {
+	if s.initErr != nil {
+		return s.initErr
+	}
+	if err := checkQueryID(b.QueryID); err != nil {
+		return err
+	}
+	if b.ID < 0 || partition < 0 {
+		return fmt.Errorf("write parquet batch %d partition %d: batch and partition must not be negative", b.ID, partition)
+	}
+	return nil
+}
+
+// writeFiles stages rows (or, on a store without Multipart, writes them)
+// as the files named for (batch, partition), one per directory.
+func (s *Sink) writeFiles(ctx context.Context, b sink.Batch, partition ids.PartitionID, rows []row.Row) ([]string, error) {
 	if len(rows) == 0 {
 		return nil, nil
 	}
 	groups, err := s.split(rows)
 	if err != nil {
-		return nil, fmt.Errorf("write parquet batch %d partition %d: %w", b.ID, partition, err)
+		return nil, err
 	}
 	name := FileName(b.QueryID, b.ID, partition)
 	keys := make([]string, 0, len(groups))
@@ -197,19 +266,91 @@ func (s *Sink) WritePartition(ctx context.Context, b sink.Batch, partition ids.P
 		return encodeTo(w, s.schema, s.cols, groups[i].rows, opts...)
 	}
 	if mp, ok := s.store.(objstore.Multipart); ok {
-		out, err := s.stage(ctx, mp, b.QueryID, b.ID, partition, keys, encodeGroup)
-		if err != nil {
-			return nil, fmt.Errorf("write parquet batch %d partition %d: %w", b.ID, partition, err)
-		}
-		return out, nil
+		return s.stage(ctx, mp, b.QueryID, b.ID, partition, keys, encodeGroup)
 	}
 	for i, key := range keys {
 		err := objstore.PutWriter(ctx, s.store, key, func(w io.Writer) error { return encodeGroup(i, w) })
 		if err != nil {
-			return nil, fmt.Errorf("write parquet batch %d partition %d: %w", b.ID, partition, err)
+			return nil, err
 		}
 	}
 	return keys, nil
+}
+
+// GatherBelow is the bound a batch over partitions state partitions
+// gathers below: Options.GatherBelow, at most gatherBudget / partitions;
+// 0 (never) on a store without Multipart, whose files are visible as
+// soon as written (a re-run that gathered other partitions could leave
+// two files with the same rows).
+func (s *Sink) GatherBelow(partitions int) int64 {
+	below := s.opts.GatherBelow
+	if below == 0 {
+		below = DefaultGatherBelow
+	}
+	if _, ok := s.store.(objstore.Multipart); !ok || below < 0 || s.initErr != nil {
+		return 0
+	}
+	return min(below, gatherBudget/int64(max(1, partitions)))
+}
+
+// Gather reports whether rows are small enough to be gathered: their
+// estimated size is at most below (> 0).
+func (s *Sink) Gather(rows []row.Row, below int64) bool {
+	return below > 0 && estimateSize(rows) <= below
+}
+
+// WriteGathered stages the rows of gathered partitions in few files:
+// parts, ascending by partition, go into groups of consecutive parts of at
+// most one upload part's size (8 MiB estimated; a group has at least one
+// part), and each group's rows, part after part, are written as
+// WritePartition would write the rows of the group's first partition
+// (named for it, one file per directory). The names and bytes are a
+// function of (batch, parts); a partition whose rows were gathered writes
+// no file of its own, so no name is used twice.
+func (s *Sink) WriteGathered(ctx context.Context, b sink.Batch, parts []sink.PartitionRows) ([]string, error) {
+	var out []string
+	var group []row.Row
+	first, size := ids.PartitionID(-1), int64(0)
+	flush := func() error {
+		if first < 0 {
+			return nil
+		}
+		files, err := s.writeFiles(ctx, b, first, group)
+		if err != nil {
+			return fmt.Errorf("write parquet batch %d gathered partitions from %d: %w", b.ID, first, err)
+		}
+		out = append(out, files...)
+		group, first, size = nil, -1, 0
+		return nil
+	}
+	prev := ids.PartitionID(-1)
+	for _, p := range parts {
+		if err := s.checkWrite(b, p.Partition); err != nil {
+			return nil, err
+		}
+		if p.Partition <= prev {
+			return nil, fmt.Errorf("write parquet batch %d: gathered partitions out of order (%d after %d)", b.ID, p.Partition, prev)
+		}
+		prev = p.Partition
+		if len(p.Rows) == 0 {
+			continue
+		}
+		n := estimateSize(p.Rows)
+		if first >= 0 && size+n > int64(s.partSize) {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		}
+		if first < 0 {
+			first = p.Partition
+		}
+		group, size = append(group, p.Rows...), size+n
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 type dirRows struct {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -53,34 +54,53 @@ func newAttemptID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// stagedFile is what a descriptor carries: the upload, and the pending
+// record that names it (so Commit deletes the committed attempt's records
+// without reading them).
+type stagedFile struct {
+	Upload
+	Pending string `json:"pending,omitempty"`
+}
+
 // descriptor encodes a staged file for the reduce result's file list: the
 // scheduler passes these strings, unread, from the reduce tasks to Commit.
 // A plain key (no leading '{') is a file written visibly by a store without
 // Multipart.
-func descriptor(u Upload) (string, error) {
-	b, err := json.Marshal(u)
+func descriptor(u Upload, pending string) (string, error) {
+	b, err := json.Marshal(stagedFile{Upload: u, Pending: pending})
 	return string(b), err
 }
 
 func parseDescriptor(s string) (Upload, bool, error) {
+	f, staged, err := parseStaged(s)
+	return f.Upload, staged, err
+}
+
+// parseStaged decodes a descriptor; staged is false for a plain key.
+func parseStaged(s string) (stagedFile, bool, error) {
 	if !strings.HasPrefix(s, "{") {
-		return Upload{Key: s}, false, nil
+		return stagedFile{Upload: Upload{Key: s}}, false, nil
 	}
-	var u Upload
-	if err := json.Unmarshal([]byte(s), &u); err != nil {
-		return Upload{}, false, fmt.Errorf("staged file descriptor %q: %w", s, err)
+	var f stagedFile
+	if err := json.Unmarshal([]byte(s), &f); err != nil {
+		return stagedFile{}, false, fmt.Errorf("staged file descriptor %q: %w", s, err)
 	}
-	if u.Key == "" || u.UploadID == "" || len(u.Parts) == 0 {
-		return Upload{}, false, fmt.Errorf("staged file descriptor %q: key, uploadId and parts are required", s)
+	if f.Key == "" || f.UploadID == "" || len(f.Parts) == 0 {
+		return stagedFile{}, false, fmt.Errorf("staged file descriptor %q: key, uploadId and parts are required", s)
 	}
-	return u, true, nil
+	if f.Pending != "" && !strings.HasPrefix(f.Pending, PendingDir) {
+		return stagedFile{}, false, fmt.Errorf("staged file descriptor %q: pending record %q is not under %s", s, f.Pending, PendingDir)
+	}
+	return f, true, nil
 }
 
 // stage writes one partition's files as multipart uploads: it creates
 // every upload, records their ids in a pending record, then encodes each
 // file (write(i, w) for keys[i]) straight into its upload, a part each
-// time s.partSize bytes are buffered (see partWriter). It returns the
-// descriptors, sorted by key.
+// time s.partSize bytes are buffered (see partWriter). On a store that
+// lists its staged uploads (objstore.StagedLister: the filesystem) no
+// record is written: Commit and Prepare find an attempt's uploads by
+// listing. It returns the descriptors, sorted by key.
 func (s *Sink) stage(ctx context.Context, mp objstore.Multipart, queryID string, batchID ids.BatchID, partition ids.PartitionID, keys []string, write func(i int, w io.Writer) error) ([]string, error) {
 	rec := pendingRecord{Version: pendingVersion, QueryID: queryID, BatchID: batchID, Partition: partition}
 	for _, key := range keys {
@@ -90,19 +110,24 @@ func (s *Sink) stage(ctx context.Context, mp objstore.Multipart, queryID string,
 		}
 		rec.Uploads = append(rec.Uploads, Upload{Key: key, UploadID: id})
 	}
-	doc, err := json.Marshal(rec)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.store.Put(ctx, pendingKey(batchID, partition, newAttemptID()), append(doc, '\n')); err != nil {
-		return nil, fmt.Errorf("record pending uploads: %w", err)
+	recKey := ""
+	if _, listed := objstore.StagedListerOf(s.store); !listed {
+		doc, err := json.Marshal(rec)
+		if err != nil {
+			return nil, err
+		}
+		recKey = pendingKey(batchID, partition, newAttemptID())
+		if err := s.store.Put(ctx, recKey, append(doc, '\n')); err != nil {
+			return nil, fmt.Errorf("record pending uploads: %w", err)
+		}
 	}
 	out := make([]string, len(keys))
 	for i, u := range rec.Uploads {
+		var err error
 		if u.Parts, err = uploadStreamed(ctx, mp, u.Key, u.UploadID, s.partSize, func(w io.Writer) error { return write(i, w) }); err != nil {
 			return nil, err
 		}
-		if out[i], err = descriptor(u); err != nil {
+		if out[i], err = descriptor(u, recKey); err != nil {
 			return nil, err
 		}
 	}
@@ -222,20 +247,88 @@ func (s *Sink) complete(ctx context.Context, e LogEntry) error {
 	return nil
 }
 
+// finish makes a logged batch's staged files visible and resolves its
+// pending records (on a store that lists its staged uploads: the other
+// uploads staged beside its files, see sweepStaged). e is durable: from
+// here on a restart completes it too.
+//
+// mine are the records of the attempt e logs (every upload they name is in
+// e). They are deleted without being read (one request on a store that
+// deletes many keys at once), at the same time as the completion: once
+// the log entry names an upload, its record is not needed to find it. A
+// logged batch whose uploads are not all complete has no commits/N (the
+// scheduler writes it after Commit returns), so it is re-run, and its
+// re-run completes them from the entry (Commit(b, nil)). A failure to
+// delete them is logged, not returned: the next sweep deletes them. Also
+// at the same time the other records of batches up to e's are swept (see
+// sweep).
+func (s *Sink) finish(ctx context.Context, l logLayout, queryID string, e LogEntry, mine []string) error {
+	if len(e.Files) == 0 && len(mine) == 0 {
+		// Nothing to complete, and an attempt of an empty batch stages
+		// nothing; what an abandoned attempt of another split staged is
+		// swept by the next commit with files (it reaches every batch up
+		// to its own) or the next start.
+		return nil
+	}
+	skip := make(map[string]bool, len(mine))
+	for _, k := range mine {
+		skip[k] = true
+	}
+	swept, deleted := make(chan error, 1), make(chan error, 1)
+	go func() {
+		err := s.sweep(ctx, l, queryID, e.BatchID, &e, skip)
+		if lister, ok := objstore.StagedListerOf(s.store); ok && err == nil {
+			err = s.sweepStaged(ctx, lister, l, queryID, e.BatchID, &e, fileDirs(e.Files))
+		}
+		swept <- err
+	}()
+	go func() { deleted <- s.deleteRecords(ctx, mine) }()
+	err := s.complete(ctx, e)
+	if serr := <-swept; serr != nil {
+		err = errors.Join(err, fmt.Errorf("commit sink batch %d: %w", e.BatchID, serr))
+	}
+	if derr := <-deleted; derr != nil {
+		s.logger.Warn("pending upload records of a committed batch left for the next sweep", "batch", e.BatchID, "err", derr)
+	}
+	return err
+}
+
+// deleteRecords deletes pending records: in one request on a store that
+// deletes many keys at once, else in parallel.
+func (s *Sink) deleteRecords(ctx context.Context, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	if bd, ok := s.store.(objstore.BatchDeleter); ok {
+		if err := bd.DeleteMany(ctx, keys); err != nil {
+			return fmt.Errorf("delete pending upload records: %w", err)
+		}
+		return nil
+	}
+	if _, err := objstore.DeleteAll(ctx, s.store, keys, 8); err != nil {
+		return fmt.Errorf("delete pending upload records: %w", err)
+	}
+	return nil
+}
+
 // sweep resolves the pending records of batches up to upTo (all if
-// upTo < 0): uploads its log entry names are completed (a restart may find
-// the log written and the completion not done), every other upload is
-// aborted, and the record is deleted. A batch without a log entry is one
-// whose attempts never committed: all its uploads are aborted, unless it is
-// newer than upTo. Batch completed (-1: none) was just completed by the
-// caller and is not completed again.
-func (s *Sink) sweep(ctx context.Context, l logLayout, queryID string, upTo, completed ids.BatchID) error {
+// upTo < 0), except those in skip: uploads its log entry names are
+// completed (a restart may find the log written and the completion not
+// done), every other upload is aborted, and the record is deleted. A batch
+// without a log entry is one whose attempts never committed: all its
+// uploads are aborted, unless it is newer than upTo. done (nil: none) is
+// the entry the caller is completing: its batch is not completed here,
+// and its uploads are not aborted.
+func (s *Sink) sweep(ctx context.Context, l logLayout, queryID string, upTo ids.BatchID, done *LogEntry, skip map[string]bool) error {
 	keys, err := s.store.List(ctx, PendingDir)
 	if err != nil {
 		return fmt.Errorf("list pending uploads: %w", err)
 	}
 	byBatch := map[ids.BatchID][]string{}
 	for _, k := range keys {
+		if skip[k] {
+			continue
+		}
 		num, _, ok := strings.Cut(strings.TrimPrefix(k, PendingDir), "/")
 		n, err := ids.ParseBatchID(num)
 		if !ok || err != nil || n < 0 {
@@ -254,10 +347,16 @@ func (s *Sink) sweep(ctx context.Context, l logLayout, queryID string, upTo, com
 	mp, _ := s.store.(objstore.Multipart)
 	for _, n := range batches {
 		logged := map[string]bool{}
-		e, _, err := s.lookup(ctx, l, n)
+		var e LogEntry
+		var err error
+		if done != nil && n == done.BatchID {
+			e = *done
+		} else {
+			e, _, err = s.lookup(ctx, l, n)
+		}
 		switch {
 		case err == nil && e.QueryID == queryID:
-			if n != completed {
+			if done == nil || n != done.BatchID {
 				if err := s.complete(ctx, e); err != nil {
 					return err
 				}
@@ -299,4 +398,83 @@ func (s *Sink) sweep(ctx context.Context, l logLayout, queryID string, upTo, com
 		}
 	}
 	return nil
+}
+
+// sweepStaged is sweep on a store that lists its staged uploads (no
+// pending records): the uploads of queryID's files (named by FileName)
+// staged under prefixes, of batches up to upTo (all if upTo < 0), are
+// completed if their batch's log entry names them and aborted otherwise.
+// done is as for sweep. Commit lists the directories of its batch's files
+// (an abandoned attempt of the batch staged beside them; a straggler of an
+// older batch found there goes too), Prepare the whole sink.
+func (s *Sink) sweepStaged(ctx context.Context, lister objstore.StagedLister, l logLayout, queryID string, upTo ids.BatchID, done *LogEntry, prefixes []string) error {
+	byBatch := map[ids.BatchID][]objstore.StagedUpload{}
+	for _, prefix := range prefixes {
+		ups, err := lister.ListStaged(ctx, prefix)
+		if err != nil {
+			return fmt.Errorf("list staged uploads: %w", err)
+		}
+		for _, u := range ups {
+			n, _, ok := parseFileName(path.Base(u.Key), queryID)
+			if !ok || (upTo >= 0 && n > upTo) {
+				continue
+			}
+			byBatch[n] = append(byBatch[n], u)
+		}
+	}
+	batches := make([]ids.BatchID, 0, len(byBatch))
+	for n := range byBatch {
+		batches = append(batches, n)
+	}
+	slices.Sort(batches)
+	mp, ok := s.store.(objstore.Multipart)
+	if !ok {
+		return nil
+	}
+	for _, n := range batches {
+		logged := map[string]bool{}
+		var e LogEntry
+		var err error
+		if done != nil && n == done.BatchID {
+			e = *done
+		} else {
+			e, _, err = s.lookup(ctx, l, n)
+		}
+		switch {
+		case err == nil && e.QueryID == queryID:
+			if done == nil || n != done.BatchID {
+				if err := s.complete(ctx, e); err != nil {
+					return err
+				}
+			}
+			for _, u := range e.Uploads {
+				logged[u.UploadID] = true
+			}
+		case err == nil, errors.Is(err, objstore.ErrNotExist):
+		default:
+			return err
+		}
+		for _, u := range byBatch[n] {
+			if logged[u.UploadID] {
+				continue
+			}
+			if err := mp.AbortMultipart(ctx, u.Key, u.UploadID); err != nil {
+				return fmt.Errorf("abort unlogged upload of %s: %w", u.Key, err)
+			}
+		}
+	}
+	return nil
+}
+
+// fileDirs returns the prefixes that list the directories of keys, sorted:
+// "window_date=D/part-" for a file under window_date=D/, "part-" for one at
+// the root.
+func fileDirs(keys []string) []string {
+	var out []string
+	for _, k := range keys {
+		dir, _ := path.Split(k)
+		out = append(out, dir+"part-")
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
