@@ -1,6 +1,7 @@
 package agg
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -102,6 +103,10 @@ func readValue(b []byte, k row.Kind) (row.Value, []byte, error) {
 		}
 		return row.DoubleValue(math.Float64frombits(bits)), b[8:], nil
 	case tagString:
+		if i := bytes.IndexByte(b, 0x00); i >= 0 && i+1 < len(b) && b[i+1] == 0x01 {
+			// No escaped NUL (the usual string): one allocation.
+			return row.StringValue(string(b[:i])), b[i+2:], nil
+		}
 		var s []byte
 		for i := 0; i < len(b); i++ {
 			if b[i] != 0x00 {
