@@ -90,8 +90,9 @@ func (l *Layout) Reduce(st State, partials [][]Entry, wm eventtime.Batch) ([]row
 	var stats ReduceStats
 	nm := len(l.Measures)
 	// Sized for the groups of every map task (map tasks read different
-	// rows, often different windows, so their groups rarely repeat), but
-	// never past eight times the largest task's (its groups are a lower
+	// rows, often different windows, so their groups rarely repeat: 20
+	// tasks of a tile batch at 1 M courses), but past 2^18 groups never
+	// more than eight times the largest task's (its groups are a lower
 	// bound on the distinct ones), so many tasks that saw the same
 	// groups do not size it for their sum. kb carries keys to the State
 	// calls without an allocation each.
@@ -99,7 +100,7 @@ func (l *Layout) Reduce(st State, partials [][]Entry, wm eventtime.Batch) ([]row
 	for _, entries := range partials {
 		n, sum = max(n, len(entries)), sum+len(entries)
 	}
-	n = min(sum, 8*n)
+	n = min(sum, max(8*n, 1<<18))
 	touched := make(map[string]int32, n)
 	keys := make([]string, 0, n)
 	found := make([]bool, 0, n)
