@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/sluicehq/sluice/row"
 )
@@ -65,6 +66,22 @@ func appendValue(b []byte, v row.Value) []byte {
 		return append(b, 0x00, 0x01)
 	}
 	panic(fmt.Sprintf("agg: cannot encode kind %v", v.Kind))
+}
+
+// readValueString is readValue on a key held as a string: a string value
+// without escapes is a substring of the key (no allocation, no copy).
+func readValueString(s string, k row.Kind) (row.Value, string, error) {
+	if len(s) > 0 && s[0] == tagString {
+		body := s[1:]
+		if i := strings.IndexByte(body, 0x00); i >= 0 && i+1 < len(body) && body[i+1] == 0x01 {
+			return row.StringValue(body[:i]), body[i+2:], nil
+		}
+	}
+	v, rest, err := readValue([]byte(s), k)
+	if err != nil {
+		return row.Value{}, "", err
+	}
+	return v, s[len(s)-len(rest):], nil
 }
 
 // readValue decodes one value of kind k (k gives Long vs Timestamp) from b

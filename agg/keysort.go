@@ -59,12 +59,16 @@ func sortWords[K ~string | ~[]byte](keys []K, items []keyWord, depth int) {
 	}
 	// A key that ends inside the word is a prefix of any longer key with
 	// the same word (its missing bytes read as zeros), so it sorts first.
-	slices.SortFunc(items, func(a, b keyWord) int {
-		if c := cmp.Compare(a.w, b.w); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.n, b.n)
-	})
+	if len(items) < radixMin {
+		slices.SortFunc(items, func(a, b keyWord) int {
+			if c := cmp.Compare(a.w, b.w); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.n, b.n)
+		})
+	} else {
+		radixSort(items)
+	}
 	for start := 0; start < len(items); {
 		end := start + 1
 		for end < len(items) && items[end].w == items[start].w && items[end].n == items[start].n {
@@ -74,5 +78,53 @@ func sortWords[K ~string | ~[]byte](keys []K, items []keyWord, depth int) {
 			sortWords(keys, items[start:end], depth+8)
 		}
 		start = end
+	}
+}
+
+// radixMin is the run length from which radixSort beats a comparison sort.
+const radixMin = 256
+
+// radixSort sorts items by (w, n): a stable counting pass per byte, least
+// significant first, skipping the bytes every item shares (a window's
+// bound varies in its last bytes only, an id's word after its common
+// letters), so a level costs a few passes over the items, not a
+// comparison sort's log n.
+func radixSort(items []keyWord) {
+	and, or := ^uint64(0), uint64(0)
+	nAnd, nOr := uint8(0xFF), uint8(0)
+	for _, it := range items {
+		and, or = and&it.w, or|it.w
+		nAnd, nOr = nAnd&it.n, nOr|it.n
+	}
+	tmp := make([]keyWord, len(items))
+	src, dst := items, tmp
+	pass := func(digit func(keyWord) uint8) {
+		var count [256]int
+		for _, it := range src {
+			count[digit(it)]++
+		}
+		pos := 0
+		for d, c := range count {
+			count[d] = pos
+			pos += c
+		}
+		for _, it := range src {
+			d := digit(it)
+			dst[count[d]] = it
+			count[d]++
+		}
+		src, dst = dst, src
+	}
+	if nAnd != nOr {
+		pass(func(it keyWord) uint8 { return it.n })
+	}
+	for shift := uint(0); shift < 64; shift += 8 {
+		if (and^or)>>shift&0xFF == 0 {
+			continue
+		}
+		pass(func(it keyWord) uint8 { return uint8(it.w >> shift) })
+	}
+	if &src[0] != &items[0] {
+		copy(items, src)
 	}
 }

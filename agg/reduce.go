@@ -286,27 +286,35 @@ func (l *Layout) OutputRow(key []byte, accs []Acc) (row.Row, error) {
 }
 
 // appendKeyValues appends the output row's values a key holds: window
-// start and end (if windowed), then the groupBy values.
+// start and end (if windowed), then the groupBy values. A string value is
+// a substring of key.
 func (l *Layout) appendKeyValues(r []row.Value, key string) ([]row.Value, error) {
-	rest := []byte(key)
-	switch l.Bound {
-	case WindowBound, TimeBound:
-		start := readInt64(rest)
+	rest := key
+	start := func() (int64, error) {
+		if len(rest) < 8 {
+			return 0, fmt.Errorf("decode key: truncated bound")
+		}
+		v := int64(uint64(rest[0])<<56|uint64(rest[1])<<48|uint64(rest[2])<<40|uint64(rest[3])<<32|
+			uint64(rest[4])<<24|uint64(rest[5])<<16|uint64(rest[6])<<8|uint64(rest[7])) ^ math.MinInt64
 		rest = rest[8:]
-		if l.Bound == WindowBound {
-			r = append(r, row.TimestampValue(start), row.TimestampValue(start+l.Window.Size))
+		return v, nil
+	}
+	switch {
+	case l.Bound == TimeBound:
+		if _, err := start(); err != nil {
+			return nil, err
 		}
-	default:
-		if l.WindowCol >= 0 {
-			start := readInt64(rest)
-			rest = rest[8:]
-			r = append(r, row.TimestampValue(start), row.TimestampValue(start+l.Window.Size))
+	case l.Bound == WindowBound || l.WindowCol >= 0:
+		s, err := start()
+		if err != nil {
+			return nil, err
 		}
+		r = append(r, row.TimestampValue(s), row.TimestampValue(s+l.Window.Size))
 	}
 	for _, k := range l.GroupKinds {
 		var v row.Value
 		var err error
-		v, rest, err = readValue(rest, k)
+		v, rest, err = readValueString(rest, k)
 		if err != nil {
 			return nil, err
 		}
