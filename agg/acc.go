@@ -15,17 +15,29 @@ import (
 //
 //	count                  N
 //	sum                    Has, I (long) or F (double)
-//	min, max               Has, V
+//	min, max               Has, and the value: K, with I, F or S
 //	avg                    N, F (sum as double)
 //	approx_count_distinct  H
+//
+// min and max keep their value in the fields of its kind rather than in a
+// row.Value: an Acc is 56 bytes, not 80, and map and reduce tasks hold
+// one per group and measure (their slices were most of a batch's
+// allocations at a million groups).
 type Acc struct {
 	N   int64
 	I   int64
 	F   float64
-	V   row.Value
-	Has bool
+	S   string
 	H   *hyperloglog.Sketch
+	Has bool
+	K   row.Kind
 }
+
+// value is min's or max's value.
+func (a *Acc) value() row.Value { return row.Value{Kind: a.K, I: a.I, F: a.F, S: a.S} }
+
+// set makes v min's or max's value.
+func (a *Acc) set(v row.Value) { a.K, a.I, a.F, a.S, a.Has = v.Kind, v.I, v.F, v.S, true }
 
 // update folds one input value into the accumulator.
 func (m *Measure) update(a *Acc, r row.Row, scratch []byte) []byte {
@@ -51,12 +63,12 @@ func (m *Measure) update(a *Acc, r row.Row, scratch []byte) []byte {
 		a.N++
 		a.F += v.Float()
 	case opMin:
-		if !a.Has || row.Compare(v, a.V) < 0 {
-			a.V, a.Has = v, true
+		if !a.Has || row.Compare(v, a.value()) < 0 {
+			a.set(v)
 		}
 	case opMax:
-		if !a.Has || row.Compare(v, a.V) > 0 {
-			a.V, a.Has = v, true
+		if !a.Has || row.Compare(v, a.value()) > 0 {
+			a.set(v)
 		}
 	case opApproxCountDistinct:
 		if a.H == nil {
@@ -81,12 +93,12 @@ func (m *Measure) merge(a, b *Acc) {
 		a.N += b.N
 		a.F += b.F
 	case opMin:
-		if b.Has && (!a.Has || row.Compare(b.V, a.V) < 0) {
-			a.V, a.Has = b.V, true
+		if b.Has && (!a.Has || row.Compare(b.value(), a.value()) < 0) {
+			a.set(b.value())
 		}
 	case opMax:
-		if b.Has && (!a.Has || row.Compare(b.V, a.V) > 0) {
-			a.V, a.Has = b.V, true
+		if b.Has && (!a.Has || row.Compare(b.value(), a.value()) > 0) {
+			a.set(b.value())
 		}
 	case opApproxCountDistinct:
 		if b.H == nil {
@@ -123,7 +135,7 @@ func (m *Measure) result(a *Acc) row.Value {
 		if !a.Has {
 			return row.Value{}
 		}
-		return a.V
+		return a.value()
 	case opApproxCountDistinct:
 		if a.H == nil {
 			return row.LongValue(0)
@@ -154,7 +166,7 @@ func (l *Layout) AppendAccs(b []byte, accs []Acc) []byte {
 		case opMin, opMax:
 			b = appendBool(b, a.Has)
 			if a.Has {
-				b = appendValue(b, a.V)
+				b = appendValue(b, a.value())
 			}
 		case opApproxCountDistinct:
 			if a.H == nil {
@@ -199,7 +211,10 @@ func (l *Layout) DecodeAccs(b []byte, dst []Acc) error {
 		case opMin, opMax:
 			a.Has, b, err = readBool(b)
 			if err == nil && a.Has {
-				a.V, b, err = readValue(b, m.Kind)
+				var v row.Value
+				if v, b, err = readValue(b, m.Kind); err == nil {
+					a.set(v)
+				}
 			}
 		case opApproxCountDistinct:
 			n, k := binary.Uvarint(b)
