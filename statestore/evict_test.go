@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/sluicehq/sluice/objstore"
@@ -319,5 +320,38 @@ func TestAbortAfterInPlaceChangesReopensTheCommittedVersion(t *testing.T) {
 	}
 	if limit.Used() != used {
 		t.Fatalf("budget after the reload: %d, want %d", limit.Used(), used)
+	}
+}
+
+// The delta's changes come out of memData in key order, so encodeFile
+// finds them sorted: permute applies SortKeys's order in place.
+func TestPermuteAppliesTheOrderInPlace(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 8))
+	for range 100 {
+		n := rng.IntN(50)
+		cs := make([]change, n)
+		for i := range cs {
+			cs[i] = change{key: []byte{byte(i)}}
+		}
+		order := make([]int32, n)
+		for i, p := range rng.Perm(n) {
+			order[i] = int32(p)
+		}
+		want := slices.Clone(order)
+		permute(cs, order)
+		for i, w := range want {
+			if int32(cs[i].key[0]) != w {
+				t.Fatalf("position %d holds %d, want %d", i, cs[i].key[0], w)
+			}
+		}
+	}
+	d := newMemData(true)
+	for i := range 300 {
+		d.put(binary.BigEndian.AppendUint64(nil, uint64(i%7)), []byte("v"))
+		d.put(fmt.Appendf(binary.BigEndian.AppendUint64(nil, uint64(i%5)), "k%d", rng.IntN(1000)), []byte("v"))
+	}
+	got := d.delta()
+	if !slices.IsSortedFunc(got, func(a, b change) int { return bytes.Compare(a.key, b.key) }) {
+		t.Fatal("memData's delta is not in key order")
 	}
 }

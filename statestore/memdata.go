@@ -87,6 +87,11 @@ func (d *memData) record(t *memTable, idx int) {
 	if e.live() {
 		e.vlen |= entBase
 	}
+	if len(d.changes) == cap(d.changes) {
+		changes := make([]memChange, len(d.changes), max(2*len(d.changes), 64))
+		copy(changes, d.changes)
+		d.changes = changes
+	}
 	d.changes = append(d.changes, memChange{t, idx})
 }
 
@@ -264,12 +269,30 @@ func (d *memData) delta() []change {
 	for i := range rest {
 		keys[i] = rest[i].key
 	}
-	sorted := make([]change, start, len(out))
-	copy(sorted, out[:start])
-	for _, o := range agg.SortKeys(keys) {
-		sorted = append(sorted, rest[o])
+	permute(rest, agg.SortKeys(keys))
+	return out
+}
+
+// permute puts cs in the order given (cs[i] becomes the old cs[order[i]]),
+// in place, following the permutation's cycles.
+func permute(cs []change, order []int32) {
+	for i := range order {
+		if order[i] < 0 {
+			continue
+		}
+		first := cs[i]
+		j := i
+		for {
+			k := int(order[j])
+			order[j] = -1
+			if k == i {
+				cs[j] = first
+				break
+			}
+			cs[j] = cs[k]
+			j = k
+		}
 	}
-	return sorted
 }
 
 // finish ends the batch (committed): the rows it deleted leave their

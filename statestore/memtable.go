@@ -147,6 +147,13 @@ func (t *memTable) insert(key []byte, h uint32, slot int) int {
 		t.used++
 	}
 	idx := len(t.ents)
+	if idx == cap(t.ents) {
+		// Doubling (append grows large slices by a quarter, copying the
+		// entries over and over).
+		ents := make([]memEnt, idx, max(2*idx, 16))
+		copy(ents, t.ents)
+		t.ents = ents
+	}
 	t.ents = append(t.ents, memEnt{kloc: t.add(key), klen: uint32(len(key))})
 	t.slots[slot] = uint64(h)<<32 | uint64(idx+1)
 	return idx

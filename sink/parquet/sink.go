@@ -230,37 +230,43 @@ func (s *Sink) split(rows []row.Row) ([]dirRows, error) {
 	if s.dateCol < 0 {
 		return []dirRows{{rows: rows}}, nil
 	}
-	// By UTC day number (a day is 86,400,000,000 µs in UTC), remembering
-	// the last row's: rows come sorted by window start, so a date's rows
-	// are together and the date is formatted once, not per row.
+	// By UTC day number (a day is 86,400,000,000 µs in UTC), in runs of
+	// rows of one day: rows come sorted by window start, so each date is
+	// one run, formatted once, and its rows are a sub-slice of rows (no
+	// copy). A date met again after another is appended to its first run.
 	const dayMicros = 86_400_000_000
 	const nullDay = math.MinInt64
 	byDay := map[int64]int{}
 	var out []dirRows
-	last, lastIdx := int64(0), -1
-	for _, r := range rows {
+	dayOf := func(r row.Row) int64 {
 		v := r[s.dateCol]
-		day := int64(nullDay)
-		if !v.IsNull() {
-			day = v.I / dayMicros
-			if v.I%dayMicros < 0 {
-				day--
-			}
+		if v.IsNull() {
+			return nullDay
 		}
-		if lastIdx < 0 || day != last {
-			idx, ok := byDay[day]
-			if !ok {
-				date := nullPartition
-				if day != nullDay {
-					date = time.UnixMicro(day * dayMicros).UTC().Format("2006-01-02")
-				}
-				idx = len(out)
-				byDay[day] = idx
-				out = append(out, dirRows{dir: PartitionByWindowDate + "=" + date + "/"})
-			}
-			last, lastIdx = day, idx
+		day := v.I / dayMicros
+		if v.I%dayMicros < 0 {
+			day--
 		}
-		out[lastIdx].rows = append(out[lastIdx].rows, r)
+		return day
+	}
+	for start := 0; start < len(rows); {
+		day := dayOf(rows[start])
+		end := start + 1
+		for end < len(rows) && dayOf(rows[end]) == day {
+			end++
+		}
+		run := rows[start:end:end]
+		if idx, ok := byDay[day]; ok {
+			out[idx].rows = append(out[idx].rows, run...)
+		} else {
+			date := nullPartition
+			if day != nullDay {
+				date = time.UnixMicro(day * dayMicros).UTC().Format("2006-01-02")
+			}
+			byDay[day] = len(out)
+			out = append(out, dirRows{dir: PartitionByWindowDate + "=" + date + "/", rows: run})
+		}
+		start = end
 	}
 	slices.SortFunc(out, func(a, b dirRows) int {
 		switch {
