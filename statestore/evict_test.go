@@ -144,6 +144,13 @@ func TestEvictBelowMatchesTheOracleInEveryProvider(t *testing.T) {
 		}
 		for i, st := range stores {
 			checkStore(t, fmt.Sprintf("step %d: %s mid-batch", step, provs[i].name), st, m)
+			if ms, ok := st.(*memStore); ok {
+				var sum int64
+				ms.part.data.each(func(t *memTable) error { sum += t.held(); return nil })
+				if ms.part.data.bytes != sum {
+					t.Fatalf("step %d: %s keeps %d bytes as its tables' memory, they hold %d", step, provs[i].name, ms.part.data.bytes, sum)
+				}
+			}
 		}
 		if rng.IntN(7) == 0 {
 			for _, st := range stores {

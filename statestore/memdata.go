@@ -29,6 +29,10 @@ type memData struct {
 	flat *memTable
 	last *memTable // the bound table used last
 	rows int64
+	// bytes is the tables' memory (memTable.held summed), kept as they
+	// change: the memory limit reads it every few changes, and a
+	// partition may hold thousands of bounds' tables.
+	bytes int64
 
 	changes []memChange
 	// upper is the largest bound given to EvictBelow this batch;
@@ -57,6 +61,7 @@ func (d *memData) table(key []byte, create bool) *memTable {
 	if !d.bounded || len(key) < 8 {
 		if d.flat == nil && create {
 			d.flat = newMemTable(0)
+			d.bytes += d.flat.held()
 		}
 		return d.flat
 	}
@@ -71,6 +76,7 @@ func (d *memData) table(key []byte, create bool) *memTable {
 		}
 		t = newMemTable(p)
 		d.tables[p] = t
+		d.bytes += t.held()
 	}
 	d.last = t
 	return t
@@ -117,6 +123,7 @@ func (d *memData) get(key []byte) ([]byte, bool) {
 
 func (d *memData) put(key, value []byte) {
 	t := d.table(key, true)
+	before := t.held()
 	h := hashKey(d.seed, key)
 	idx, slot := t.find(key, h)
 	if idx < 0 {
@@ -127,6 +134,7 @@ func (d *memData) put(key, value []byte) {
 		d.rows++
 	}
 	t.setValue(idx, value)
+	d.bytes += t.held() - before
 }
 
 func (d *memData) del(key []byte) {
@@ -139,7 +147,9 @@ func (d *memData) del(key []byte) {
 		return
 	}
 	d.record(t, idx)
+	before := t.held()
 	t.kill(idx)
+	d.bytes += t.held() - before
 	d.rows--
 }
 
@@ -203,7 +213,9 @@ func (d *memData) evictBelow(upper []byte, fn func(key, value []byte) error) (in
 			}
 			if !whole {
 				d.record(t, i)
+				before := t.held()
 				t.kill(i)
+				d.bytes += t.held() - before
 				d.rows--
 				removed++
 			}
@@ -225,6 +237,7 @@ func (d *memData) evictBelow(upper []byte, fn func(key, value []byte) error) (in
 		}
 		if all {
 			delete(d.tables, p)
+			d.bytes -= t.held()
 			t.dropped = true
 			d.changes = append(d.changes, memChange{t, -1})
 			d.rows -= int64(t.live)
@@ -329,15 +342,13 @@ func (d *memData) finish() {
 	}
 	d.changes = d.changes[:0]
 	d.upper, d.evictedBase, d.last = nil, false, nil
+	d.bytes = 0
+	d.each(func(t *memTable) error { d.bytes += t.held(); return nil })
 }
 
 // held estimates the partition's memory: its tables and the batch's list
 // of changes.
-func (d *memData) held() int64 {
-	n := int64(cap(d.changes)) * 16
-	d.each(func(t *memTable) error { n += t.held(); return nil })
-	return n
-}
+func (d *memData) held() int64 { return d.bytes + int64(cap(d.changes))*16 }
 
 // copyRows returns every row, sharing the tables' bytes (which are never
 // overwritten), for a snapshot written without a lock.
