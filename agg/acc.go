@@ -7,7 +7,6 @@ import (
 
 	"github.com/axiomhq/hyperloglog"
 
-	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
 )
 
@@ -16,17 +15,29 @@ import (
 //
 //	count                  N
 //	sum                    Has, I (long) or F (double)
-//	min, max               Has, V
+//	min, max               Has, and the value: K, with I, F or S
 //	avg                    N, F (sum as double)
 //	approx_count_distinct  H
+//
+// min and max keep their value in the fields of its kind rather than in a
+// row.Value: an Acc is 56 bytes, not 80, and map and reduce tasks hold
+// one per group and measure (their slices were most of a batch's
+// allocations at a million groups).
 type Acc struct {
 	N   int64
 	I   int64
 	F   float64
-	V   row.Value
-	Has bool
+	S   string
 	H   *hyperloglog.Sketch
+	Has bool
+	K   row.Kind
 }
+
+// value is min's or max's value.
+func (a *Acc) value() row.Value { return row.Value{Kind: a.K, I: a.I, F: a.F, S: a.S} }
+
+// set makes v min's or max's value.
+func (a *Acc) set(v row.Value) { a.K, a.I, a.F, a.S, a.Has = v.Kind, v.I, v.F, v.S, true }
 
 // update folds one input value into the accumulator.
 func (m *Measure) update(a *Acc, r row.Row, scratch []byte) []byte {
@@ -38,28 +49,28 @@ func (m *Measure) update(a *Acc, r row.Row, scratch []byte) []byte {
 	if v.Kind == row.Null {
 		return scratch
 	}
-	switch m.Fn {
-	case query.FnCount:
+	switch m.op {
+	case opCount:
 		a.N++
-	case query.FnSum:
+	case opSum:
 		a.Has = true
 		if v.Kind == row.Double {
 			a.F += v.F
 		} else {
 			a.I += v.I
 		}
-	case query.FnAvg:
+	case opAvg:
 		a.N++
 		a.F += v.Float()
-	case query.FnMin:
-		if !a.Has || row.Compare(v, a.V) < 0 {
-			a.V, a.Has = v, true
+	case opMin:
+		if !a.Has || row.Compare(v, a.value()) < 0 {
+			a.set(v)
 		}
-	case query.FnMax:
-		if !a.Has || row.Compare(v, a.V) > 0 {
-			a.V, a.Has = v, true
+	case opMax:
+		if !a.Has || row.Compare(v, a.value()) > 0 {
+			a.set(v)
 		}
-	case query.FnApproxCountDistinct:
+	case opApproxCountDistinct:
 		if a.H == nil {
 			a.H = hyperloglog.New14()
 		}
@@ -71,25 +82,25 @@ func (m *Measure) update(a *Acc, r row.Row, scratch []byte) []byte {
 
 // merge folds accumulator b into a.
 func (m *Measure) merge(a, b *Acc) {
-	switch m.Fn {
-	case query.FnCount:
+	switch m.op {
+	case opCount:
 		a.N += b.N
-	case query.FnSum:
+	case opSum:
 		a.Has = a.Has || b.Has
 		a.I += b.I
 		a.F += b.F
-	case query.FnAvg:
+	case opAvg:
 		a.N += b.N
 		a.F += b.F
-	case query.FnMin:
-		if b.Has && (!a.Has || row.Compare(b.V, a.V) < 0) {
-			a.V, a.Has = b.V, true
+	case opMin:
+		if b.Has && (!a.Has || row.Compare(b.value(), a.value()) < 0) {
+			a.set(b.value())
 		}
-	case query.FnMax:
-		if b.Has && (!a.Has || row.Compare(b.V, a.V) > 0) {
-			a.V, a.Has = b.V, true
+	case opMax:
+		if b.Has && (!a.Has || row.Compare(b.value(), a.value()) > 0) {
+			a.set(b.value())
 		}
-	case query.FnApproxCountDistinct:
+	case opApproxCountDistinct:
 		if b.H == nil {
 			return
 		}
@@ -104,10 +115,10 @@ func (m *Measure) merge(a, b *Acc) {
 
 // result is the measure's output value.
 func (m *Measure) result(a *Acc) row.Value {
-	switch m.Fn {
-	case query.FnCount:
+	switch m.op {
+	case opCount:
 		return row.LongValue(a.N)
-	case query.FnSum:
+	case opSum:
 		if !a.Has {
 			return row.Value{}
 		}
@@ -115,17 +126,17 @@ func (m *Measure) result(a *Acc) row.Value {
 			return row.DoubleValue(a.F)
 		}
 		return row.LongValue(a.I)
-	case query.FnAvg:
+	case opAvg:
 		if a.N == 0 {
 			return row.Value{}
 		}
 		return row.DoubleValue(a.F / float64(a.N))
-	case query.FnMin, query.FnMax:
+	case opMin, opMax:
 		if !a.Has {
 			return row.Value{}
 		}
-		return a.V
-	case query.FnApproxCountDistinct:
+		return a.value()
+	case opApproxCountDistinct:
 		if a.H == nil {
 			return row.LongValue(0)
 		}
@@ -142,22 +153,22 @@ func (l *Layout) AppendAccs(b []byte, accs []Acc) []byte {
 	b = append(b, accFormat)
 	for i := range l.Measures {
 		a := &accs[i]
-		switch l.Measures[i].Fn {
-		case query.FnCount:
+		switch l.Measures[i].op {
+		case opCount:
 			b = binary.AppendVarint(b, a.N)
-		case query.FnSum:
+		case opSum:
 			b = appendBool(b, a.Has)
 			b = binary.AppendVarint(b, a.I)
 			b = binary.BigEndian.AppendUint64(b, math.Float64bits(a.F))
-		case query.FnAvg:
+		case opAvg:
 			b = binary.AppendVarint(b, a.N)
 			b = binary.BigEndian.AppendUint64(b, math.Float64bits(a.F))
-		case query.FnMin, query.FnMax:
+		case opMin, opMax:
 			b = appendBool(b, a.Has)
 			if a.Has {
-				b = appendValue(b, a.V)
+				b = appendValue(b, a.value())
 			}
-		case query.FnApproxCountDistinct:
+		case opApproxCountDistinct:
 			if a.H == nil {
 				b = binary.AppendUvarint(b, 0)
 				continue
@@ -181,10 +192,10 @@ func (l *Layout) DecodeAccs(b []byte, dst []Acc) error {
 		a := &dst[i]
 		*a = Acc{}
 		m := &l.Measures[i]
-		switch m.Fn {
-		case query.FnCount:
+		switch m.op {
+		case opCount:
 			a.N, b, err = readVarint(b)
-		case query.FnSum:
+		case opSum:
 			a.Has, b, err = readBool(b)
 			if err == nil {
 				a.I, b, err = readVarint(b)
@@ -192,17 +203,20 @@ func (l *Layout) DecodeAccs(b []byte, dst []Acc) error {
 			if err == nil {
 				a.F, b, err = readFloat(b)
 			}
-		case query.FnAvg:
+		case opAvg:
 			a.N, b, err = readVarint(b)
 			if err == nil {
 				a.F, b, err = readFloat(b)
 			}
-		case query.FnMin, query.FnMax:
+		case opMin, opMax:
 			a.Has, b, err = readBool(b)
 			if err == nil && a.Has {
-				a.V, b, err = readValue(b, m.Kind)
+				var v row.Value
+				if v, b, err = readValue(b, m.Kind); err == nil {
+					a.set(v)
+				}
 			}
-		case query.FnApproxCountDistinct:
+		case opApproxCountDistinct:
 			n, k := binary.Uvarint(b)
 			if k <= 0 || uint64(len(b)-k) < n {
 				return fmt.Errorf("decode aggregate: truncated sketch")

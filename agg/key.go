@@ -1,9 +1,11 @@
 package agg
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/sluicehq/sluice/row"
 )
@@ -66,6 +68,22 @@ func appendValue(b []byte, v row.Value) []byte {
 	panic(fmt.Sprintf("agg: cannot encode kind %v", v.Kind))
 }
 
+// readValueString is readValue on a key held as a string: a string value
+// without escapes is a substring of the key (no allocation, no copy).
+func readValueString(s string, k row.Kind) (row.Value, string, error) {
+	if len(s) > 0 && s[0] == tagString {
+		body := s[1:]
+		if i := strings.IndexByte(body, 0x00); i >= 0 && i+1 < len(body) && body[i+1] == 0x01 {
+			return row.StringValue(body[:i]), body[i+2:], nil
+		}
+	}
+	v, rest, err := readValue([]byte(s), k)
+	if err != nil {
+		return row.Value{}, "", err
+	}
+	return v, s[len(s)-len(rest):], nil
+}
+
 // readValue decodes one value of kind k (k gives Long vs Timestamp) from b
 // and returns the rest.
 func readValue(b []byte, k row.Kind) (row.Value, []byte, error) {
@@ -102,6 +120,10 @@ func readValue(b []byte, k row.Kind) (row.Value, []byte, error) {
 		}
 		return row.DoubleValue(math.Float64frombits(bits)), b[8:], nil
 	case tagString:
+		if i := bytes.IndexByte(b, 0x00); i >= 0 && i+1 < len(b) && b[i+1] == 0x01 {
+			// No escaped NUL (the usual string): one allocation.
+			return row.StringValue(string(b[:i])), b[i+2:], nil
+		}
 		var s []byte
 		for i := 0; i < len(b); i++ {
 			if b[i] != 0x00 {

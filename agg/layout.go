@@ -28,6 +28,40 @@ type Measure struct {
 	Fn   string
 	Col  int      // input column index; -1 for count(*)
 	Kind row.Kind // input column kind
+	// op is Fn as a number: the accumulators switch on it for every
+	// group and row, where comparing Fn's string cost a tenth of a
+	// merge.
+	op fnOp
+}
+
+// fnOp numbers the measure functions.
+type fnOp uint8
+
+const (
+	opCount fnOp = iota + 1
+	opSum
+	opAvg
+	opMin
+	opMax
+	opApproxCountDistinct
+)
+
+func opOf(fn string) fnOp {
+	switch fn {
+	case query.FnCount:
+		return opCount
+	case query.FnSum:
+		return opSum
+	case query.FnAvg:
+		return opAvg
+	case query.FnMin:
+		return opMin
+	case query.FnMax:
+		return opMax
+	case query.FnApproxCountDistinct:
+		return opApproxCountDistinct
+	}
+	return 0
 }
 
 // Layout is a compiled aggregation: which input columns feed the key and
@@ -98,7 +132,7 @@ func Compile(s *query.Spec) (*Layout, error) {
 		}
 	}
 	for _, m := range a.Measures {
-		cm := Measure{Fn: m.Fn, Col: -1}
+		cm := Measure{Fn: m.Fn, Col: -1, op: opOf(m.Fn)}
 		if m.Column != "" {
 			i, err := index(m.Column)
 			if err != nil {

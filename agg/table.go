@@ -1,16 +1,30 @@
 package agg
 
 import (
+	"bytes"
+	"hash/maphash"
+
 	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/row"
 )
 
 // Table folds rows into partial aggregates: the map side of a batch.
 // It is not safe for concurrent use; a map task owns one.
+//
+// Groups are found through open addressing over their numbers, their
+// keys back to back in one buffer: no string or map entry per group while
+// rows are folded (a million distinct groups made the map task's Go map,
+// its key strings and their growth a third of its work and most of its
+// garbage). Partition turns the buffer into one string whose substrings
+// are the entries' keys.
 type Table struct {
-	l       *Layout
-	index   map[string]int32
-	keys    []string
+	l    *Layout
+	seed maphash.Seed
+	// slots hold hash<<32 | group+1 (0: empty); group g's key is
+	// arena[ends[g-1]:ends[g]].
+	slots   []uint64
+	ends    []int
+	arena   []byte
 	accs    []Acc
 	key     []byte
 	wins    []int64
@@ -19,11 +33,20 @@ type Table struct {
 
 // NewTable returns an empty table for the layout.
 func NewTable(l *Layout) *Table {
-	return &Table{l: l, index: make(map[string]int32)}
+	return &Table{l: l, seed: maphash.MakeSeed()}
 }
 
 // Len returns the number of groups.
-func (t *Table) Len() int { return len(t.keys) }
+func (t *Table) Len() int { return len(t.ends) }
+
+// keyOf is group g's key.
+func (t *Table) keyOf(g int) []byte {
+	start := 0
+	if g > 0 {
+		start = t.ends[g-1]
+	}
+	return t.arena[start:t.ends[g]]
+}
 
 // Add folds one decoded row into the table, assigning it to its windows.
 // In append and update modes with a watermark on the grouping's event-time
@@ -73,19 +96,60 @@ func (t *Table) appendGroups(b []byte, r row.Row) []byte {
 
 func (t *Table) fold(r row.Row) {
 	nm := len(t.l.Measures)
-	slot, ok := t.index[string(t.key)]
-	if !ok {
-		slot = int32(len(t.keys))
-		k := string(t.key)
-		t.index[k] = slot
-		t.keys = append(t.keys, k)
-		for i := 0; i < nm; i++ {
-			t.accs = append(t.accs, Acc{})
-		}
-	}
-	accs := t.accs[int(slot)*nm : int(slot+1)*nm]
+	g := t.group()
+	accs := t.accs[g*nm : (g+1)*nm]
 	for i := range t.l.Measures {
 		t.scratch = t.l.Measures[i].update(&accs[i], r, t.scratch)
+	}
+}
+
+// group returns the number of t.key's group, adding the group if new.
+func (t *Table) group() int {
+	h := maphash.Bytes(t.seed, t.key)
+	h32 := uint32(h ^ h>>32)
+	if 4*(len(t.ends)+1) > 3*len(t.slots) {
+		t.grow()
+	}
+	mask := len(t.slots) - 1
+	i := int(h32) & mask
+	for ; t.slots[i] != 0; i = (i + 1) & mask {
+		if s := t.slots[i]; uint32(s>>32) == h32 {
+			if g := int(uint32(s)) - 1; bytes.Equal(t.keyOf(g), t.key) {
+				return g
+			}
+		}
+	}
+	g := len(t.ends)
+	t.slots[i] = uint64(h32)<<32 | uint64(g+1)
+	t.arena = append(t.arena, t.key...)
+	t.ends = append(t.ends, len(t.arena))
+	nm := len(t.l.Measures)
+	if n := len(t.accs) + nm; n > cap(t.accs) {
+		// Doubling: append's growth for large slices copies these
+		// 56-byte accumulators about five times over.
+		accs := make([]Acc, len(t.accs), max(2*cap(t.accs), 64*nm))
+		copy(accs, t.accs)
+		t.accs = accs
+	}
+	t.accs = t.accs[:len(t.accs)+nm]
+	return g
+}
+
+// grow doubles the slots.
+func (t *Table) grow() {
+	n := max(64, 2*len(t.slots))
+	old := t.slots
+	t.slots = make([]uint64, n)
+	mask := n - 1
+	for _, s := range old {
+		if s == 0 {
+			continue
+		}
+		i := int(uint32(s>>32)) & mask
+		for t.slots[i] != 0 {
+			i = (i + 1) & mask
+		}
+		t.slots[i] = s
 	}
 }
 
@@ -96,13 +160,31 @@ type Entry struct {
 }
 
 // Partition splits the table's groups by state partition (n partitions),
-// each in the order the groups were first seen.
+// each in the order the groups were first seen. The entries' keys are
+// substrings of one string holding every key.
 func (t *Table) Partition(n int) [][]Entry {
 	out := make([][]Entry, n)
 	nm := len(t.l.Measures)
-	for slot, k := range t.keys {
-		p := PartitionOf([]byte(k), n)
-		out[p] = append(out[p], Entry{Key: k, Accs: t.accs[slot*nm : (slot+1)*nm]})
+	parts := make([]int32, len(t.ends))
+	counts := make([]int, n)
+	start := 0
+	for g, end := range t.ends {
+		p := PartitionOf(t.arena[start:end], n)
+		parts[g] = int32(p)
+		counts[p]++
+		start = end
+	}
+	for p, c := range counts {
+		if c > 0 {
+			out[p] = make([]Entry, 0, c)
+		}
+	}
+	keys := string(t.arena)
+	start = 0
+	for g, end := range t.ends {
+		p := parts[g]
+		out[p] = append(out[p], Entry{Key: keys[start:end], Accs: t.accs[g*nm : (g+1)*nm]})
+		start = end
 	}
 	return out
 }

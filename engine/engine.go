@@ -227,7 +227,8 @@ func NewEnv(ctx context.Context, spec *query.Spec, queryID string, opts Options)
 func openState(spec *query.Spec, cp objstore.Store, opts Options, env *Env) (statestore.Provider, error) {
 	switch spec.StateStore {
 	case "memory":
-		return statestore.NewMemory(cp, statestore.MemoryOptions{SnapshotInterval: spec.SnapshotInterval, Limit: opts.StateMemoryLimit}), nil
+		return statestore.NewMemory(cp, statestore.MemoryOptions{SnapshotInterval: spec.SnapshotInterval, Limit: opts.StateMemoryLimit,
+			BoundPrefix: env.Layout != nil && env.Layout.BoundPrefix()}), nil
 	case "pebble":
 		dir := opts.StateDir
 		if dir == "" {

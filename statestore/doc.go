@@ -47,10 +47,26 @@
 // needs no delta of its own version).
 
 // Files carry a magic number, a format version and a CRC-32C checksum.
-// Rewriting a version (a re-run batch) writes the same bytes. They are
+// Format 1 holds puts and deletions sorted by key; format 2, for deltas
+// only, adds one range deletion as the first entry: every key below a
+// bound, applied before the rest. Keys start with their window's bound
+// (agg/key.go), so a batch that evicts closed windows (Store.EvictBelow)
+// records one entry instead of a deletion per group. A delta without a
+// range deletion, and every snapshot, is written as format 1, the bytes
+// older builds wrote; a build that reads only format 1 refuses format 2
+// instead of misreading it. Rewriting a version (a re-run batch) writes
+// the same bytes. They are
 // written and read by streaming (file_stream.go, objstore.Streamer) with
 // bounded buffers, so the pebble provider's partitions are bounded by disk,
 // not memory; both providers read each other's files.
+//
+// The in-memory provider keeps a partition's rows in hash tables whose
+// keys and values sit in chunks of bytes, with no Go pointer per row
+// (memtable.go), one table per window bound when the keys start with one
+// (MemoryOptions.BoundPrefix), so evicting closed windows drops their
+// tables. A batch changes the tables in place; an aborted batch that
+// changed them drops the partition, and the next Open loads it from the
+// checkpoint.
 //
 // Memory is bounded by a MemoryLimit shared by a process's in-memory
 // providers (ErrMemoryLimit says to switch to pebble), and providers that

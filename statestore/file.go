@@ -15,46 +15,69 @@ import (
 )
 
 const (
-	fileMagic   = "SLST"
-	fileFormat  = 1
-	kindDelta   = 1
-	kindSnap    = 2
-	opPut       = 1
-	opDelete    = 2
-	deltaSuffix = ".delta"
-	snapSuffix  = ".snapshot"
+	fileMagic = "SLST"
+	// fileFormat is the format of snapshots and of deltas without a range
+	// deletion; fileFormatBelow adds opDeleteBelow, which only a delta's
+	// first entry may be. A delta is written as format 1 unless it needs
+	// the range, so its bytes are those older builds wrote; a build that
+	// reads only format 1 refuses a format 2 file (unknown format
+	// version) instead of misreading it.
+	fileFormat      = 1
+	fileFormatBelow = 2
+	kindDelta       = 1
+	kindSnap        = 2
+	opPut           = 1
+	opDelete        = 2
+	// opDeleteBelow deletes every row whose key is below its key (bytes
+	// order) before the delta's other entries apply: a batch evicting the
+	// closed windows (keys start with their bound, agg/key.go) records one
+	// entry instead of a deletion per group.
+	opDeleteBelow = 3
+	deltaSuffix   = ".delta"
+	snapSuffix    = ".snapshot"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// change is one entry of a delta or snapshot; del marks a deletion.
+// change is one entry of a delta or snapshot; del marks a deletion, below
+// a range deletion of every key below key.
 type change struct {
 	key, value []byte
-	del        bool
+	del, below bool
 }
 
-// encodeFile encodes changes sorted by key, so the bytes are deterministic.
+// encodeFile encodes changes sorted by key (after a range deletion, which
+// comes first), so the bytes are deterministic.
 func encodeFile(kind byte, changes []change) []byte {
+	format := byte(fileFormat)
+	sorted := changes
+	if len(changes) > 0 && changes[0].below {
+		format, sorted = fileFormatBelow, changes[1:]
+	}
 	// slices.SortFunc, not sort.Slice: no reflection per swap, which
 	// showed as an eighth of a large partition's reduce in the profile.
 	byKey := func(a, b change) int { return bytes.Compare(a.key, b.key) }
-	if !slices.IsSortedFunc(changes, byKey) {
-		slices.SortFunc(changes, byKey)
+	if !slices.IsSortedFunc(sorted, byKey) {
+		slices.SortFunc(sorted, byKey)
 	}
 	size := len(fileMagic) + 2 + uvarintLen(len(changes)) + 4
 	for _, c := range changes {
 		size += 1 + uvarintLen(len(c.key)) + len(c.key)
-		if !c.del {
+		if !c.del && !c.below {
 			size += uvarintLen(len(c.value)) + len(c.value)
 		}
 	}
 	b := make([]byte, 0, size)
 	b = append(b, fileMagic...)
-	b = append(b, fileFormat, kind)
+	b = append(b, format, kind)
 	b = binary.AppendUvarint(b, uint64(len(changes)))
 	for _, c := range changes {
-		if c.del {
-			b = append(b, opDelete)
+		if c.del || c.below {
+			op := byte(opDelete)
+			if c.below {
+				op = opDeleteBelow
+			}
+			b = append(b, op)
 			b = binary.AppendUvarint(b, uint64(len(c.key)))
 			b = append(b, c.key...)
 			continue
@@ -89,12 +112,13 @@ func decodeFile(name string, data []byte, wantKind byte, fn func(c change)) erro
 	if crc32.Checksum(body, castagnoli) != sum {
 		return bad("checksum mismatch")
 	}
-	if body[4] != fileFormat {
+	if body[4] != fileFormat && body[4] != fileFormatBelow {
 		return bad(fmt.Sprintf("unknown format version %d", body[4]))
 	}
 	if body[5] != wantKind {
 		return bad("wrong file kind")
 	}
+	rangeOK := body[4] == fileFormatBelow && wantKind == kindDelta
 	b := body[6:]
 	n, k := binary.Uvarint(b)
 	if k <= 0 {
@@ -129,6 +153,11 @@ func decodeFile(name string, data []byte, wantKind byte, fn func(c change)) erro
 			fn(change{key: key, value: val})
 		case opDelete:
 			fn(change{key: key, del: true})
+		case opDeleteBelow:
+			if !rangeOK || i != 0 {
+				return bad("range deletion out of place")
+			}
+			fn(change{key: key, below: true})
 		default:
 			return bad("unknown op")
 		}

@@ -13,7 +13,7 @@ import (
 // The state file format (file.go) streamed: written from an iterator and
 // read from a reader with bounded buffers, so a snapshot larger than memory
 // is written and loaded without holding it. The bytes are the same as
-// encodeFile's (format 1), so files written either way are read either way
+// encodeFile's, so files written either way are read either way
 // and by both providers.
 
 // maxEntryBytes bounds one key or value read from a file: a larger length
@@ -156,12 +156,13 @@ func decodeStream(name string, r io.Reader, wantKind byte, fn func(c change) err
 	if string(head[:4]) != fileMagic {
 		return 0, bad("not a state file")
 	}
-	if head[4] != fileFormat {
+	if head[4] != fileFormat && head[4] != fileFormatBelow {
 		return 0, bad(fmt.Sprintf("unknown format version %d", head[4]))
 	}
 	if head[5] != wantKind {
 		return 0, bad("wrong file kind")
 	}
+	rangeOK := head[4] == fileFormatBelow && wantKind == kindDelta
 	n, err := binary.ReadUvarint(br)
 	if err != nil {
 		return 0, readErr(err)
@@ -202,6 +203,13 @@ func decodeStream(name string, r io.Reader, wantKind byte, fn func(c change) err
 			}
 		case opDelete:
 			if err := fn(change{key: key, del: true}); err != nil {
+				return 0, err
+			}
+		case opDeleteBelow:
+			if !rangeOK || i != 0 {
+				return 0, bad("range deletion out of place")
+			}
+			if err := fn(change{key: key, below: true}); err != nil {
 				return 0, err
 			}
 		default:

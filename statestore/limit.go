@@ -16,7 +16,8 @@ var ErrMemoryLimit = errors.New("state memory limit exceeded")
 // MemoryLimit is a budget of in-memory state shared by every Memory
 // provider of a process (an executor, or `driver run`), so a process
 // running several queries has one limit. Usage is the providers' estimate
-// (keys, values and per-entry map overhead), not the Go heap: leave room
+// (keys, values, and the slots and entries of the tables holding them),
+// not the Go heap: leave room
 // for the rest of the process.
 type MemoryLimit struct {
 	limit int64

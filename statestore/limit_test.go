@@ -36,7 +36,8 @@ func TestMemoryLimitFailsTheBatchWithAdviceToSwitchToPebble(t *testing.T) {
 		_, err = st.Commit(ctx, "")
 		return err
 	}
-	// About 170 bytes per row: 200 rows in each of two providers fit.
+	// 112 bytes of key and value per row, plus the tables' slots and
+	// entries: 200 and 150 rows fit.
 	if err := fill(a, 0, 0, 200); err != nil {
 		t.Fatal(err)
 	}
@@ -44,8 +45,11 @@ func TestMemoryLimitFailsTheBatchWithAdviceToSwitchToPebble(t *testing.T) {
 		t.Fatal(err)
 	}
 	used := limit.Used()
-	if used < 350*160 || used > limit.Limit() {
-		t.Fatalf("used %d after 350 rows, want about 350*170 and under %d", used, limit.Limit())
+	if used < 350*(112+24) || used > limit.Limit() {
+		t.Fatalf("used %d after 350 rows, want at least their keys, values and entries (%d) and under %d", used, 350*(112+24), limit.Limit())
+	}
+	if held := a.Held()[0] + b.Held()[0]; held != used {
+		t.Fatalf("the providers hold %d, the budget says %d", held, used)
 	}
 	err := fill(a, 1, 0, 200)
 	if !errors.Is(err, ErrMemoryLimit) {

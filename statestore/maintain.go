@@ -1,7 +1,7 @@
 package statestore
 
 import (
-	"cmp"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -130,10 +130,11 @@ func (r *records) waitCommittedAs(ctx context.Context, p ids.PartitionID, v Vers
 // MaintenanceDue implements Maintainer.
 func (m *Memory) MaintenanceDue() <-chan struct{} { return m.due }
 
-// Maintain implements Maintainer: the version is copied (the map's entries,
-// not the bytes) holding the partition's read lock, so a batch may run
-// meanwhile; only its commit waits for the copy. The copy is sorted and
-// streamed to the snapshot file without a lock.
+// Maintain implements Maintainer: the version is copied (the rows' places
+// in the tables, not their bytes, which are never overwritten) holding the
+// partition's read lock, between batches: a batch's first change waits for
+// the copy. The copy is sorted and streamed to the snapshot file without a
+// lock.
 func (m *Memory) Maintain(ctx context.Context) (int, error) {
 	m.mu.Lock()
 	parts := make([]ids.PartitionID, 0, len(m.parts))
@@ -161,8 +162,7 @@ func (m *Memory) Maintain(ctx context.Context) (int, error) {
 }
 
 type memEntry struct {
-	key string
-	val []byte
+	key, val []byte
 }
 
 // pendingSnap is a partition's version copied while it was the newest
@@ -205,14 +205,11 @@ func (m *Memory) snapshot(ctx context.Context, p ids.PartitionID, part *memPart)
 	}
 	part.mu.RLock()
 	v, attempt, last := part.lastDelta, part.lastAttempt, part.lastSnap
-	if v == 0 || int(v-last) < m.opts.SnapshotInterval {
+	if part.invalid || v == 0 || int(v-last) < m.opts.SnapshotInterval {
 		part.mu.RUnlock()
 		return false, nil
 	}
-	entries := make([]memEntry, 0, len(part.data))
-	for k, val := range part.data {
-		entries = append(entries, memEntry{k, val})
-	}
+	entries := part.data.copyRows()
 	part.mu.RUnlock()
 	ps := &pendingSnap{v: v, attempt: attempt, entries: entries}
 	changed, recorded, known, err := m.recs.changedAt(ctx, p, v)
@@ -233,7 +230,7 @@ func (m *Memory) snapshot(ctx context.Context, p ids.PartitionID, part *memPart)
 // of ps.v, without a lock.
 func (m *Memory) writeSnapshot(ctx context.Context, p ids.PartitionID, part *memPart, ps *pendingSnap) (bool, error) {
 	entries := ps.entries
-	slices.SortFunc(entries, func(a, b memEntry) int { return cmp.Compare(a.key, b.key) })
+	slices.SortFunc(entries, func(a, b memEntry) int { return bytes.Compare(a.key, b.key) })
 	key := snapKey(m.opts.Operator, p, ps.v, ps.attempt)
 	err := objstore.PutWriter(ctx, m.store, key, func(w io.Writer) error {
 		fw, err := newFileWriter(w, kindSnap, uint64(len(entries)))
@@ -241,7 +238,7 @@ func (m *Memory) writeSnapshot(ctx context.Context, p ids.PartitionID, part *mem
 			return err
 		}
 		for _, e := range entries {
-			if err := fw.put(change{key: []byte(e.key), value: e.val}); err != nil {
+			if err := fw.put(change{key: e.key, value: e.val}); err != nil {
 				return err
 			}
 		}

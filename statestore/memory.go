@@ -3,8 +3,8 @@ package statestore
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
@@ -22,11 +22,20 @@ type MemoryOptions struct {
 	// *MemoryLimitError that says to switch to stateStore pebble, instead
 	// of the process being killed for running out of memory.
 	Limit *MemoryLimit
+	// BoundPrefix says that every key starts with its 8-byte event-time
+	// bound (agg.Layout.BoundPrefix: windowed or time-bound groupings).
+	// The provider then keeps a table per bound, so EvictBelow drops the
+	// closed windows' tables instead of visiting the partition's rows.
+	// Without it the rows are one table (and EvictBelow compares every
+	// key); either way the state and its files are the same.
+	BoundPrefix bool
 }
 
-// Memory keeps each partition's newest committed version in a map and
-// writes every version to the checkpoint as a delta (and periodically a
-// snapshot). Opening the cached version is free; any other version is
+// Memory keeps each partition's newest committed version in memory
+// (memData: pointer-free tables, changed in place by the batch that has
+// the partition open) and writes every version to the checkpoint as a
+// delta (and periodically a snapshot). Opening the cached version is
+// free; any other version, and the version an aborted batch changed, is
 // rebuilt from the checkpoint's files.
 type Memory struct {
 	store objstore.Store
@@ -38,10 +47,12 @@ type Memory struct {
 }
 
 // memPart is one cached partition. Its holder (the open store) reads data
-// freely; whatever changes data, bytes, version, changed, attempt, lastDelta
-// or lastSnap holds mu for writing, and Maintain reads them holding it for
-// reading, so a snapshot in the background copies a consistent version
-// while a batch runs.
+// freely and changes it in place holding mu for writing, from its first
+// change until it commits or aborts; Maintain reads data holding mu for
+// reading, so a snapshot in the background copies a committed version
+// (between batches: a batch's first change waits for the copy, which
+// takes the rows' places, not their bytes). Whatever changes version,
+// changed, attempt, lastDelta or lastSnap also holds mu for writing.
 type memPart struct {
 	mu sync.RWMutex
 	// lastDelta is the newest version a delta made (the data has not
@@ -57,9 +68,14 @@ type memPart struct {
 	changed bool
 	// attempt is the attempt whose delta made version (when changed).
 	attempt string
-	data    map[string][]byte
-	bytes   int64
-	open    bool
+	data    *memData
+	// bytes is data's estimated memory as of the last commit or load
+	// (read without mu by Held).
+	bytes atomic.Int64
+	open  bool
+	// invalid is set (under mu) when an aborted batch left data
+	// half-changed: the part is out of the cache and Maintain skips it.
+	invalid bool
 
 	// snapMu serializes maintenance of the partition; pending (under it)
 	// is a version copied while it was the newest, waiting for its commit
@@ -68,15 +84,12 @@ type memPart struct {
 	pending *pendingSnap
 }
 
-// mapEntryBytes estimates Go's map overhead per entry.
-const mapEntryBytes = 48
-
 // held is the part's estimated memory.
 func (part *memPart) held() int64 {
 	if part == nil {
 		return 0
 	}
-	return part.bytes + int64(len(part.data))*mapEntryBytes
+	return part.bytes.Load()
 }
 
 // NewMemory returns an in-memory provider whose files go to store (rooted at
@@ -116,7 +129,7 @@ func (m *Memory) Open(ctx context.Context, p ids.PartitionID, v Version) (Store,
 		}
 		if !known || changed == part.changed && (!changed || attempt == part.attempt) {
 			kick(m.due) // version v is committed: a snapshot may be due
-			return &memStore{m: m, p: p, part: part, overlay: map[string]*[]byte{}}, nil
+			return &memStore{m: m, p: p, part: part, opened: part.held()}, nil
 		}
 		m.mu.Lock()
 		part.open = false
@@ -143,12 +156,13 @@ func (m *Memory) Open(ctx context.Context, p ids.PartitionID, v Version) (Store,
 		return nil, fmt.Errorf("open state partition %d version %d: %w", p, v, err)
 	}
 	kick(m.due)
-	return &memStore{m: m, p: p, part: part, overlay: map[string]*[]byte{}}, nil
+	return &memStore{m: m, p: p, part: part, opened: part.held()}, nil
 }
 
 // load rebuilds version v of partition p from the checkpoint.
 func (m *Memory) load(ctx context.Context, p ids.PartitionID, v Version) (*memPart, error) {
-	part := &memPart{version: v, data: map[string][]byte{}}
+	part := &memPart{version: v, data: newMemData(m.opts.BoundPrefix)}
+	part.bytes.Store(part.data.held())
 	if v == 0 {
 		return part, nil
 	}
@@ -176,19 +190,7 @@ func (m *Memory) load(ctx context.Context, p ids.PartitionID, v Version) (*memPa
 		last := deltas[len(deltas)-1]
 		part.lastDelta, part.lastAttempt = last, attemptOf(fs.deltas[last])
 	}
-	apply := func(c change) {
-		k := string(c.key)
-		if old, ok := part.data[k]; ok {
-			part.bytes -= int64(len(k) + len(old))
-		}
-		if c.del {
-			delete(part.data, k)
-			return
-		}
-		val := append([]byte(nil), c.value...)
-		part.data[k] = val
-		part.bytes += int64(len(k) + len(val))
-	}
+	d := part.data
 	var applied int
 	read := func(key string, kind byte) error {
 		rc, err := objstore.GetReader(ctx, m.store, key)
@@ -197,14 +199,25 @@ func (m *Memory) load(ctx context.Context, p ids.PartitionID, v Version) (*memPa
 		}
 		defer rc.Close()
 		_, err = decodeStream(key, rc, kind, func(c change) error {
-			apply(c)
+			switch {
+			case c.below:
+				if _, err := d.evictBelow(c.key, nil); err != nil {
+					return err
+				}
+			case c.del:
+				d.del(c.key)
+			default:
+				d.put(c.key, c.value)
+			}
 			// A partition too large for the limit is refused while it
-			// loads, not after.
+			// loads, not after; the changes listed so far are let go.
 			if applied++; applied%4096 == 0 {
-				return m.opts.Limit.check(p, part.held())
+				d.finish()
+				return m.opts.Limit.check(p, d.held())
 			}
 			return nil
 		})
+		d.finish()
 		return err
 	}
 	if base > 0 {
@@ -212,11 +225,12 @@ func (m *Memory) load(ctx context.Context, p ids.PartitionID, v Version) (*memPa
 			return nil, err
 		}
 	}
-	for _, d := range deltas {
-		if err := read(fs.deltas[d], kindDelta); err != nil {
+	for _, dv := range deltas {
+		if err := read(fs.deltas[dv], kindDelta); err != nil {
 			return nil, err
 		}
 	}
+	part.bytes.Store(d.held())
 	return part, nil
 }
 
@@ -244,9 +258,7 @@ func (m *Memory) Held() map[ids.PartitionID]int64 {
 	defer m.mu.Unlock()
 	out := make(map[ids.PartitionID]int64, len(m.parts))
 	for p, part := range m.parts {
-		part.mu.RLock()
 		out[p] = part.held()
-		part.mu.RUnlock()
 	}
 	return out
 }
@@ -262,178 +274,139 @@ func (m *Memory) Close() error {
 	return nil
 }
 
-// memStore is a partition at a version plus this batch's changes; a nil
-// *[]byte in the overlay marks a deletion.
+// memStore is a partition at a version being changed by a batch, in place
+// (memData).
 type memStore struct {
-	m       *Memory
-	p       ids.PartitionID
-	part    *memPart
-	overlay map[string]*[]byte
-	// added estimates the memory the overlay holds, checked against the
-	// provider's limit as it grows.
-	added int64
-	done  bool
+	m    *Memory
+	p    ids.PartitionID
+	part *memPart
+	// opened is the part's memory when the batch opened it; the limit is
+	// checked against the growth since, every limitEvery changes.
+	opened  int64
+	changes int
+	locked  bool
+	done    bool
+	err     error
 }
+
+// limitEvery is how many changes pass between checks of the memory limit
+// (Commit checks too).
+const limitEvery = 64
 
 func (s *memStore) Version() Version { return s.part.version }
 
 func (s *memStore) Get(key []byte) ([]byte, bool, error) {
-	if v, ok := s.overlay[string(key)]; ok {
-		if v == nil {
-			return nil, false, nil
-		}
-		return *v, true, nil
-	}
-	v, ok := s.part.data[string(key)]
+	v, ok := s.part.data.get(key)
 	return v, ok, nil
 }
 
-func (s *memStore) Put(key, value []byte) error {
-	if _, ok := s.overlay[string(key)]; !ok {
-		s.added += int64(len(key)+len(value)) + mapEntryBytes
-		if err := s.m.opts.Limit.check(s.p, s.added); err != nil {
+// change readies the part for a change: it takes the write lock at the
+// batch's first change (Maintain may be copying the committed version)
+// and checks the memory limit as the partition grows.
+func (s *memStore) change() error {
+	if s.done {
+		return fmt.Errorf("change state partition %d: store already closed", s.p)
+	}
+	if s.err != nil {
+		return s.err
+	}
+	if !s.locked {
+		s.part.mu.Lock()
+		s.locked = true
+	}
+	if s.changes++; s.changes%limitEvery == 0 {
+		if err := s.m.opts.Limit.check(s.p, s.part.data.held()-s.opened); err != nil {
+			s.err = err
 			return err
 		}
 	}
-	v := append([]byte(nil), value...)
-	s.overlay[string(key)] = &v
+	return nil
+}
+
+func (s *memStore) Put(key, value []byte) error {
+	if len(key) > maxEntryBytes || len(value) > maxEntryBytes {
+		return fmt.Errorf("write state partition %d: a key of %d bytes and a value of %d bytes, at most %d each", s.p, len(key), len(value), maxEntryBytes)
+	}
+	if err := s.change(); err != nil {
+		return err
+	}
+	s.part.data.put(key, value)
 	return nil
 }
 
 func (s *memStore) Delete(key []byte) error {
-	k := string(key)
-	if _, inBase := s.part.data[k]; !inBase {
-		delete(s.overlay, k)
-		return nil
+	if err := s.change(); err != nil {
+		return err
 	}
-	s.overlay[k] = nil
+	s.part.data.del(key)
 	return nil
+}
+
+// EvictBelow implements agg.RangeEvicter: every row whose key is below
+// upper is removed (fn called for each first, if set). With BoundPrefix
+// the closed bounds' tables are dropped whole; the delta records one
+// range deletion instead of a deletion per row.
+func (s *memStore) EvictBelow(upper []byte, fn func(key, value []byte) error) (int, error) {
+	if err := s.change(); err != nil {
+		return 0, err
+	}
+	return s.part.data.evictBelow(upper, fn)
 }
 
 func (s *memStore) Scan(fn func(key, value []byte) error) error {
-	// Keys are valid only during fn (the State contract): one buffer
-	// serves every row instead of an allocation per row, which a scan of a
-	// large partition (every batch's eviction check) paid in the profile.
-	var key []byte
-	for k, v := range s.part.data {
-		if len(s.overlay) > 0 {
-			if _, changed := s.overlay[k]; changed {
-				continue
-			}
-		}
-		key = append(key[:0], k...)
-		if err := fn(key, v); err != nil {
-			return err
-		}
-	}
-	for k, v := range s.overlay {
-		if v == nil {
-			continue
-		}
-		key = append(key[:0], k...)
-		if err := fn(key, *v); err != nil {
-			return err
-		}
-	}
-	return nil
+	return s.part.data.scan(fn)
 }
 
-func (s *memStore) NumRows() int64 {
-	n := int64(len(s.part.data))
-	for k, v := range s.overlay {
-		_, inBase := s.part.data[k]
-		switch {
-		case v == nil && inBase:
-			n--
-		case v != nil && !inBase:
-			n++
-		}
-	}
-	return n
-}
+func (s *memStore) NumRows() int64 { return s.part.data.rows }
 
-func (s *memStore) MemoryBytes() int64 {
-	// Keys and values plus Go map overhead per entry, as the state will be
-	// once this batch's changes (the overlay) commit.
-	var base map[string][]byte
-	var bytes int64
-	if s.part != nil {
-		base, bytes = s.part.data, s.part.bytes
-	}
-	rows := int64(len(base))
-	for k, v := range s.overlay {
-		if old, inBase := base[k]; inBase {
-			bytes -= int64(len(k) + len(old))
-			rows--
-		}
-		if v != nil {
-			bytes += int64(len(k) + len(*v))
-			rows++
-		}
-	}
-	return bytes + rows*mapEntryBytes
-}
+// MemoryBytes is the partition's tables (slots, entries, keys and values,
+// the garbage a compaction has not reclaimed yet).
+func (s *memStore) MemoryBytes() int64 { return s.part.data.held() }
 
-// Commit writes version+1's delta (and snapshot when due), then applies
-// the changes to the cached map.
+// Commit writes version+1's delta; the changes are already in the cached
+// tables, which it then tidies (memData.finish).
 func (s *memStore) Commit(ctx context.Context, attempt string) (int, error) {
 	if s.done {
 		return 0, fmt.Errorf("commit state partition %d: store already closed", s.p)
 	}
-	next := s.part.version + 1
-	// Sorting the keys as strings and building the changes in that order
-	// is cheaper than sorting the changes (encodeFile then finds them
-	// sorted): a large partition's commit spent a quarter of its time in
-	// that sort.
-	keys := make([]string, 0, len(s.overlay))
-	for k := range s.overlay {
-		keys = append(keys, k)
+	if s.err != nil {
+		s.Abort()
+		return 0, fmt.Errorf("commit state partition %d: %w", s.p, s.err)
 	}
-	slices.Sort(keys)
-	changes := make([]change, 0, len(s.overlay))
-	for _, k := range keys {
-		v := s.overlay[k]
-		if v == nil {
-			changes = append(changes, change{key: []byte(k), del: true})
-		} else {
-			changes = append(changes, change{key: []byte(k), value: *v})
+	part, d := s.part, s.part.data
+	if s.locked {
+		if err := s.m.opts.Limit.check(s.p, d.held()-s.opened); err != nil {
+			s.Abort()
+			return 0, fmt.Errorf("commit state partition %d: %w", s.p, err)
 		}
 	}
+	next := part.version + 1
+	changes := d.delta()
 	op := s.m.opts.Operator
 	writes := 0
+	if len(changes) > 0 {
+		if err := s.m.store.Put(ctx, deltaKey(op, s.p, next, attempt), encodeFile(kindDelta, changes)); err != nil {
+			s.Abort()
+			return writes, fmt.Errorf("commit state partition %d version %d: %w", s.p, next, err)
+		}
+		writes++
+	}
+	if !s.locked {
+		part.mu.Lock()
+		s.locked = true
+	}
+	d.finish()
 	if len(changes) == 0 {
 		// Unchanged: no file; loading version next applies nothing for it.
-		s.part.mu.Lock()
-		s.part.version, s.part.changed = next, false
-		s.part.mu.Unlock()
-		s.release()
-		return 0, nil
+		part.version, part.changed = next, false
+	} else {
+		// The snapshot is not written here: Maintain writes it in the
+		// background once the version has committed.
+		part.version, part.changed, part.attempt = next, true, attempt
+		part.lastDelta, part.lastAttempt = next, attempt
 	}
-	if err := s.m.store.Put(ctx, deltaKey(op, s.p, next, attempt), encodeFile(kindDelta, changes)); err != nil {
-		s.Abort()
-		return writes, fmt.Errorf("commit state partition %d version %d: %w", s.p, next, err)
-	}
-	writes++
-	// Apply to the cached map. The snapshot is not written here: Maintain
-	// writes it in the background once the version has committed.
-	part := s.part
-	part.mu.Lock()
-	before := part.held()
-	for k, v := range s.overlay {
-		if old, ok := part.data[k]; ok {
-			part.bytes -= int64(len(k) + len(old))
-		}
-		if v == nil {
-			delete(part.data, k)
-			continue
-		}
-		part.data[k] = *v
-		part.bytes += int64(len(k) + len(*v))
-	}
-	part.version, part.changed, part.attempt = next, true, attempt
-	part.lastDelta, part.lastAttempt = next, attempt
-	after := part.held()
-	part.mu.Unlock()
+	before, after := part.held(), d.held()
+	part.bytes.Store(after)
 	s.m.opts.Limit.add(after - before)
 	s.release()
 	return writes, nil
@@ -444,10 +417,30 @@ func (s *memStore) release() {
 		return
 	}
 	s.done = true
+	if s.locked {
+		s.part.mu.Unlock()
+		s.locked = false
+	}
 	s.m.mu.Lock()
 	s.part.open = false
 	s.m.mu.Unlock()
 }
 
-// Abort discards the changes; the cached version is unchanged.
-func (s *memStore) Abort() { s.release() }
+// Abort discards the changes. Unchanged, the cached version stays; a
+// batch that changed it has changed it in place, so the partition leaves
+// the cache and the next Open loads it from the checkpoint.
+func (s *memStore) Abort() {
+	if s.done {
+		return
+	}
+	if s.locked {
+		s.part.invalid = true
+		s.m.mu.Lock()
+		if s.m.parts[s.p] == s.part {
+			delete(s.m.parts, s.p)
+			s.m.opts.Limit.add(-s.part.held())
+		}
+		s.m.mu.Unlock()
+	}
+	s.release()
+}

@@ -471,12 +471,22 @@ func (pb *Pebble) applyDeltas(ctx context.Context, p ids.PartitionID, part *pebP
 		}
 		// A delta holds one batch's changes; the pebble batch that applies
 		// it holds them too until it commits (after the checksum).
+		var upper []byte // the delta's range deletion
 		sum, derr := decodeStream(fs.deltas[d], rc, kindDelta, func(c change) error {
 			if werr != nil {
 				return nil
 			}
 			kbuf = append(append(kbuf[:0], dataPrefix), c.key...)
-			exists := it.SeekGE(kbuf) && bytes.Equal(it.Key(), kbuf)
+			if c.below {
+				// The delta's first entry: count the rows it deletes.
+				upper = append(upper[:0], kbuf...)
+				for ok := it.First(); ok && bytes.Compare(it.Key(), upper) < 0; ok = it.Next() {
+					rows--
+				}
+				werr = b.DeleteRange([]byte{dataPrefix}, upper, nil)
+				return nil
+			}
+			exists := (upper == nil || bytes.Compare(kbuf, upper) >= 0) && it.SeekGE(kbuf) && bytes.Equal(it.Key(), kbuf)
 			if c.del {
 				if exists {
 					rows--

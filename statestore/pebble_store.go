@@ -34,6 +34,11 @@ type pebStore struct {
 	bytes   int64 // overlay's estimated size
 	kbuf    []byte
 	done    bool
+	// upper is the largest bound given to EvictBelow this batch: rows of
+	// the database below it are gone from this batch's view (the commit
+	// deletes the range). evictedBase is whether the database had any.
+	upper       []byte
+	evictedBase bool
 }
 
 // overlayEntryBytes estimates the Go overhead of one overlay entry.
@@ -72,6 +77,12 @@ func (s *pebStore) lookup(key []byte) (*pebEntry, error) {
 		return nil, err
 	}
 	e := &pebEntry{}
+	if s.evicted(key) {
+		// Evicted by EvictBelow: the base row, if any, is gone.
+		s.overlay[string(key)] = e
+		s.bytes += int64(len(key)) + overlayEntryBytes
+		return e, nil
+	}
 	val, closer, err := s.part.db.Get(s.dbKey(key))
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
@@ -140,6 +151,98 @@ func (s *pebStore) Delete(key []byte) error {
 	return nil
 }
 
+// evicted reports whether key is below the batch's EvictBelow bound.
+func (s *pebStore) evicted(key []byte) bool {
+	return s.upper != nil && bytes.Compare(key, s.upper) < 0
+}
+
+// EvictBelow implements agg.RangeEvicter: the rows below upper are visited
+// with one bounded iterator (the database's, merged with this batch's
+// changes), never the whole partition, and the commit deletes them with
+// one range deletion, in the database and in the delta.
+func (s *pebStore) EvictBelow(upper []byte, fn func(key, value []byte) error) (int, error) {
+	if err := s.check("evict"); err != nil {
+		return 0, err
+	}
+	var changed []string
+	for k := range s.overlay {
+		if k < string(upper) {
+			changed = append(changed, k)
+		}
+	}
+	sort.Strings(changed)
+	removed := 0
+	visit := func(key, value []byte) error {
+		removed++
+		if fn != nil {
+			return fn(key, value)
+		}
+		return nil
+	}
+	visitChange := func(k string) error {
+		if e := s.overlay[k]; e.live() {
+			return visit([]byte(k), e.val)
+		}
+		return nil
+	}
+	ub := append([]byte{dataPrefix}, upper...)
+	it, err := s.part.db.NewIter(&pebble.IterOptions{LowerBound: []byte{dataPrefix}, UpperBound: ub})
+	if err != nil {
+		return 0, fmt.Errorf("evict state partition %d: %w", s.p, err)
+	}
+	j := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		s.evictedBase = true
+		key := it.Key()[1:]
+		for j < len(changed) && changed[j] < string(key) {
+			if err := visitChange(changed[j]); err != nil {
+				it.Close()
+				return removed, err
+			}
+			j++
+		}
+		if j < len(changed) && changed[j] == string(key) {
+			if err := visitChange(changed[j]); err != nil {
+				it.Close()
+				return removed, err
+			}
+			j++
+			continue
+		}
+		if s.evicted(key) {
+			continue // gone at an earlier call
+		}
+		val, err := it.ValueAndErr()
+		if err == nil {
+			err = visit(key, val)
+		}
+		if err != nil {
+			it.Close()
+			return removed, err
+		}
+	}
+	if err := it.Close(); err != nil {
+		return removed, fmt.Errorf("evict state partition %d: %w", s.p, err)
+	}
+	for ; j < len(changed); j++ {
+		if err := visitChange(changed[j]); err != nil {
+			return removed, err
+		}
+	}
+	// What was below upper is gone: a key there is as one the base
+	// version never had (the range deletion covers the base's rows).
+	for _, k := range changed {
+		e := s.overlay[k]
+		s.bytes -= int64(len(e.val))
+		*e = pebEntry{}
+	}
+	s.rows -= int64(removed)
+	if s.upper == nil || bytes.Compare(upper, s.upper) > 0 {
+		s.upper = append(s.upper[:0], upper...)
+	}
+	return removed, nil
+}
+
 // Scan calls fn for every row in key order: the base version's rows merged
 // with this batch's changes.
 func (s *pebStore) Scan(fn func(key, value []byte) error) error {
@@ -179,6 +282,9 @@ func (s *pebStore) Scan(fn func(key, value []byte) error) error {
 				return err
 			}
 			j++
+			continue
+		}
+		if s.evicted(key) {
 			continue
 		}
 		val, err := it.ValueAndErr()
@@ -227,7 +333,10 @@ func (s *pebStore) Commit(ctx context.Context, attempt string) (int, error) {
 	}
 	defer s.release()
 	next := s.version + 1
-	changes := make([]change, 0, len(s.overlay))
+	changes := make([]change, 0, len(s.overlay)+1)
+	if s.evictedBase {
+		changes = append(changes, change{key: s.upper, below: true})
+	}
 	for k, e := range s.overlay {
 		if e.dirty {
 			changes = append(changes, change{key: []byte(k), value: e.val, del: e.del})
@@ -250,7 +359,10 @@ func (s *pebStore) Commit(ctx context.Context, attempt string) (int, error) {
 	defer b.Close()
 	for _, c := range changes {
 		var err error
-		if c.del {
+		if c.below {
+			// Before the batch's puts, as the delta applies it.
+			err = b.DeleteRange([]byte{dataPrefix}, append([]byte{dataPrefix}, c.key...), nil)
+		} else if c.del {
 			err = b.Delete(s.dbKey(c.key), nil)
 		} else {
 			err = b.Set(s.dbKey(c.key), c.value, nil)

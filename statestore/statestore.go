@@ -31,6 +31,9 @@ type Provider interface {
 // Store is one partition at one version, being changed by a batch.
 type Store interface {
 	agg.State
+	// EvictBelow (agg.RangeEvicter) removes the rows below a key; the
+	// delta records one range deletion for them (file format 2).
+	agg.RangeEvicter
 	// Version is the version the store was opened at.
 	Version() Version
 	// NumRows is the number of rows after this batch's changes so far.

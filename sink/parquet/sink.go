@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	pq "github.com/parquet-go/parquet-go"
 
@@ -369,19 +371,43 @@ func (s *Sink) split(rows []row.Row) ([]dirRows, error) {
 	if s.dateCol < 0 {
 		return []dirRows{{rows: rows}}, nil
 	}
-	byDir := make(map[string][]row.Row)
-	for _, r := range rows {
+	// By UTC day number (a day is 86,400,000,000 µs in UTC), in runs of
+	// rows of one day: rows come sorted by window start, so each date is
+	// one run, formatted once, and its rows are a sub-slice of rows (no
+	// copy). A date met again after another is appended to its first run.
+	const dayMicros = 86_400_000_000
+	const nullDay = math.MinInt64
+	byDay := map[int64]int{}
+	var out []dirRows
+	dayOf := func(r row.Row) int64 {
 		v := r[s.dateCol]
-		date := nullPartition
-		if !v.IsNull() {
-			date = v.Time().Format("2006-01-02")
+		if v.IsNull() {
+			return nullDay
 		}
-		dir := PartitionByWindowDate + "=" + date + "/"
-		byDir[dir] = append(byDir[dir], r)
+		day := v.I / dayMicros
+		if v.I%dayMicros < 0 {
+			day--
+		}
+		return day
 	}
-	out := make([]dirRows, 0, len(byDir))
-	for dir, rs := range byDir {
-		out = append(out, dirRows{dir: dir, rows: rs})
+	for start := 0; start < len(rows); {
+		day := dayOf(rows[start])
+		end := start + 1
+		for end < len(rows) && dayOf(rows[end]) == day {
+			end++
+		}
+		run := rows[start:end:end]
+		if idx, ok := byDay[day]; ok {
+			out[idx].rows = append(out[idx].rows, run...)
+		} else {
+			date := nullPartition
+			if day != nullDay {
+				date = time.UnixMicro(day * dayMicros).UTC().Format("2006-01-02")
+			}
+			byDay[day] = len(out)
+			out = append(out, dirRows{dir: PartitionByWindowDate + "=" + date + "/", rows: run})
+		}
+		start = end
 	}
 	slices.SortFunc(out, func(a, b dirRows) int {
 		switch {
@@ -398,24 +424,48 @@ func (s *Sink) split(rows []row.Row) ([]dirRows, error) {
 // encodeTo writes rows as one Parquet file to out: snappy pages, one row
 // group, no timestamps or ids in the footer. The bytes do not depend on
 // out (a buffer, a multipart upload, a pipe).
+//
+// It writes column by column, one value per call, straight to each
+// column's writer: the bytes are those of writing row by row (a column
+// flushes a page when its own buffer is full, whatever the others do),
+// without assembling a parquet.Row per row or copying each string
+// (TestColumnWiseEncodingIsTheRowWiseBytes). A value of the wrong kind is
+// refused before anything is written, naming its row as before.
 func encodeTo(out io.Writer, schema *pq.Schema, cols []query.Column, rows []row.Row, opts ...pq.WriterOption) error {
-	w := pq.NewWriter(out, append([]pq.WriterOption{schema, pq.Compression(&pq.Snappy), &pq.WriterConfig{CreatedBy: createdBy}}, opts...)...)
-	prow := make(pq.Row, len(cols))
-	batch := []pq.Row{prow}
 	for i, r := range rows {
 		for c, v := range r {
-			pv, err := toParquet(v, cols[c])
-			if err != nil {
+			if err := checkKind(v, cols[c]); err != nil {
 				return fmt.Errorf("encode row %d: %w", i, err)
 			}
-			def := 1
-			if v.IsNull() {
-				def = 0
-			}
-			prow[c] = pv.Level(0, def, c)
 		}
-		if _, err := w.WriteRows(batch); err != nil {
-			return fmt.Errorf("encode row %d: %w", i, err)
+	}
+	w := pq.NewWriter(out, append([]pq.WriterOption{schema, pq.Compression(&pq.Snappy), &pq.WriterConfig{CreatedBy: createdBy}}, opts...)...)
+	one := make([]pq.Value, 1)
+	var scratch []byte
+	for c, cw := range w.ColumnWriters() {
+		for i, r := range rows {
+			v := r[c]
+			var pv pq.Value
+			def := 1
+			switch v.Kind {
+			case row.Null:
+				def = 0
+			case row.String:
+				// The column buffer copies the bytes: one scratch buffer
+				// serves every value.
+				scratch = append(scratch[:0], v.S...)
+				pv = pq.ByteArrayValue(scratch)
+			case row.Long, row.Timestamp:
+				pv = pq.Int64Value(v.I)
+			case row.Double:
+				pv = pq.DoubleValue(v.F)
+			case row.Bool:
+				pv = pq.BooleanValue(v.I != 0)
+			}
+			one[0] = pv.Level(0, def, c)
+			if _, err := cw.WriteRowValues(one); err != nil {
+				return fmt.Errorf("encode row %d: %w", i, err)
+			}
 		}
 	}
 	if err := w.Close(); err != nil {
@@ -458,22 +508,17 @@ func estimateSize(rows []row.Row) int64 {
 	return n
 }
 
-func toParquet(v row.Value, c query.Column) (pq.Value, error) {
-	if v.IsNull() {
-		return pq.NullValue(), nil
-	}
-	if v.Kind != c.Kind {
-		return pq.Value{}, fmt.Errorf("column %s holds a %s value, want %s", c.Name, v.Kind, c.Kind)
+// checkKind refuses a value of the wrong kind for its column.
+func checkKind(v row.Value, c query.Column) error {
+	switch {
+	case v.IsNull():
+		return nil
+	case v.Kind != c.Kind:
+		return fmt.Errorf("column %s holds a %s value, want %s", c.Name, v.Kind, c.Kind)
 	}
 	switch v.Kind {
-	case row.String:
-		return pq.ByteArrayValue([]byte(v.S)), nil
-	case row.Long, row.Timestamp:
-		return pq.Int64Value(v.I), nil
-	case row.Double:
-		return pq.DoubleValue(v.F), nil
-	case row.Bool:
-		return pq.BooleanValue(v.I != 0), nil
+	case row.String, row.Long, row.Timestamp, row.Double, row.Bool:
+		return nil
 	}
-	return pq.Value{}, fmt.Errorf("column %s: kind %s has no parquet value", c.Name, v.Kind)
+	return fmt.Errorf("column %s: kind %s has no parquet value", c.Name, v.Kind)
 }
