@@ -211,6 +211,9 @@ func RunMap(ctx context.Context, env *Env, t MapTask) (*MapResult, error) {
 		res.Partials = table.Partition(t.Partitions)
 	}
 	if len(bad) > 0 {
+		if err := resolveOffsets(ctx, env.Source, t, bad); err != nil {
+			return nil, err
+		}
 		if err := writeBadRecords(ctx, env.BadRecords, t, bad); err != nil {
 			return nil, err
 		}
@@ -218,6 +221,27 @@ func RunMap(ctx context.Context, env *Env, t MapTask) (*MapResult, error) {
 	}
 	env.hook("map-done", t.Batch)
 	return res, nil
+}
+
+// resolveOffsets turns the bad records' offsets into the positions the
+// report shows, for a source whose Read does not give them (see
+// source.OffsetResolver).
+func resolveOffsets(ctx context.Context, src source.Source, t MapTask, bad []BadRecord) error {
+	r, ok := src.(source.OffsetResolver)
+	if !ok {
+		return nil
+	}
+	offs := make([]int64, len(bad))
+	for i, b := range bad {
+		offs[i] = b.Offset
+	}
+	if err := r.ResolveOffsets(ctx, t.Split, offs); err != nil {
+		return fmt.Errorf("map task %d of batch %d (split %s): %w", t.Index, t.Batch, t.Split.ID, err)
+	}
+	for i := range bad {
+		bad[i].Offset = offs[i]
+	}
+	return nil
 }
 
 // writeBadRecords writes a map task's malformed records to
