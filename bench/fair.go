@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 
 	"github.com/sluicehq/sluice/query"
 )
@@ -96,12 +97,14 @@ func runRounds(ctx context.Context, c config, res *Results, lines *Lines, srcDir
 			var er *EngineRun
 			runDir := filepath.Join(dir, fmt.Sprintf("gen-%d", r))
 			err := alternate(r, func() (err error) {
-				ref, err = refGenerator(gopts, c.rows, p)
+				labelled(ctx, "reference", "gen", func(context.Context) { ref, err = refGenerator(gopts, c.rows, p) })
 				return err
 			}, func() error {
 				g := gopts
 				var err error
-				er, err = runEngine(ctx, tileSpec(query.Source{Generator: &g}, runDir, query.Trigger{AvailableNow: true}), c.parallelism)
+				labelled(ctx, "engine", "gen", func(ctx context.Context) {
+					er, err = runEngine(ctx, tileSpec(query.Source{Generator: &g}, runDir, query.Trigger{AvailableNow: true}), c.parallelism)
+				})
 				if err == nil {
 					err = checkRun(er, c.rows)
 				}
@@ -128,7 +131,8 @@ func runRounds(ctx context.Context, c config, res *Results, lines *Lines, srcDir
 			err := alternate(r, func() error {
 				var n int64
 				var err error
-				if ref, n, err = refFiles(srcDir, p); err == nil && n != int64(c.rows) {
+				labelled(ctx, "reference", "file", func(context.Context) { ref, n, err = refFiles(srcDir, p) })
+				if err == nil && n != int64(c.rows) {
 					err = fmt.Errorf("reference read %d lines, want %d", n, c.rows)
 				}
 				return err
@@ -136,7 +140,7 @@ func runRounds(ctx context.Context, c config, res *Results, lines *Lines, srcDir
 				spec := tileSpec(query.Source{File: &query.FileSource{Path: srcDir, MaxFilesPerTrigger: filesPerTrigger}, Schema: query.GeneratorSchema()},
 					runDir, query.Trigger{AvailableNow: true})
 				var err error
-				er, err = runEngine(ctx, spec, c.parallelism)
+				labelled(ctx, "engine", "file", func(ctx context.Context) { er, err = runEngine(ctx, spec, c.parallelism) })
 				if err == nil {
 					err = checkRun(er, c.rows)
 				}
@@ -158,6 +162,13 @@ func runRounds(ctx context.Context, c config, res *Results, lines *Lines, srcDir
 		}
 	}
 	return nil
+}
+
+// labelled runs fn with the profiler labels side (reference, engine) and
+// source (gen, file), which every goroutine fn starts inherits, so a
+// -cpuprofile tells the sides apart: go tool pprof -tagfocus side=engine.
+func labelled(ctx context.Context, side, src string, fn func(context.Context)) {
+	pprof.Do(ctx, pprof.Labels("side", side, "source", src), fn)
 }
 
 // sameWindows refuses an engine run whose emitted + open windows are not

@@ -30,6 +30,7 @@ type config struct {
 	dir               string
 	only              string
 	cpuProfile        string
+	processProfile    string
 	markdown          bool
 	report            string
 	scale             ScaleConfig
@@ -63,7 +64,7 @@ func main() {
 	flag.IntVar(&c.rows, "n", 3_000_000, "events per run")
 	flag.IntVar(&c.runs, "runs", 5, "rounds; each round runs the raw loop and both engine runs once (figures are medians)")
 	flag.Int64Var(&c.maxRowsPerTrigger, "max-rows-per-trigger", 500_000, "generator maxRowsPerTrigger (the file source takes the same rows per batch)")
-	flag.IntVar(&c.rowsPerFile, "rows-per-file", 100_000, "lines per file for the file source (the generator's split size is 100000)")
+	flag.IntVar(&c.rowsPerFile, "rows-per-file", 100_000, "lines per file for the file source")
 	flag.IntVar(&c.noDataBatches, "nodata-batches", 40, "no-data batches to time")
 	flag.IntVar(&c.noDataCourses, "nodata-courses", 100, "events (one per course) per file in the no-data measurement")
 	flag.DurationVar(&c.noDataInterval, "nodata-interval", 20*time.Millisecond, "processingTime trigger of the no-data measurement")
@@ -78,6 +79,7 @@ func main() {
 	flag.IntVar(&c.backlogRuns, "backlog-runs", 1, "backlog: driver runs per size (the figure is their median)")
 	flag.DurationVar(&c.modeTimeout, "mode-timeout", 3*time.Hour, "stop a measurement after this long and record it as failed (0: no limit)")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	flag.StringVar(&c.processProfile, "process-cpuprofile", "", "process: driver run writes a CPU profile of each round to this path with the source and round appended (PATH.file.1, PATH.gen.1, ...)")
 	flag.BoolVar(&c.markdown, "markdown", false, "also print the results as a Markdown table for bench/README.md")
 	flag.StringVar(&c.report, "report", "", "write DIR/report.md, DIR/report.json, PNG plots and CPU profiles of the run into this directory")
 	flag.IntVar(&c.kafka.Rows, "kafka-n", 10_000_000, "kafka: catch-up backlog, records (0: no catch-up runs)")

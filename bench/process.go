@@ -121,7 +121,7 @@ func runProcessPairs(ctx context.Context, c config, driver, dir string, out io.W
 	filesPerTrigger := max(int(c.maxRowsPerTrigger)/c.rowsPerFile, 1)
 	file, err := runProcessPair(ctx, c, driver, dir, fmt.Sprintf("file source, whole process (%d courses)", processCourses),
 		query.Source{File: &query.FileSource{Path: src, MaxFilesPerTrigger: filesPerTrigger}, Schema: query.GeneratorSchema()},
-		refProcessEnv+"="+src, out)
+		refProcessEnv+"="+src, "file", out)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +130,7 @@ func runProcessPairs(ctx context.Context, c config, driver, dir string, out io.W
 		return nil, err
 	}
 	gen, err := runProcessPair(ctx, c, driver, dir, fmt.Sprintf("generator, whole process (%d courses)", processCourses),
-		query.Source{Generator: &opts}, refGeneratorEnv+"="+string(b), out)
+		query.Source{Generator: &opts}, refGeneratorEnv+"="+string(b), "gen", out)
 	if err != nil {
 		return nil, err
 	}
@@ -138,8 +138,10 @@ func runProcessPairs(ctx context.Context, c config, driver, dir string, out io.W
 }
 
 // runProcessPair runs, c.runs rounds alternating the order, `driver run`
-// over src and the reference process (this program with refEnv).
-func runProcessPair(ctx context.Context, c config, driver, dir, name string, src query.Source, refEnv string, out io.Writer) (*Pair, error) {
+// over src and the reference process (this program with refEnv). With
+// -process-cpuprofile, driver run profiles itself (--cpuprofile) into
+// PATH.<tag>.<round>.
+func runProcessPair(ctx context.Context, c config, driver, dir, name string, src query.Source, refEnv, tag string, out io.Writer) (*Pair, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find this program to run as the reference: %w", err)
@@ -174,7 +176,11 @@ func runProcessPair(ctx context.Context, c config, driver, dir, name string, src
 			if err := os.WriteFile(specFile, b, 0o644); err != nil {
 				return fmt.Errorf("write spec: %w", err)
 			}
-			if eng, err = launchProcess(ctx, nil, driver, "run", "-f", specFile, "--progress-json", progress); err != nil {
+			args := []string{"run", "-f", specFile, "--progress-json", progress}
+			if c.processProfile != "" {
+				args = append(args, "--cpuprofile", fmt.Sprintf("%s.%s.%d", c.processProfile, tag, r+1))
+			}
+			if eng, err = launchProcess(ctx, nil, append([]string{driver}, args...)...); err != nil {
 				return fmt.Errorf("driver run: %w", err)
 			}
 			engRows, engWindows, err = progressTotals(progress)

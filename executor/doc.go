@@ -7,4 +7,8 @@
 //
 // Local runs a whole batch in this process over the same task functions the
 // distributed executors call, so distribution only moves tasks and bytes.
+// It is a PhasedRunner: a batch's map tasks can be started before the
+// batch is logged (ahead: they write nothing, and call no hook, until
+// TakeMaps), and its reduce tasks run on their output, which lets the
+// scheduler read the next batch while one commits.
 package executor

@@ -62,6 +62,48 @@ type Runner interface {
 	RunBatch(ctx context.Context, plan BatchPlan) (*BatchResult, error)
 }
 
+// PhasedRunner is optional for a Runner: a batch's map tasks can start
+// before its offsets are logged (the next batch, started while this one
+// reduces and commits), and its reduce runs on their output. RunBatch is
+// TakeMaps(StartMaps) then Reduce.
+type PhasedRunner interface {
+	Runner
+	// StartMaps starts plan's map tasks in the background. With ahead,
+	// they write nothing and call no hook until TakeMaps: the batch's
+	// offsets are not logged yet.
+	StartMaps(ctx context.Context, plan BatchPlan, ahead bool) *StartedMaps
+	// TakeMaps waits for the map tasks, sets their malformed records
+	// aside (for tasks started ahead) and returns their output.
+	TakeMaps(ctx context.Context, plan BatchPlan, m *StartedMaps) (*MapOutput, error)
+	// Reduce runs plan's reduce tasks over the map output.
+	Reduce(ctx context.Context, plan BatchPlan, maps *MapOutput) (*BatchResult, error)
+}
+
+// StartedMaps are a batch's map tasks running in the background.
+type StartedMaps struct {
+	ahead  bool
+	cancel context.CancelFunc
+	done   chan struct{}
+	maps   []*MapResult
+	tasks  []MapTask
+	err    error
+	start  time.Time
+	took   time.Duration
+}
+
+// Cancel stops the tasks and waits for them. It is idempotent.
+func (m *StartedMaps) Cancel() {
+	m.cancel()
+	<-m.done
+}
+
+// MapOutput is a batch's map tasks' results, in task order, with the
+// batch's metrics so far.
+type MapOutput struct {
+	Maps   []*MapResult
+	Result BatchResult
+}
+
 // Local runs tasks in this process, in parallel.
 type Local struct {
 	Env *Env
@@ -69,39 +111,88 @@ type Local struct {
 	Parallelism int
 }
 
+var _ PhasedRunner = (*Local)(nil)
+
+func (l *Local) par() int {
+	if l.Parallelism <= 0 {
+		return runtime.GOMAXPROCS(0)
+	}
+	return l.Parallelism
+}
+
 // RunBatch runs every map task, then every reduce task.
 func (l *Local) RunBatch(ctx context.Context, plan BatchPlan) (*BatchResult, error) {
-	par := l.Parallelism
-	if par <= 0 {
-		par = runtime.GOMAXPROCS(0)
-	}
-	res := &BatchResult{}
-	start := time.Now()
-	maps := make([]*MapResult, len(plan.Splits))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(par)
-	for i, sp := range plan.Splits {
-		g.Go(func() error {
-			r, err := RunMap(gctx, l.Env, MapTask{Batch: plan.Batch, Index: i, Split: sp, Late: plan.Watermark.Late, Partitions: plan.Partitions, BatchTimestampMs: plan.BatchTimestampMs, Manifest: plan.Manifest})
-			maps[i] = r
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
+	out, err := l.TakeMaps(ctx, plan, l.StartMaps(ctx, plan, false))
+	if err != nil {
 		return nil, err
 	}
-	for _, m := range maps {
-		res.add(m)
-	}
-	res.MapDuration = time.Since(start)
-	l.Env.hook("maps-done", plan.Batch)
+	return l.Reduce(ctx, plan, out)
+}
 
-	start = time.Now()
+// StartMaps starts plan's map tasks, at most Parallelism at once.
+func (l *Local) StartMaps(ctx context.Context, plan BatchPlan, ahead bool) *StartedMaps {
+	ctx, cancel := context.WithCancel(ctx)
+	m := &StartedMaps{ahead: ahead, cancel: cancel, done: make(chan struct{}), maps: make([]*MapResult, len(plan.Splits)), start: time.Now()}
+	for i, sp := range plan.Splits {
+		m.tasks = append(m.tasks, MapTask{Batch: plan.Batch, Index: i, Split: sp, Late: plan.Watermark.Late, Partitions: plan.Partitions,
+			BatchTimestampMs: plan.BatchTimestampMs, Manifest: plan.Manifest, Ahead: ahead})
+	}
+	go func() {
+		defer close(m.done)
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(l.par())
+		for i, t := range m.tasks {
+			g.Go(func() error {
+				r, err := RunMap(gctx, l.Env, t)
+				m.maps[i] = r
+				return err
+			})
+		}
+		m.err = g.Wait()
+		m.took = time.Since(m.start)
+	}()
+	return m
+}
+
+// TakeMaps waits for m, finishes the tasks started ahead (their bad
+// records and hooks, in task order) and returns the output.
+func (l *Local) TakeMaps(ctx context.Context, plan BatchPlan, m *StartedMaps) (*MapOutput, error) {
+	select {
+	case <-m.done:
+	case <-ctx.Done():
+		m.Cancel()
+		return nil, ctx.Err()
+	}
+	defer m.cancel()
+	if m.err != nil {
+		return nil, m.err
+	}
+	if m.ahead {
+		for i, r := range m.maps {
+			if err := FinishMap(ctx, l.Env, m.tasks[i], r); err != nil {
+				return nil, err
+			}
+		}
+	}
+	out := &MapOutput{Maps: m.maps}
+	for _, r := range m.maps {
+		out.Result.add(r)
+	}
+	out.Result.MapDuration = m.took
+	l.Env.hook("maps-done", plan.Batch)
+	return out, nil
+}
+
+// Reduce runs every reduce task over the map output.
+func (l *Local) Reduce(ctx context.Context, plan BatchPlan, out *MapOutput) (*BatchResult, error) {
+	res := out.Result
+	maps := out.Maps
+	start := time.Now()
 	res.Reduces = make([]*ReduceResult, plan.Partitions)
-	g, gctx = errgroup.WithContext(ctx)
+	g, gctx := errgroup.WithContext(ctx)
 	// Reduce tasks of small batches mostly wait on writes (state deltas,
 	// sink files, each fsynced): let every partition's run at once.
-	g.SetLimit(max(par, plan.Partitions))
+	g.SetLimit(max(l.par(), plan.Partitions))
 	for p := range ids.PartitionID(plan.Partitions) {
 		g.Go(func() error {
 			var partials [][]agg.Entry
@@ -126,7 +217,7 @@ func (l *Local) RunBatch(ctx context.Context, plan BatchPlan) (*BatchResult, err
 		return nil, err
 	}
 	res.ReduceDuration = time.Since(start)
-	return res, nil
+	return &res, nil
 }
 
 // add folds a map task's metrics into the batch's.

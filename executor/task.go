@@ -80,6 +80,10 @@ type MapTask struct {
 	// Manifest is the join's snapshot the batch joins against (zero
 	// without a join).
 	Manifest join.Ref
+	// Ahead: the task runs before its batch's offsets are logged (the
+	// next batch, started while this one commits): it writes nothing and
+	// calls no hook; FinishMap does both once the batch is logged.
+	Ahead bool
 }
 
 // MapResult is a map task's output: partials (or rows) by state partition,
@@ -106,6 +110,9 @@ type MapResult struct {
 	// Event-time range of the rows read (valid when HasEventTime).
 	MinEventTime, MaxEventTime int64
 	HasEventTime               bool
+	// Bad holds the malformed records of a task run Ahead, until
+	// FinishMap writes them.
+	Bad []BadRecord
 }
 
 // BadRecord is a malformed record set aside with its reason and position.
@@ -210,14 +217,55 @@ func RunMap(ctx context.Context, env *Env, t MapTask) (*MapResult, error) {
 	if table != nil {
 		res.Partials = table.Partition(t.Partitions)
 	}
-	if len(bad) > 0 {
+	res.Bad = bad
+	if t.Ahead {
+		return res, nil
+	}
+	if err := FinishMap(ctx, env, t, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// FinishMap does what a map task does once it has read its split and its
+// batch is logged: it sets the malformed records aside (resolving their
+// positions) and calls the map-done hook. RunMap calls it, except for a
+// task run Ahead, whose runner calls it after the batch's offsets are
+// written, so nothing of a batch is written before its offsets are.
+func FinishMap(ctx context.Context, env *Env, t MapTask, res *MapResult) error {
+	if bad := res.Bad; len(bad) > 0 {
+		if err := resolveOffsets(ctx, env.Source, t, bad); err != nil {
+			return err
+		}
 		if err := writeBadRecords(ctx, env.BadRecords, t, bad); err != nil {
-			return nil, err
+			return err
 		}
 		env.Logger.Warn("malformed records set aside", "batch", t.Batch, "split", t.Split.ID, "count", len(bad), "in", env.Spec.BadRecordsDir(t.Batch))
+		res.Bad = nil
 	}
 	env.hook("map-done", t.Batch)
-	return res, nil
+	return nil
+}
+
+// resolveOffsets turns the bad records' offsets into the positions the
+// report shows, for a source whose Read does not give them (see
+// source.OffsetResolver).
+func resolveOffsets(ctx context.Context, src source.Source, t MapTask, bad []BadRecord) error {
+	r, ok := src.(source.OffsetResolver)
+	if !ok {
+		return nil
+	}
+	offs := make([]int64, len(bad))
+	for i, b := range bad {
+		offs[i] = b.Offset
+	}
+	if err := r.ResolveOffsets(ctx, t.Split, offs); err != nil {
+		return fmt.Errorf("map task %d of batch %d (split %s): %w", t.Index, t.Batch, t.Split.ID, err)
+	}
+	for i := range bad {
+		bad[i].Offset = offs[i]
+	}
+	return nil
 }
 
 // writeBadRecords writes a map task's malformed records to

@@ -13,7 +13,10 @@
 // Ranged reads (ranged.go) are another, RangeReader (a GET with a Range
 // header; ReadAt on a file), found through OpenReaderAt, an io.ReaderAt
 // for readers that need random access (Parquet's footer, then its column
-// chunks) without holding the object; it falls back to Get.
+// chunks) without holding the object; it falls back to Get. Ranged
+// streams (rangestream.go), RangeStreamer, read a byte range as a stream
+// (a file source's split of a large file) through GetRangeReader, which
+// falls back to a ranged read, a skipped stream or Get.
 //
 // Multipart (multipart.go) is an optional capability, found by type
 // assertion: stage an object invisibly (S3 multipart upload; on the

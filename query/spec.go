@@ -198,6 +198,9 @@ type FileSource struct {
 	// the newest file taken onwards. Zero (default) lists the whole
 	// directory at every trigger.
 	FullListingInterval Duration `json:"fullListingInterval,omitempty"`
+	// MinPartitions is about how many read tasks a batch's files are cut
+	// into (byte ranges of at least 4 MiB, at most 128 MiB); zero means 16.
+	MinPartitions int `json:"minPartitions,omitempty"`
 }
 
 // DefaultMaxFileAge is Spark's maxFileAge default.

@@ -14,6 +14,19 @@
 // with offsets and no commit runs again exactly as logged; otherwise the
 // next batch is planned from the last commit (docs/semantics.md, "Restart").
 //
+// Overlap: with availableNow or processingTime 0, on a runner that can
+// start map tasks before their batch is logged (executor.PhasedRunner; the
+// in-process one), a batch runs as map tasks then reduce tasks, and once
+// its map tasks end the next batch is planned and its map tasks started
+// while this one reduces and commits. What makes that safe: the next
+// batch's late-row watermark is this batch's evict watermark and its evict
+// watermark comes from this batch's map tasks, so its entry is the one it
+// would have had; its offsets/N+1 is still written only after commits/N,
+// and its map tasks write nothing (bad records, hooks) until then; a
+// failure of this batch, a stop or a crash abandons it, and it is planned
+// again from the log. Queries with a join do not overlap (a batch's
+// snapshot is taken when it is planned).
+//
 // Retention runs beside the loop, never in it: a cleaner goroutine owned by
 // Run (retention.go) deletes the log entries and state files older than
 // minBatchesToRetain batches, every CleanupEvery commits and once at start;

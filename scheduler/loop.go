@@ -56,6 +56,27 @@ type loop struct {
 	planEnd source.Offset
 }
 
+// aheadBatch is the batch after the one in flight, planned while that one
+// reduces and commits (Overlap), with its map tasks once started. Nothing
+// of it is written until the step takes it (actTakeAhead) and its offsets
+// are logged.
+type aheadBatch struct {
+	start, end, latest source.Offset
+	// planNow is when it was planned (its batch time), started when its
+	// trigger started.
+	planNow, started time.Time
+	entry            *checkpoint.OffsetEntry
+	plan             executor.BatchPlan
+	maps             *executor.StartedMaps
+}
+
+// drop stops a's map tasks, if any; nil is fine.
+func (a *aheadBatch) drop() {
+	if a != nil && a.maps != nil {
+		a.maps.Cancel()
+	}
+}
+
 // stepConfig is the step's view of the query's config.
 func (q *Query) stepConfig() stepConfig {
 	cfg := &q.cfg
@@ -71,6 +92,12 @@ func (q *Query) stepConfig() stepConfig {
 		Evicts:        q.layout != nil && q.layout.Bound != agg.NoBound,
 		NoDataBatches: s.NoDataBatches(),
 		NoDataAtOnce:  s.Trigger.NoDataBatchesAtOnce,
+	}
+	// The next batch is planned, and its map tasks run, while one reduces
+	// and commits when it is due at once and its map tasks need nothing
+	// logged (a join's snapshot is taken when a batch is planned).
+	if _, phased := q.runner.(executor.PhasedRunner); phased && cfg.Manifests == nil {
+		c.Overlap = s.Trigger.AvailableNow || s.Trigger.ProcessingTime == 0 && !s.Trigger.Once
 	}
 	if w := s.Watermark; w != nil {
 		c.Watermark, c.Delay, c.MaxJump = true, w.Delay.Micros(), w.MaxJumpOrDefault().Micros()
@@ -135,7 +162,22 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 		commitEntry *checkpoint.CommitEntry
 		target      source.Offset
 		planNow     time.Time
+		// Overlap: the in-flight batch's plan and map tasks (started
+		// ahead, or run by actRunMaps) and their output; the batch
+		// planned ahead.
+		plan    executor.BatchPlan
+		running *executor.StartedMaps
+		maps    *executor.MapOutput
+		ahead   *aheadBatch
 	)
+	defer func() {
+		// Map tasks still running (a stop, a failure) are stopped and
+		// waited for: nothing of them was written.
+		ahead.drop()
+		if running != nil {
+			running.Cancel()
+		}
+	}()
 	if e := res.Rerun; e != nil {
 		cfg.Logger.Info("re-running uncommitted batch as logged", "query", cfg.Spec.Name, "batch", e.BatchID)
 		entry, rerun = e, true
@@ -157,6 +199,10 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 		a := m.step(ev)
 		if a.ReportIdle && cfg.Idle != nil {
 			cfg.Idle(a.Idle)
+		}
+		if a.DropAhead {
+			ahead.drop()
+			ahead = nil
 		}
 		switch a.Type {
 		case actStop:
@@ -238,9 +284,8 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 					q.hook("after-offsets", entry.BatchID)
 				}
 			}
-			wm := eventtime.Batch{Late: entry.LateWatermark, Evict: entry.BatchWatermark}
 			var err error
-			result, skipSink, err = q.attempt(ctx, entry, wm)
+			result, skipSink, err = q.attempt(ctx, entry, batchWatermarks(entry))
 			attempts = a.Attempt
 			if err != nil {
 				ev = failed(err)
@@ -248,6 +293,69 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 			}
 			q.hook("after-sink-commit", entry.BatchID)
 			ev = event{Type: evRan, MaxEventTime: result.MaxEventTime, HasEventTime: result.HasEventTime}
+
+		case actRunMaps:
+			if a.Attempt == 1 {
+				if rerun {
+					started = clock.Now()
+				} else {
+					q.hook("after-offsets", entry.BatchID)
+				}
+			}
+			attempts = a.Attempt
+			pr := q.runner.(executor.PhasedRunner)
+			if running == nil {
+				// Not started ahead (or a retry): start them now.
+				var err error
+				if plan, err = q.batchPlan(ctx, entry, batchWatermarks(entry)); err != nil {
+					ev = failed(err)
+					break
+				}
+				running = pr.StartMaps(ctx, plan, false)
+			}
+			var err error
+			maps, err = pr.TakeMaps(ctx, plan, running)
+			running = nil
+			if err != nil {
+				ev = failed(err)
+				break
+			}
+			ev = event{Type: evMapsRan, MaxEventTime: maps.Result.MaxEventTime, HasEventTime: maps.Result.HasEventTime}
+
+		case actPlanAhead:
+			ev = event{Type: evPlanned}
+			if len(entry.Sources) == 0 {
+				break // a source-less entry: nothing to plan from
+			}
+			ahead = &aheadBatch{start: entry.Sources[0].End, started: a.At}
+			hasData, err := q.planFrom(ctx, ahead, target, a.Batch)
+			if ev = (event{Type: evPlanned, HasData: hasData}); err != nil {
+				ev = failed(err)
+			}
+
+		case actStartAhead:
+			ev = event{Type: evStarted}
+			if err := q.startAhead(ctx, ahead, a); err != nil {
+				ev = failed(err)
+			}
+
+		case actReduce:
+			var err error
+			result, skipSink, err = q.reduceAttempt(ctx, entry, plan, maps)
+			maps = nil
+			if err != nil {
+				ev = failed(err)
+				break
+			}
+			q.hook("after-sink-commit", entry.BatchID)
+			ev = event{Type: evRan}
+
+		case actTakeAhead:
+			entry, rerun, running, plan = ahead.entry, false, ahead.maps, ahead.plan
+			started, planNow = ahead.started, ahead.planNow
+			lp.latest, lp.planEnd = ahead.latest, ahead.end
+			ahead = nil
+			ev = event{Type: evPrepared}
 
 		case actCommit:
 			if a.Attempt == 1 {
@@ -303,24 +411,71 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 // plan reads the source for batch: whether it has data past the last
 // batch (the batch's end is kept in lp), and the time it planned at.
 func (q *Query) plan(ctx context.Context, lp *loop, target source.Offset, batch ids.BatchID) (bool, time.Time, error) {
-	cfg := q.cfg
 	start, err := q.start(ctx, lp)
-	now := cfg.Now()
+	if err != nil {
+		return false, q.cfg.Now(), err
+	}
+	latest, end, now, err := q.planRange(ctx, start, target, batch)
 	if err != nil {
 		return false, now, err
 	}
-	limit := target
-	if limit == nil {
-		if limit, err = cfg.Source.Latest(ctx, start, now); err != nil {
-			return false, now, fmt.Errorf("plan batch %d: read latest offsets: %w", batch, err)
+	lp.latest, lp.planEnd = latest, end
+	return !bytes.Equal(start, end), now, nil
+}
+
+// planRange reads the source for batch from start: the latest offset
+// (target, availableNow's, when set), the batch's end, and the time it
+// planned at.
+func (q *Query) planRange(ctx context.Context, start, target source.Offset, batch ids.BatchID) (latest, end source.Offset, now time.Time, err error) {
+	cfg := q.cfg
+	now = cfg.Now()
+	latest = target
+	if latest == nil {
+		if latest, err = cfg.Source.Latest(ctx, start, now); err != nil {
+			return nil, nil, now, fmt.Errorf("plan batch %d: read latest offsets: %w", batch, err)
 		}
 	}
-	end, err := cfg.Source.Next(ctx, start, limit)
-	if err != nil {
-		return false, now, fmt.Errorf("plan batch %d: %w", batch, err)
+	if end, err = cfg.Source.Next(ctx, start, latest); err != nil {
+		return nil, nil, now, fmt.Errorf("plan batch %d: %w", batch, err)
 	}
-	lp.latest, lp.planEnd = limit, end
-	return !bytes.Equal(start, end), now, nil
+	return latest, end, now, nil
+}
+
+// planFrom plans the batch after the one in flight, from a.start, while
+// that one reduces and commits (Overlap); whether it has data.
+func (q *Query) planFrom(ctx context.Context, a *aheadBatch, target source.Offset, batch ids.BatchID) (bool, error) {
+	latest, end, now, err := q.planRange(ctx, a.start, target, batch)
+	if err != nil {
+		return false, err
+	}
+	a.latest, a.end, a.planNow = latest, end, now
+	return !bytes.Equal(a.start, end), nil
+}
+
+// startAhead builds the entry of the batch planned ahead (logged only
+// once the step takes it) and starts its map tasks, which write nothing
+// until they are taken.
+func (q *Query) startAhead(ctx context.Context, a *aheadBatch, act action) error {
+	a.entry = &checkpoint.OffsetEntry{
+		BatchID:          act.Batch,
+		BatchWatermark:   act.Watermark,
+		LateWatermark:    act.LateWatermark,
+		BatchTimestampMs: a.planNow.UnixMilli(),
+		Sources:          []checkpoint.SourceRange{{Start: a.start, End: a.end}},
+		Conf:             q.conf,
+		RunID:            q.runID,
+	}
+	var err error
+	if a.plan, err = q.batchPlan(ctx, a.entry, batchWatermarks(a.entry)); err != nil {
+		return err
+	}
+	a.maps = q.runner.(executor.PhasedRunner).StartMaps(ctx, a.plan, true)
+	return nil
+}
+
+// batchWatermarks are the watermarks batch e was logged with.
+func batchWatermarks(e *checkpoint.OffsetEntry) eventtime.Batch {
+	return eventtime.Batch{Late: e.LateWatermark, Evict: e.BatchWatermark}
 }
 
 // watermarkMoved records (and logs) a batch that moved the watermark by

@@ -386,21 +386,43 @@ func (q *Query) batchManifest(ctx context.Context, e *checkpoint.OffsetEntry) (j
 
 // attempt runs the batch's tasks and commits its sink output.
 func (q *Query) attempt(ctx context.Context, e *checkpoint.OffsetEntry, wm eventtime.Batch) (*executor.BatchResult, bool, error) {
+	plan, err := q.batchPlan(ctx, e, wm)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := q.sinkPlan(ctx, &plan); err != nil {
+		return nil, false, err
+	}
+	res, err := q.runner.RunBatch(ctx, plan)
+	if err != nil {
+		return nil, false, err
+	}
+	return q.commitSink(ctx, e, res, plan)
+}
+
+// reduceAttempt runs the batch's reduce tasks over its map tasks' output
+// (Overlap) and commits its sink output.
+func (q *Query) reduceAttempt(ctx context.Context, e *checkpoint.OffsetEntry, plan executor.BatchPlan, maps *executor.MapOutput) (*executor.BatchResult, bool, error) {
+	if err := q.sinkPlan(ctx, &plan); err != nil {
+		return nil, false, err
+	}
+	res, err := q.runner.(executor.PhasedRunner).Reduce(ctx, plan, maps)
+	if err != nil {
+		return nil, false, err
+	}
+	return q.commitSink(ctx, e, res, plan)
+}
+
+// batchPlan is the logged batch e as the runner takes it: its splits (a
+// function of its logged offsets), state partitions and join snapshot.
+func (q *Query) batchPlan(ctx context.Context, e *checkpoint.OffsetEntry, wm eventtime.Batch) (executor.BatchPlan, error) {
 	cfg := q.cfg
 	var splits []source.Split
 	if len(e.Sources) > 0 {
 		var err error
 		if splits, err = cfg.Source.Splits(ctx, e.Sources[0].Start, e.Sources[0].End); err != nil {
-			return nil, false, fmt.Errorf("batch %d: split offsets: %w", e.BatchID, err)
+			return executor.BatchPlan{}, fmt.Errorf("batch %d: split offsets: %w", e.BatchID, err)
 		}
-	}
-	skipSink := false
-	if cfg.FileSink != nil {
-		done, err := cfg.FileSink.Committed(ctx, e.BatchID)
-		if err != nil {
-			return nil, false, fmt.Errorf("batch %d: read sink log: %w", e.BatchID, err)
-		}
-		skipSink = done
 	}
 	parts, _ := strconv.Atoi(e.Conf["shufflePartitions"])
 	if parts <= 0 {
@@ -408,19 +430,45 @@ func (q *Query) attempt(ctx context.Context, e *checkpoint.OffsetEntry, wm event
 	}
 	manifest, err := q.batchManifest(ctx, e)
 	if err != nil {
-		return nil, false, err
+		return executor.BatchPlan{}, err
 	}
-	var gatherBelow int64
-	gatherer, gathers := cfg.FileSink.(sink.Gatherer)
-	if gathers && !skipSink {
-		gatherBelow = gatherer.GatherBelow(parts)
+	return executor.BatchPlan{Batch: e.BatchID, Splits: splits, Watermark: wm, Partitions: parts, BatchTimestampMs: e.BatchTimestampMs, RunID: q.runID, Manifest: manifest}, nil
+}
+
+// sinkHas reports whether the sink log already holds the batch (a re-run
+// after the sink committed: state is rebuilt, output not rewritten).
+func (q *Query) sinkHas(ctx context.Context, batch ids.BatchID) (bool, error) {
+	if q.cfg.FileSink == nil {
+		return false, nil
 	}
-	res, err := q.runner.RunBatch(ctx, executor.BatchPlan{Batch: e.BatchID, Splits: splits, Watermark: wm, Partitions: parts, SkipSink: skipSink, BatchTimestampMs: e.BatchTimestampMs, RunID: q.runID, Manifest: manifest, GatherBelow: gatherBelow})
+	done, err := q.cfg.FileSink.Committed(ctx, batch)
 	if err != nil {
-		return nil, false, err
+		return false, fmt.Errorf("batch %d: read sink log: %w", batch, err)
 	}
+	return done, nil
+}
+
+// sinkPlan sets what the plan's reduce tasks do with their output: skip
+// the sink when its log has the batch, and return small outputs to the
+// driver (GatherBelow) when the file sink gathers them.
+func (q *Query) sinkPlan(ctx context.Context, plan *executor.BatchPlan) error {
+	var err error
+	if plan.SkipSink, err = q.sinkHas(ctx, plan.Batch); err != nil {
+		return err
+	}
+	plan.GatherBelow = 0
+	if g, ok := q.cfg.FileSink.(sink.Gatherer); ok && !plan.SkipSink {
+		plan.GatherBelow = g.GatherBelow(plan.Partitions)
+	}
+	return nil
+}
+
+// commitSink commits the batch's sink output once its tasks ran.
+func (q *Query) commitSink(ctx context.Context, e *checkpoint.OffsetEntry, res *executor.BatchResult, plan executor.BatchPlan) (*executor.BatchResult, bool, error) {
+	cfg := q.cfg
+	skipSink := plan.SkipSink
 	var gathered []string
-	if gatherBelow > 0 {
+	if plan.GatherBelow > 0 {
 		// Small outputs came back instead of into files: stage them
 		// together, in few files, as the tasks stage theirs.
 		var rows []sink.PartitionRows
@@ -431,7 +479,8 @@ func (q *Query) attempt(ctx context.Context, e *checkpoint.OffsetEntry, wm event
 		}
 		if len(rows) > 0 {
 			q.hook("before-sink-gather", e.BatchID)
-			if gathered, err = gatherer.WriteGathered(ctx, sink.Batch{QueryID: q.meta.QueryID, ID: e.BatchID}, rows); err != nil {
+			var err error
+			if gathered, err = cfg.FileSink.(sink.Gatherer).WriteGathered(ctx, sink.Batch{QueryID: q.meta.QueryID, ID: e.BatchID}, rows); err != nil {
 				return nil, false, fmt.Errorf("batch %d: write gathered sink output: %w", e.BatchID, err)
 			}
 		}

@@ -137,6 +137,13 @@ type stepConfig struct {
 	// Watermark: the spec has one, with Delay and MaxJump (µs).
 	Watermark      bool
 	Delay, MaxJump int64
+	// Overlap: a batch runs as map tasks, then reduce tasks (actRunMaps,
+	// actReduce), and while it reduces and commits the next batch is
+	// planned and its map tasks started (actPlanAhead, actStartAhead):
+	// the runner can start map tasks before their batch is logged, and
+	// the trigger runs the next batch at once (availableNow, or
+	// processingTime 0).
+	Overlap bool
 }
 
 func (c *stepConfig) planPolicy() retryPolicy { return retryPolicy{1, c.RetryFor, c.Backoff} }
@@ -161,12 +168,13 @@ const (
 	// past the last batch.
 	evPlanned
 	// evPrepared: the planned batch's entry is built (join snapshot
-	// taken).
+	// taken), or the batch planned ahead is taken (actTakeAhead).
 	evPrepared
 	// evWritten: the log write asked for (offsets/N or commits/N) is done.
 	evWritten
-	// evRan: the batch's tasks ran and its sink output is committed;
-	// MaxEventTime (µs) and HasEventTime are what it saw.
+	// evRan: the batch's tasks ran (after actRun; its reduce tasks after
+	// actReduce) and its sink output is committed; MaxEventTime (µs) and
+	// HasEventTime are what it saw (after actRun).
 	evRan
 	// evCommitted: the batch's post-commit work is done; Err, if set,
 	// stops the run (a state budget with onExceed: stop).
@@ -178,6 +186,11 @@ const (
 	evOwn
 	// evElapsed: a wait ended.
 	evElapsed
+	// evMapsRan: the batch's map tasks ended; MaxEventTime (µs) and
+	// HasEventTime are what they saw.
+	evMapsRan
+	// evStarted: the next batch's map tasks were started ahead.
+	evStarted
 	// evStop: a stop was asked; Now abandons the batch in flight,
 	// otherwise it commits first.
 	evStop
@@ -187,7 +200,7 @@ const (
 	evLeaseLost
 )
 
-var eventNames = [...]string{"start", "target", "planned", "prepared", "written", "ran", "committed", "failed", "own", "elapsed", "stop", "pause", "lease-lost"}
+var eventNames = [...]string{"start", "target", "planned", "prepared", "written", "ran", "committed", "failed", "own", "elapsed", "maps-ran", "started", "stop", "pause", "lease-lost"}
 
 func (t eventType) String() string { return eventNames[t] }
 
@@ -235,9 +248,26 @@ const (
 	actWait
 	// actStop: the run ends with Err (nil: a clean stop), for Reason.
 	actStop
+	// actRunMaps: run Batch's map tasks (Attempt), or take those started
+	// ahead (Overlap).
+	actRunMaps
+	// actPlanAhead: Batch's map tasks ran and the next batch is due at
+	// once: read the source for it (Batch; the trigger starts At).
+	actPlanAhead
+	// actStartAhead: start the map tasks of the batch planned ahead
+	// (Batch), with its watermarks (Watermark, LateWatermark), before
+	// its offsets are logged: they write nothing until actRunMaps takes
+	// them.
+	actStartAhead
+	// actReduce: run Batch's reduce tasks over its map tasks' output and
+	// commit its sink output (Attempt).
+	actReduce
+	// actTakeAhead: Batch, planned and started ahead, is the batch in
+	// flight now: its entry is the one it was started with.
+	actTakeAhead
 )
 
-var actionNames = [...]string{"target", "plan", "prepare", "write-offsets", "run", "commit", "check-own", "finish", "wait", "stop"}
+var actionNames = [...]string{"target", "plan", "prepare", "write-offsets", "run", "commit", "check-own", "finish", "wait", "stop", "run-maps", "plan-ahead", "start-ahead", "reduce", "take-ahead"}
 
 func (t actionType) String() string { return actionNames[t] }
 
@@ -293,6 +323,9 @@ type action struct {
 	// ReportIdle: tell Config.Idle that the query is Idle before acting.
 	ReportIdle bool
 	Idle       Idle
+	// DropAhead: abandon the batch planned ahead (stop its map tasks)
+	// before acting; nothing of it was written.
+	DropAhead bool
 }
 
 type phase int
@@ -307,6 +340,9 @@ const (
 	phFinish
 	phWait
 	phStopped
+	phMaps   // actRunMaps outstanding
+	phAhead  // actPlanAhead or actStartAhead outstanding
+	phReduce // actReduce outstanding
 )
 
 // machine is the loop's state between actions. step is its only mutator.
@@ -343,6 +379,16 @@ type machine struct {
 	stopWhy   stopReason
 	// pending is the last action handed out and not yet answered.
 	pending action
+	// ahead: the batch after the one in flight is planned and its map
+	// tasks started (Overlap); aheadAt is its trigger's start. attempt is
+	// the in-flight batch's run attempt (Overlap: actRunMaps, then
+	// actReduce). The jump of the in-flight batch's watermark, for its
+	// commit.
+	ahead      bool
+	aheadAt    time.Time
+	attempt    int
+	jumped     bool
+	jumpMicros int64
 }
 
 func newMachine(cfg stepConfig) *machine {
@@ -352,6 +398,10 @@ func newMachine(cfg stepConfig) *machine {
 // step applies ev and returns the next action.
 func (m *machine) step(ev event) action {
 	a := m.apply(ev)
+	if a.Type == actStop && m.ahead {
+		// Whatever stops the run abandons the batch planned ahead.
+		m.ahead, a.DropAhead = false, true
+	}
 	m.pending = a
 	if a.Type == actStop {
 		m.phase = phStopped
@@ -465,11 +515,37 @@ func (m *machine) apply(ev event) action {
 		case evRan:
 			return m.ran(ev)
 		case evFailed:
-			wait, giveUp := m.cfg.batchPolicy().fail(&m.retry, ev.Now, ev.Kind)
-			if giveUp {
-				return m.fail(fmt.Errorf("batch %d failed after %d attempts: %w", m.next, m.retry.attempts, ev.Err))
+			return m.runFailed(ev)
+		}
+	case phMaps:
+		switch ev.Type {
+		case evMapsRan:
+			return m.mapsRan(ev)
+		case evFailed:
+			return m.runFailed(ev)
+		}
+	case phAhead:
+		switch ev.Type {
+		case evPlanned:
+			if ev.HasData && !m.stopAfter {
+				return action{Type: actStartAhead, Batch: m.next + 1, Watermark: m.curNext, LateWatermark: m.curWM}
 			}
-			return m.wait(wait, "backoff", opRun, m.retry.attempts, ev.Err)
+			return m.reduce()
+		case evStarted:
+			m.ahead = true
+			return m.reduce()
+		case evFailed:
+			// Planning ahead is an optimisation: a failure is forgotten,
+			// and the next batch is planned after this one commits, with
+			// the retries planning has.
+			return m.reduce()
+		}
+	case phReduce:
+		switch ev.Type {
+		case evRan:
+			return m.commit()
+		case evFailed:
+			return m.runFailed(ev)
 		}
 	case phFinish:
 		if ev.Type != evCommitted {
@@ -486,6 +562,14 @@ func (m *machine) apply(ev event) action {
 		}
 		if m.stopAfter {
 			return action{Type: actStop, Reason: m.stopWhy}
+		}
+		if m.ahead {
+			// The batch planned ahead had data: it is the next batch,
+			// with the watermarks it was started with (this batch's).
+			m.ahead = false
+			m.phase, m.planAt = phPlan, m.aheadAt
+			m.curWM = m.nextWM
+			return action{Type: actTakeAhead, Batch: m.next}
 		}
 		return m.afterBatch(ev.Now)
 	case phWait:
@@ -504,8 +588,7 @@ func (m *machine) apply(ev event) action {
 			m.phase = phOffsets
 			return action{Type: actWriteOffsets, Batch: m.next, Attempt: m.afterAttempt + 1, Key: m.offsetsKey()}
 		case opRun:
-			m.phase = phRun
-			return action{Type: actRun, Batch: m.next, Attempt: m.afterAttempt + 1}
+			return m.run(m.afterAttempt + 1)
 		case opCommit:
 			m.phase = phCommit
 			return action{Type: actCommit, Batch: m.next, Attempt: m.afterAttempt + 1, NextWatermark: m.curNext, Key: m.commitKey()}
@@ -518,7 +601,7 @@ func (m *machine) apply(ev event) action {
 // lets it commit.
 func (m *machine) inFlight() bool {
 	switch m.phase {
-	case phOffsets, phRun, phCommit, phFinish:
+	case phOffsets, phRun, phCommit, phFinish, phMaps, phAhead, phReduce:
 		return true
 	case phWait:
 		return m.after == opOffsets || m.after == opRun || m.after == opCommit
@@ -603,8 +686,49 @@ func (m *machine) planned(ev event) action {
 }
 
 func (m *machine) startRun() action {
-	m.phase, m.retry = phRun, retry{}
-	return action{Type: actRun, Batch: m.next, Attempt: 1}
+	m.retry = retry{}
+	return m.run(1)
+}
+
+// run runs the batch in flight: as one action, or with Overlap its map
+// tasks first.
+func (m *machine) run(attempt int) action {
+	m.attempt = attempt
+	if m.cfg.Overlap {
+		m.phase = phMaps
+		return action{Type: actRunMaps, Batch: m.next, Attempt: attempt}
+	}
+	m.phase = phRun
+	return action{Type: actRun, Batch: m.next, Attempt: attempt}
+}
+
+// runFailed retries the batch in flight, or gives up; a batch planned
+// ahead is abandoned (after a retry the next batch is planned again).
+func (m *machine) runFailed(ev event) action {
+	wait, giveUp := m.cfg.batchPolicy().fail(&m.retry, ev.Now, ev.Kind)
+	if giveUp {
+		return m.fail(fmt.Errorf("batch %d failed after %d attempts: %w", m.next, m.retry.attempts, ev.Err))
+	}
+	a := m.wait(wait, "backoff", opRun, m.retry.attempts, ev.Err)
+	a.DropAhead, m.ahead = m.ahead, false
+	return a
+}
+
+// mapsRan computes the watermark the next batch evicts with from the map
+// tasks' event times; the next batch is planned ahead when it is due at
+// once and no stop is waiting, else the reduce tasks run.
+func (m *machine) mapsRan(ev event) action {
+	m.nextWatermark(ev)
+	if m.stopAfter {
+		return m.reduce()
+	}
+	m.phase, m.aheadAt = phAhead, ev.Now
+	return action{Type: actPlanAhead, Batch: m.next + 1, At: ev.Now}
+}
+
+func (m *machine) reduce() action {
+	m.phase = phReduce
+	return action{Type: actReduce, Batch: m.next, Attempt: m.attempt}
 }
 
 func (m *machine) written() action {
@@ -619,21 +743,31 @@ func (m *machine) written() action {
 // ran computes the watermark the next batch evicts with and asks for the
 // commit.
 func (m *machine) ran(ev event) action {
+	m.nextWatermark(ev)
+	return m.commit()
+}
+
+// nextWatermark computes, from the event times the batch in flight saw,
+// the watermark the next batch evicts with.
+func (m *machine) nextWatermark(ev event) {
 	evict, next := m.curWM, m.curWM
-	a := action{Type: actCommit, Batch: m.next, Attempt: 1, Key: m.commitKey()}
+	m.jumped, m.jumpMicros = false, 0
 	if m.cfg.Watermark {
 		next = eventtime.Advance(evict, ev.MaxEventTime, ev.HasEventTime, m.cfg.Delay)
-		a.JumpMicros, a.Jumped = eventtime.Jump(evict, next, m.cfg.MaxJump)
-		if !a.Jumped {
-			a.JumpMicros = 0
+		m.jumpMicros, m.jumped = eventtime.Jump(evict, next, m.cfg.MaxJump)
+		if !m.jumped {
+			m.jumpMicros = 0
 		}
 	}
 	m.curNext = next
-	a.NextWatermark = next
+}
+
+// commit asks for the in-flight batch's commit with the next watermark.
+func (m *machine) commit() action {
 	m.phase, m.retry = phCommit, retry{}
-	return a
+	return action{Type: actCommit, Batch: m.next, Attempt: 1, Key: m.commitKey(), NextWatermark: m.curNext, Jumped: m.jumped, JumpMicros: m.jumpMicros}
 }
 
 func (m *machine) phaseName() string {
-	return [...]string{"start", "target", "plan", "offsets", "run", "commit", "finish", "wait", "stopped"}[m.phase]
+	return [...]string{"start", "target", "plan", "offsets", "run", "commit", "finish", "wait", "stopped", "maps", "ahead", "reduce"}[m.phase]
 }

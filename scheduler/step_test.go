@@ -58,6 +58,16 @@ func (s *stepSim) format(a action) string {
 		}
 	case actRun:
 		fmt.Fprintf(&b, "run batch=%d attempt=%d", a.Batch, a.Attempt)
+	case actRunMaps:
+		fmt.Fprintf(&b, "run-maps batch=%d attempt=%d", a.Batch, a.Attempt)
+	case actPlanAhead:
+		fmt.Fprintf(&b, "plan-ahead batch=%d at=+%v", a.Batch, a.At.Sub(stepEpoch))
+	case actStartAhead:
+		fmt.Fprintf(&b, "start-ahead batch=%d watermark=%v late=%v", a.Batch, wmDur(a.Watermark), wmDur(a.LateWatermark))
+	case actReduce:
+		fmt.Fprintf(&b, "reduce batch=%d attempt=%d", a.Batch, a.Attempt)
+	case actTakeAhead:
+		fmt.Fprintf(&b, "take-ahead batch=%d", a.Batch)
 	case actCheckOwn:
 		fmt.Fprintf(&b, "check-own %s", a.Key)
 	case actFinish:
@@ -73,6 +83,9 @@ func (s *stepSim) format(a action) string {
 		if a.Err != nil {
 			fmt.Fprintf(&b, ": %v", a.Err)
 		}
+	}
+	if a.DropAhead {
+		b.WriteString(" drop-ahead")
 	}
 	b.WriteString("\n")
 	return b.String()
@@ -132,6 +145,8 @@ func (s *stepSim) cmd(t *testing.T, td *datadriven.TestData) string {
 				c.Watermark, c.Delay = true, parseDur(t, v).Microseconds()
 			case "max-jump":
 				c.MaxJump = parseDur(t, v).Microseconds()
+			case "overlap":
+				c.Overlap = true
 			default:
 				t.Fatalf("config: unknown argument %s", a.Key)
 			}
@@ -182,6 +197,13 @@ func (s *stepSim) cmd(t *testing.T, td *datadriven.TestData) string {
 		if v, ok := arg("max"); ok {
 			ev.MaxEventTime, ev.HasEventTime = parseDur(t, v).Microseconds(), true
 		}
+	case "maps-ran":
+		ev.Type = evMapsRan
+		if v, ok := arg("max"); ok {
+			ev.MaxEventTime, ev.HasEventTime = parseDur(t, v).Microseconds(), true
+		}
+	case "started":
+		ev.Type = evStarted
 	case "committed":
 		ev.Type = evCommitted
 		if _, ok := arg("budget-exceeded"); ok {

@@ -77,6 +77,16 @@ type Source interface {
 	Close() error
 }
 
+// OffsetResolver is optional: a source whose Read gives the records of
+// some splits an Offset that is not yet the position a bad-record report
+// shows (the file source's byte-range splits give a line's byte offset:
+// its line number needs the file before the range). ResolveOffsets turns
+// Offsets Read gave records of split into those positions, in place; a map
+// task calls it only for the records it sets aside.
+type OffsetResolver interface {
+	ResolveOffsets(ctx context.Context, split Split, offsets []int64) error
+}
+
 // Lag is optional: sources that can tell how far behind the end offset is.
 type Lag interface {
 	// Lag returns, per source partition and in total, latest minus end.

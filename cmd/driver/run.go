@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -21,7 +22,7 @@ import (
 )
 
 func newRunCmd() *cobra.Command {
-	var file, progressJSON string
+	var file, progressJSON, cpuProfile string
 	var hc httpConfig
 	var tlsFlags tlsconf.Config
 	var guards cliflags.Guards
@@ -31,10 +32,15 @@ func newRunCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run -f QUERY.yaml",
 		Short: "Run one query in this process until its trigger stops (availableNow, once) or SIGINT/SIGTERM",
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if file == "" {
 				return fmt.Errorf("run: -f QUERY.yaml is required")
 			}
+			stopProfile, err := startCPUProfile(cpuProfile)
+			if err != nil {
+				return err
+			}
+			defer func() { err = errors.Join(err, stopProfile()) }()
 			spec, err := query.Load(file)
 			if err != nil {
 				return err
@@ -92,6 +98,7 @@ func newRunCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "query spec (YAML or JSON)")
 	cmd.Flags().StringVar(&progressJSON, "progress-json", "", "append one JSON progress object per batch to this file")
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run, from reading the spec to exit, to this file (go tool pprof FILE)")
 	addHTTPFlags(cmd.Flags(), &hc, "")
 	cliflags.ProductionGuards(cmd.Flags(), &guards)
 	cmd.Flags().DurationVar(&sourceRetry, "source-retry-for", 5*time.Minute, "keep retrying this long when the source is unreachable (a broker down) before failing")

@@ -7,11 +7,13 @@
 // cap, is what the next batches take (Offset.Unread; not with latestFirst
 // or availableNow).
 //
-// An offset (format version 2) is
+// An offset (format version 3) is
 //
-//	{"version":2,"files":[...],"seen":{"name":mtimeMs,...},"newestMs":N,"unread":{"ms":M,"name":"..."}}
+//	{"version":3,"files":[...],"sizes":[...],"splitBytes":B,"seen":{"name":mtimeMs,...},"newestMs":N,"unread":{"ms":M,"name":"..."}}
 //
-// files are the batch that ends there (a re-run reads exactly them); seen
+// files are the batch that ends there (a re-run reads exactly them), sizes
+// their sizes as listed and splitBytes the size larger files are cut to
+// (so a re-run cuts the same read tasks); seen
 // is every file taken so far, so the set survives restarts through the
 // checkpoint's offsets/N entries. maxFileAge (default 7d) is relative to
 // newestMs, the newest modification time taken: after the first batch a
@@ -31,9 +33,21 @@
 // older key is found at the next full listing (docs/query.md states the
 // rule). Next reuses the listing Latest made when it covers the limit.
 //
-// Reading: a file is streamed (objstore.GetReader) and split into lines
-// as it arrives, with a ReadBufferBytes buffer; a line is bounded by
-// MaxLineBytes. cleanSource: archive copies by streaming too.
+// Splits: one read task per file, except that a file larger than the
+// batch's splitBytes (min(128 MiB, max(4 MiB, batch bytes /
+// minPartitions)), Spark's maxSplitBytes rule) is cut into byte ranges of
+// equal size. A range reads the lines that start in it: it starts after
+// the first newline at or past its first byte and reads through the line
+// that crosses its end. Splits depend only on the end offset. An offset of
+// version 2 (no sizes) gives one task per file, as before.
+//
+// Reading: a file or a range is streamed (objstore.GetReader,
+// GetRangeReader) and split into lines as it arrives, with a
+// ReadBufferBytes buffer; a line is bounded by MaxLineBytes. A record's
+// position is its file and line number; a range that starts past the
+// file's first byte gives byte offsets, which ResolveOffsets turns into
+// line numbers for the records a map task sets aside. cleanSource: archive
+// copies by streaming too.
 //
 // Progress (ProgressOffset) shows an offset over ProgressOffsetMaxBytes
 // compact: the first files, the counts, newestMs; offsets/N has it whole.

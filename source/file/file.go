@@ -1,13 +1,11 @@
 package file
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"sort"
@@ -22,8 +20,11 @@ import (
 
 // offsetVersion is the format version of offsets this build writes.
 // Version 1 (no "version" field) was {"lastFile","files"}: files taken in
-// name order. Version 2 keeps the set of files taken.
-const offsetVersion = 2
+// name order. Version 2 keeps the set of files taken. Version 3 adds the
+// sizes of a batch's files and the byte size its splits are cut to
+// (sizes, splitBytes), so a re-run cuts the same read tasks whatever the
+// options or the files say by then.
+const offsetVersion = 3
 
 // Offset is the file source's position: the files taken so far (Seen, name
 // -> modification time in ms, pruned by maxFileAge), the newest
@@ -34,10 +35,16 @@ type Offset struct {
 	Version int `json:"version,omitempty"`
 	// LastFile is the version-1 position: every name at or before it was
 	// taken. Read, never written.
-	LastFile string           `json:"lastFile,omitempty"`
-	Files    []string         `json:"files"`
-	Seen     map[string]int64 `json:"seen,omitempty"`
-	NewestMs int64            `json:"newestMs,omitempty"`
+	LastFile string   `json:"lastFile,omitempty"`
+	Files    []string `json:"files"`
+	// Sizes are the sizes of Files in bytes as the listing gave them (nil
+	// when the store lists no sizes, and in Latest offsets).
+	Sizes []int64 `json:"sizes,omitempty"`
+	// SplitBytes is the size a file of the batch is cut into byte-range
+	// splits by (see splitBytes); 0: one split per file.
+	SplitBytes int64            `json:"splitBytes,omitempty"`
+	Seen       map[string]int64 `json:"seen,omitempty"`
+	NewestMs   int64            `json:"newestMs,omitempty"`
 	// Unread is Spark's cache of unread files: after a capped batch, the
 	// files its listing found beyond the batch, when there are enough of
 	// them (see Next). The next batches take only from them. Nil: none.
@@ -100,9 +107,65 @@ func (o Offset) taken(name string) bool {
 	return o.Version < 2 && o.LastFile != "" && name <= o.LastFile
 }
 
-// splitDesc is a Split's Desc.
+// splitDesc is a Split's Desc: a whole file ({"file":name}, as version 2
+// wrote it), or a byte range of one ({"range":{...}}, which a build that
+// knows only whole files refuses, having no file to read, rather than read
+// the whole file for each range).
 type splitDesc struct {
+	File  string     `json:"file,omitempty"`
+	Range *byteRange `json:"range,omitempty"`
+}
+
+// byteRange is a split of one file: the lines that start in (From, To]
+// (from the file's first byte when From is 0), To 0 meaning the end of
+// the file. A range starts after the first newline at or past From and
+// reads through the line that crosses To, so every line of a file cut into
+// ranges is read exactly once.
+type byteRange struct {
 	File string `json:"file"`
+	From int64  `json:"from"`
+	To   int64  `json:"to,omitempty"`
+}
+
+// Split sizing. A batch's files are cut into byte ranges of splitBytes:
+// min(MaxSplitBytes, max(MinSplitBytes, batch bytes / minPartitions)),
+// Spark's maxSplitBytes rule with minPartitions in place of the core count
+// (docs/spark-differences.md#file-task-splitting). A file of at most
+// splitBytes is one split; a larger one is cut into ceil(size/splitBytes)
+// ranges of equal size.
+const (
+	// DefaultMinPartitions is minPartitions when the spec leaves it 0:
+	// enough tasks to keep 2 to 16 cores busy to the end of a batch.
+	DefaultMinPartitions = 16
+	// MinSplitBytes is the smallest split a file is cut into (Spark's
+	// openCostInBytes): below it a task's fixed costs would show.
+	MinSplitBytes = 4 << 20
+	// MaxSplitBytes is the largest (Spark's maxPartitionBytes).
+	MaxSplitBytes = 128 << 20
+)
+
+// splitBytes is the split size of a batch of total bytes.
+func splitBytes(total int64, minPartitions int) int64 {
+	if minPartitions <= 0 {
+		minPartitions = DefaultMinPartitions
+	}
+	per := (total + int64(minPartitions) - 1) / int64(minPartitions)
+	return min(MaxSplitBytes, max(MinSplitBytes, per))
+}
+
+// fileSplits cuts a file of size bytes by split: nil for one split of the
+// whole file, else the ranges' starts (the first is 0), each range ending
+// where the next starts and the last at the end of the file.
+func fileSplits(size, split int64) []int64 {
+	if split <= 0 || size <= split {
+		return nil
+	}
+	k := (size + split - 1) / split
+	starts := make([]int64, k)
+	for j := range k {
+		starts[j] = j * size / k
+	}
+	return starts
 }
 
 // Source reads JSON-lines files. Planning methods are meant for one driver
@@ -165,12 +228,13 @@ func (s *Source) remember(b source.Offset, o Offset) {
 type listCache struct {
 	valid   bool
 	fullAt  time.Time
-	pending map[string]int64
+	pending map[string]fileStat
 }
 
 var (
-	_ source.Source    = (*Source)(nil)
-	_ source.Committer = (*Source)(nil)
+	_ source.Source         = (*Source)(nil)
+	_ source.Committer      = (*Source)(nil)
+	_ source.OffsetResolver = (*Source)(nil)
 )
 
 // New returns a file source over store, whose root is the source
@@ -217,6 +281,13 @@ func isData(key string) bool {
 type fileInfo struct {
 	name    string
 	mtimeMs int64
+	size    int64 // -1: the store does not list sizes
+}
+
+// fileStat is what a listing found of a file not yet taken.
+type fileStat struct {
+	mtimeMs int64
+	size    int64
 }
 
 // list returns the data files named after startAfter ("": all) with
@@ -232,7 +303,7 @@ func (s *Source) list(ctx context.Context, startAfter string) ([]fileInfo, error
 		}
 		for _, o := range infos {
 			if isData(o.Key) {
-				out = append(out, fileInfo{name: o.Key, mtimeMs: o.ModTime.UnixMilli()})
+				out = append(out, fileInfo{name: o.Key, mtimeMs: o.ModTime.UnixMilli(), size: o.Size})
 			}
 		}
 		return out, nil
@@ -246,7 +317,7 @@ func (s *Source) list(ctx context.Context, startAfter string) ([]fileInfo, error
 	}
 	for _, k := range keys {
 		if isData(k) && k > startAfter {
-			out = append(out, fileInfo{name: k})
+			out = append(out, fileInfo{name: k, size: -1})
 		}
 	}
 	return out, nil
@@ -301,7 +372,7 @@ func (s *Source) available(ctx context.Context, st Offset, now time.Time) ([]fil
 		return nil, err
 	}
 	if start == "" {
-		s.cache = listCache{valid: true, fullAt: now, pending: make(map[string]int64, len(files))}
+		s.cache = listCache{valid: true, fullAt: now, pending: make(map[string]fileStat, len(files))}
 	} else {
 		for n := range s.cache.pending {
 			if n > start {
@@ -312,16 +383,17 @@ func (s *Source) available(ctx context.Context, st Offset, now time.Time) ([]fil
 	threshold := s.threshold(st)
 	for _, f := range files {
 		if (f.mtimeMs >= threshold || st.unread(f)) && !st.taken(f.name) {
-			s.cache.pending[f.name] = f.mtimeMs
+			s.cache.pending[f.name] = fileStat{mtimeMs: f.mtimeMs, size: f.size}
 		}
 	}
 	out := make([]fileInfo, 0, len(s.cache.pending))
-	for n, t := range s.cache.pending {
-		if st.taken(n) || t < threshold && !st.unread(fileInfo{name: n, mtimeMs: t}) {
+	for n, fs := range s.cache.pending {
+		f := fileInfo{name: n, mtimeMs: fs.mtimeMs, size: fs.size}
+		if st.taken(n) || f.mtimeMs < threshold && !st.unread(f) {
 			delete(s.cache.pending, n)
 			continue
 		}
-		out = append(out, fileInfo{name: n, mtimeMs: t})
+		out = append(out, f)
 	}
 	return out, nil
 }
@@ -447,10 +519,20 @@ func (s *Source) Next(ctx context.Context, start, limit source.Offset) (source.O
 			}
 		}
 	}
+	var total int64
+	sized := true
 	for _, f := range batch {
 		end.Files = append(end.Files, f.name)
+		end.Sizes = append(end.Sizes, f.size)
 		end.Seen[f.name] = f.mtimeMs
 		end.NewestMs = max(end.NewestMs, f.mtimeMs)
+		total += max(f.size, 0)
+		sized = sized && f.size >= 0
+	}
+	if sized {
+		end.SplitBytes = splitBytes(total, s.opts.MinPartitions)
+	} else {
+		end.Sizes = nil // the store lists no sizes: one split per file
 	}
 	if !s.ageIgnored() {
 		threshold := end.NewestMs - s.opts.FileAge().Milliseconds()
@@ -484,8 +566,8 @@ func (s *Source) nextFiles(ctx context.Context, st Offset, allowed map[string]bo
 		if hit {
 			out := make([]fileInfo, 0, len(allowed))
 			for n := range allowed {
-				if t, ok := s.cache.pending[n]; ok {
-					out = append(out, fileInfo{name: n, mtimeMs: t})
+				if fs, ok := s.cache.pending[n]; ok {
+					out = append(out, fileInfo{name: n, mtimeMs: fs.mtimeMs, size: fs.size})
 				}
 			}
 			return out, nil
@@ -494,8 +576,10 @@ func (s *Source) nextFiles(ctx context.Context, st Offset, allowed map[string]bo
 	return s.list(ctx, "")
 }
 
-// Splits returns one split per file of end's batch, or none when end is
-// start.
+// Splits returns the splits of end's batch, or none when end is start: a
+// file of at most end's splitBytes (every file of an offset without sizes)
+// is one split, a larger one is cut into byte ranges (fileSplits). They
+// depend only on end, so a re-run of a logged batch has the same tasks.
 func (s *Source) Splits(ctx context.Context, start, end source.Offset) ([]source.Split, error) {
 	if bytes.Equal(start, end) {
 		return nil, nil
@@ -508,16 +592,41 @@ func (s *Source) Splits(ctx context.Context, start, end source.Offset) ([]source
 	if err != nil {
 		return nil, err
 	}
+	if en.Sizes != nil && len(en.Sizes) != len(en.Files) {
+		return nil, fmt.Errorf("plan file source splits: the end offset has %d sizes for %d files", len(en.Sizes), len(en.Files))
+	}
 	splits := make([]source.Split, 0, len(en.Files))
-	for _, f := range en.Files {
+	add := func(id string, d splitDesc) error {
+		desc, err := json.Marshal(d)
+		if err != nil {
+			return fmt.Errorf("plan file source splits: %w", err)
+		}
+		splits = append(splits, source.Split{ID: id, Desc: desc})
+		return nil
+	}
+	for i, f := range en.Files {
 		if st.taken(f) {
 			return nil, fmt.Errorf("plan file source splits: file %s of the end offset was already taken at the start offset", f)
 		}
-		desc, err := json.Marshal(splitDesc{File: f})
-		if err != nil {
-			return nil, fmt.Errorf("plan file source splits: %w", err)
+		var starts []int64
+		if en.Sizes != nil {
+			starts = fileSplits(en.Sizes[i], en.SplitBytes)
 		}
-		splits = append(splits, source.Split{ID: f, Desc: desc})
+		if starts == nil {
+			if err := add(f, splitDesc{File: f}); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		for j, from := range starts {
+			r := &byteRange{File: f, From: from}
+			if j+1 < len(starts) {
+				r.To = starts[j+1]
+			}
+			if err := add(fmt.Sprintf("%s@%d", f, from), splitDesc{Range: r}); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return splits, nil
 }
@@ -559,84 +668,6 @@ func (s *Source) Commit(ctx context.Context, end source.Offset) error {
 		}
 	}
 	return nil
-}
-
-// Read calls fn for every non-empty line of the split's file, with Part the
-// file name and Offset the 1-based line number. Lines end with "\n" or
-// "\r\n"; the last line needs no newline; blank lines are skipped.
-//
-// The file is streamed (objstore.GetReader) and decoded as it arrives: Read
-// holds a ReadBufferBytes buffer, plus the current line when it is longer,
-// never the whole file. A line longer than MaxLineBytes is an error naming
-// the file and the line.
-func (s *Source) Read(ctx context.Context, split source.Split, fn func(*source.Record) error) error {
-	var d splitDesc
-	if err := json.Unmarshal(split.Desc, &d); err != nil || d.File == "" {
-		return fmt.Errorf("read file source split %s: bad description %s", split.ID, split.Desc)
-	}
-	rc, err := objstore.GetReader(ctx, s.store, d.File)
-	if err != nil {
-		return fmt.Errorf("read file source file %s in %s: %w", d.File, s.opts.Path, err)
-	}
-	defer rc.Close()
-	return readLines(ctx, rc, d.File, fn)
-}
-
-// ReadBufferBytes is the read buffer of one file being read.
-const ReadBufferBytes = 256 << 10
-
-// MaxLineBytes bounds one line of a source file: a longer line fails the
-// read rather than growing a buffer without bound.
-const MaxLineBytes = 64 << 20
-
-// readLines streams r's lines to fn (see Read).
-func readLines(ctx context.Context, r io.Reader, file string, fn func(*source.Record) error) error {
-	br := bufio.NewReaderSize(r, ReadBufferBytes)
-	rec := source.Record{Part: file}
-	var long []byte // a line longer than the buffer, gathered
-	var line int64
-	for {
-		frag, err := br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			if len(long)+len(frag) > MaxLineBytes {
-				return fmt.Errorf("read file source file %s: line %d is longer than %d bytes", file, line+1, MaxLineBytes)
-			}
-			long = append(long, frag...)
-			continue
-		}
-		if err != nil && !errors.Is(err, io.EOF) {
-			return fmt.Errorf("read file source file %s after line %d: %w", file, line, err)
-		}
-		l := frag
-		if len(long) > 0 {
-			if len(long)+len(frag) > MaxLineBytes {
-				return fmt.Errorf("read file source file %s: line %d is longer than %d bytes", file, line+1, MaxLineBytes)
-			}
-			long = append(long, frag...)
-			l, long = long, long[:0]
-		}
-		if len(l) == 0 && err != nil {
-			return nil // end of file after a newline
-		}
-		line++
-		l = bytes.TrimSuffix(l, []byte("\n"))
-		l = bytes.TrimRight(l, "\r")
-		if len(bytes.TrimSpace(l)) > 0 {
-			if line%4096 == 0 {
-				if err := ctx.Err(); err != nil {
-					return fmt.Errorf("read file source file %s: %w", file, err)
-				}
-			}
-			rec.Value = l
-			rec.Offset = line
-			if err := fn(&rec); err != nil {
-				return err
-			}
-		}
-		if err != nil {
-			return nil // io.EOF: the last line had no newline
-		}
-	}
 }
 
 // Close does nothing: the store belongs to the caller.

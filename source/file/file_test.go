@@ -134,7 +134,7 @@ func (f *fixture) trigger(start source.Offset) source.Offset {
 
 func TestInitialOffsetIsCanonical(t *testing.T) {
 	f := newFixture(t, 0)
-	if got := string(f.initial()); got != `{"version":2,"files":[]}` {
+	if got := string(f.initial()); got != `{"version":3,"files":[]}` {
 		t.Errorf("Initial = %s", got)
 	}
 }
@@ -200,7 +200,7 @@ func TestLatestCoversEverythingNotTakenAndIsStartWhenNothingIsNew(t *testing.T) 
 	f.write("a.jsonl", "{}\n")
 	f.write("b.jsonl", "{}\n")
 	start := f.initial()
-	if got := string(f.latest(start)); got != `{"version":2,"files":["a.jsonl","b.jsonl"]}` {
+	if got := string(f.latest(start)); got != `{"version":3,"files":["a.jsonl","b.jsonl"]}` {
 		t.Errorf("Latest = %s", got)
 	}
 	end := f.trigger(start)

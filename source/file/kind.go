@@ -37,6 +37,9 @@ func (Kind) Validate(s *query.Spec) []query.Problem {
 	if f.MaxFilesPerTrigger < 0 {
 		add(p+"maxFilesPerTrigger", strconv.Itoa(f.MaxFilesPerTrigger), "must be >= 0 (0 means no cap)")
 	}
+	if f.MinPartitions < 0 {
+		add(p+"minPartitions", strconv.Itoa(f.MinPartitions), "must be >= 0 (0 means %d)", DefaultMinPartitions)
+	}
 	if f.MaxFileAge < 0 {
 		add(p+"maxFileAge", f.MaxFileAge.D().String(), "must be positive (default 7d): files older than this, relative to the newest file, are ignored")
 	}
@@ -134,7 +137,11 @@ func (Kind) Explain(src *query.Source) source.Explanation {
 	if f.FullListingInterval > 0 {
 		detail = append(detail, fmt.Sprintf("listing: the whole directory every %v (fullListingInterval); triggers between list from the directory of the newest file taken, so a file landing in an older directory waits for the next full listing", f.FullListingInterval.D()))
 	}
-	detail = append(detail, "tasks: one per file")
+	parts := f.MinPartitions
+	if parts <= 0 {
+		parts = DefaultMinPartitions
+	}
+	detail = append(detail, fmt.Sprintf("tasks: one per file; a file over max(%d MiB, the batch's bytes / %d (minPartitions)), at most %d MiB, is cut into byte ranges of that size", MinSplitBytes>>20, parts, MaxSplitBytes>>20))
 	cap := ""
 	if f.MaxFilesPerTrigger > 0 {
 		cap = fmt.Sprintf("%d files (maxFilesPerTrigger)", f.MaxFilesPerTrigger)

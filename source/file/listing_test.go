@@ -325,7 +325,7 @@ func TestReadStreamsAFileWithABoundedBuffer(t *testing.T) {
 func TestReadGathersLongLinesAndRefusesEndlessOnes(t *testing.T) {
 	long := strings.Repeat("x", 3*ReadBufferBytes+7)
 	var got []string
-	err := readLines(context.Background(), strings.NewReader("a\n"+long+"\r\nb"), "f.jsonl", func(r *source.Record) error {
+	err := readLines(context.Background(), strings.NewReader("a\n"+long+"\r\nb"), "f.jsonl", nil, func(r *source.Record) error {
 		got = append(got, string(r.Value))
 		return nil
 	})
@@ -333,7 +333,7 @@ func TestReadGathersLongLinesAndRefusesEndlessOnes(t *testing.T) {
 		t.Fatalf("lines = %d (%v)", len(got), err)
 	}
 	endless := io.LimitReader(repeatReader('y'), MaxLineBytes+1)
-	err = readLines(context.Background(), io.MultiReader(strings.NewReader("{}\n"), endless), "f.jsonl", func(*source.Record) error { return nil })
+	err = readLines(context.Background(), io.MultiReader(strings.NewReader("{}\n"), endless), "f.jsonl", nil, func(*source.Record) error { return nil })
 	if err == nil || !strings.Contains(err.Error(), "f.jsonl: line 2 is longer than") {
 		t.Fatalf("err = %v, want the line named", err)
 	}
