@@ -94,6 +94,9 @@ type Tracker struct {
 	now     func() time.Time
 	health  HealthOptions
 	queries map[string]*entry
+	// changed is closed, and replaced, when a query's desired or observed
+	// state changes (see Changed).
+	changed chan struct{}
 
 	executors      int
 	executorsKnown bool
@@ -134,12 +137,33 @@ func (t *Tracker) get(r Ref) *entry {
 	return e
 }
 
+// Changed returns a channel closed at the next change of a query's
+// desired or observed state (SetDesired, SetState, Remove): a waiter for a
+// state takes the channel, checks List, and waits on it.
+func (t *Tracker) Changed() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.changed == nil {
+		t.changed = make(chan struct{})
+	}
+	return t.changed
+}
+
+// signal wakes the waiters of Changed; t.mu is held.
+func (t *Tracker) signal() {
+	if t.changed != nil {
+		close(t.changed)
+		t.changed = nil
+	}
+}
+
 // SetDesired records the registry's desired state and generation.
 func (t *Tracker) SetDesired(r Ref, d Desired, generation int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.get(r)
 	e.view.Desired, e.view.Generation = d, generation
+	t.signal()
 }
 
 // SetState records an observed state; a non-nil err becomes the last error
@@ -161,6 +185,7 @@ func (t *Tracker) SetState(r Ref, s State, err error) {
 	if err != nil {
 		e.view.LastError, e.view.LastErrorAt = err.Error(), now
 	}
+	t.signal()
 }
 
 // Observe records a committed batch's progress and passes it to followers.
@@ -198,6 +223,7 @@ func (t *Tracker) Remove(name string) {
 			close(ch)
 		}
 		delete(t.queries, name)
+		t.signal()
 	}
 }
 

@@ -49,3 +49,42 @@ func TestFollowReceivesNewBatchesAndStops(t *testing.T) {
 	}
 	tr.Observe(&scheduler.Progress{Name: "q", BatchID: 8}) // no panic on a stopped follower
 }
+
+func TestChangedIsClosedByEachStateChange(t *testing.T) {
+	tr := New(Options{})
+	r := Ref{Name: "tile"}
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	ch := tr.Changed()
+	if closed(ch) {
+		t.Fatal("Changed is closed before any change")
+	}
+	tr.Observe(&scheduler.Progress{Name: "tile", BatchID: 0})
+	if closed(ch) {
+		t.Fatal("a batch's progress closed Changed; only state changes should")
+	}
+	for _, change := range []struct {
+		name string
+		do   func()
+	}{
+		{"SetDesired", func() { tr.SetDesired(r, DesiredRunning, 1) }},
+		{"SetState", func() { tr.SetState(r, Running, nil) }},
+		{"SetState terminal", func() { tr.SetState(r, Stopped, nil) }},
+		{"Remove", func() { tr.Remove("tile") }},
+	} {
+		ch := tr.Changed()
+		change.do()
+		if !closed(ch) {
+			t.Fatalf("%s did not close Changed", change.name)
+		}
+		if closed(tr.Changed()) {
+			t.Fatalf("after %s, the next Changed is already closed", change.name)
+		}
+	}
+}

@@ -257,7 +257,7 @@ func submitAtStart(ctx context.Context, svc *driver.Service, subs [][]byte, file
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(5 * time.Millisecond):
 		}
 	}
 	host, _ := os.Hostname()
@@ -276,30 +276,38 @@ func submitAtStart(ctx context.Context, svc *driver.Service, subs [][]byte, file
 // desired state is running has ended; the error joins the failures.
 func waitAllDone(ctx context.Context, svc *driver.Service, tr *monitor.Tracker) error {
 	for {
+		// Take the channel before looking, so a change after the look
+		// wakes the wait; the timer covers the driver becoming active,
+		// which the tracker does not signal.
+		changed := tr.Changed()
+		if svc.Ready() == nil {
+			if done, err := allDone(tr.List()); done {
+				return err
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(200 * time.Millisecond):
-		}
-		if svc.Ready() != nil {
-			continue
-		}
-		views := tr.List()
-		if len(views) == 0 {
-			continue
-		}
-		done := true
-		var errs []error
-		for _, v := range views {
-			if v.Desired == monitor.DesiredRunning && !v.State.Terminal() {
-				done = false
-			}
-			if v.State == monitor.Failed {
-				errs = append(errs, fmt.Errorf("query %s: %s", v.Name, v.LastError))
-			}
-		}
-		if done {
-			return errors.Join(errs...)
+		case <-changed:
+		case <-time.After(time.Second):
 		}
 	}
+}
+
+// allDone reports whether every query whose desired state is running has
+// ended (none known yet is not done); the error joins the failures.
+func allDone(views []monitor.View) (bool, error) {
+	if len(views) == 0 {
+		return false, nil
+	}
+	var errs []error
+	for _, v := range views {
+		if v.Desired == monitor.DesiredRunning && !v.State.Terminal() {
+			return false, nil
+		}
+		if v.State == monitor.Failed {
+			errs = append(errs, fmt.Errorf("query %s: %s", v.Name, v.LastError))
+		}
+	}
+	return true, errors.Join(errs...)
 }
