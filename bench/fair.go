@@ -25,6 +25,23 @@ type Pair struct {
 	RefRSS, EngRSS []float64
 	// Overhead is (engine − reference) / reference CPU per event.
 	Overhead []float64
+	// Cost compares one profiled run of each side (with -report), where
+	// the pair has profiles.
+	Cost *CostCompare `json:",omitempty"`
+}
+
+// cores is the engine's median cores busy (CPU / wall) over the rounds.
+func (p *Pair) cores() float64 {
+	var c []float64
+	for i := range p.EngCPU {
+		if i < len(p.EngEPS) {
+			c = append(c, p.EngCPU[i]*p.EngEPS[i]/1e9)
+		}
+	}
+	if len(c) == 0 {
+		return 0
+	}
+	return median(c)
 }
 
 func (p *Pair) add(ref, eng, refCPU, engCPU float64) {

@@ -65,6 +65,10 @@ type KafkaConfig struct {
 	// DIR/heap-<batch>.pb.gz every HeapEvery batches.
 	HeapProfile string
 	HeapEvery   int
+	// ProfileDir, if set (-report), gets a CPU profile of one more engine
+	// run and one more reference run over the catch-up topic, after the
+	// timed rounds: engine-kafka.pprof, reference-kafka.pprof.
+	ProfileDir string `json:"-"`
 }
 
 // KafkaResults are the Kafka measurement's figures.
@@ -74,6 +78,9 @@ type KafkaResults struct {
 	// Raw* are the fair reference's (refKafka: one reader per core).
 	RawEPS, EngineEPS, Ratio []float64 // events/s per round; engine / reference of the same round
 	RawCPU, EngineCPU        []float64 // process CPU ns per event (includes the broker)
+	// Cost compares the profiled runs (KafkaConfig.ProfileDir), the
+	// broker's samples set apart.
+	Cost *CostCompare `json:",omitempty"`
 	// RawSentPerEvent, EngineSentPerEvent are the bytes the broker sent
 	// per event read: fetched-ahead data that is thrown away shows here.
 	RawSentPerEvent, EngineSentPerEvent []float64
@@ -458,6 +465,27 @@ func kafkaCatchUp(ctx context.Context, kc KafkaConfig, b *kafkaBroker, dir strin
 		fmt.Fprintf(out, "round %d kafka engine    %7.3f s  %6.3f M events/s  %5.0f CPU ns/event  %4.0f broker bytes/event  %.2f cores  %d batches  ratio %.2f\n",
 			r+1, er.Elapsed.Seconds(), v/1e6, nsPer(kc.Rows, er.CPU), float64(engineSent)/float64(kc.Rows), er.CPU.Seconds()/er.Elapsed.Seconds(), len(er.Batches), v/rawEPS)
 	}
+	if kc.ProfileDir != "" {
+		engFile, refFile := filepath.Join(kc.ProfileDir, "engine-kafka.pprof"), filepath.Join(kc.ProfileDir, "reference-kafka.pprof")
+		runDir := filepath.Join(dir, "kafka-profile")
+		if _, err := profileTop(engFile, func() error {
+			defer os.RemoveAll(runDir)
+			er, err := runEngine(ctx, kafkaSpec(addr, topic, runDir, kc.MaxOffsets, kc.ClientOptions), kc.Parallelism)
+			if err == nil {
+				err = checkRun(er, kc.Rows)
+			}
+			return err
+		}); err != nil {
+			return fmt.Errorf("profile the engine with kafka source: %w", err)
+		}
+		if _, err := profileTop(refFile, func() error {
+			_, _, err := refKafka(ctx, addr, topic, ends, p)
+			return err
+		}); err != nil {
+			return fmt.Errorf("profile the kafka reference: %w", err)
+		}
+		res.Cost = compareCosts(engFile, refFile, int64(kc.Rows))
+	}
 	return nil
 }
 
@@ -712,7 +740,7 @@ func kafkaLines(k *KafkaResults) []line {
 // pair is the catch-up as a Pair (the engine against the fair
 // reference, round by round).
 func (k *KafkaResults) pair() *Pair {
-	p := &Pair{Name: "kafka (kfake), in process"}
+	p := &Pair{Name: "kafka (kfake), in process", Cost: k.Cost}
 	for i := range k.Ratio {
 		p.add(k.RawEPS[i], k.EngineEPS[i], k.RawCPU[i], k.EngineCPU[i])
 	}

@@ -511,6 +511,9 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	})
 	step("kafka", func(ctx context.Context) error {
 		c.kafka.Parallelism = c.parallelism
+		if c.report != "" && c.cpuProfile == "" {
+			c.kafka.ProfileDir = c.report
+		}
 		if do("backlog") && !c.set["kafka-rss"] {
 			// The backlog measurement is the RSS runs, at its own sizes.
 			c.kafka.RSSRows = nil
@@ -559,6 +562,8 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		var err error
 		if engineTop, refTop, err = profiles(ctx, c, srcDir, dir, c.report); err != nil {
 			res.Failures = append(res.Failures, Failure{Mode: "profiles", Err: err.Error()})
+		} else if res.FilePair != nil {
+			res.FilePair.Cost = compareCosts(filepath.Join(c.report, "engine-file.pprof"), filepath.Join(c.report, "reference-file.pprof"), int64(c.rows))
 		}
 	}
 	res.Load = append(res.Load, loadAvg())

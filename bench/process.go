@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -36,6 +37,10 @@ const processCourses = 1000
 // program the generator's reference as a process.
 const refGeneratorEnv = "SLUICEBENCH_REFERENCE_GENERATOR"
 
+// refProfileEnv, set to a file, makes the reference process write a CPU
+// profile of its run there.
+const refProfileEnv = "SLUICEBENCH_REFERENCE_CPUPROFILE"
+
 func init() {
 	dir, gen := os.Getenv(refProcessEnv), os.Getenv(refGeneratorEnv)
 	if (dir == "" && gen == "") || os.Getenv(rssLaunchEnv) == "1" {
@@ -44,6 +49,17 @@ func init() {
 	var res *RawResult
 	var n int64
 	var err error
+	if file := os.Getenv(refProfileEnv); file != "" {
+		f, perr := os.Create(file)
+		if perr == nil {
+			perr = pprof.StartCPUProfile(f)
+		}
+		if perr != nil {
+			fmt.Fprintln(os.Stderr, "reference: cpu profile:", perr)
+			os.Exit(1)
+		}
+		defer f.Close()
+	}
 	if gen != "" {
 		var opts query.GeneratorSource
 		if err = json.Unmarshal([]byte(gen), &opts); err == nil {
@@ -53,6 +69,7 @@ func init() {
 	} else {
 		res, n, err = refFiles(dir, refParallelism())
 	}
+	pprof.StopCPUProfile() // writes the profile, if one was started
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "reference:", err)
 		os.Exit(1)
@@ -147,14 +164,25 @@ func runProcessPair(ctx context.Context, c config, driver, dir, name string, src
 		return nil, fmt.Errorf("find this program to run as the reference: %w", err)
 	}
 	pair := &Pair{Name: name}
+	// With -report, the first round of each side is profiled (both, so
+	// the round's ratio stays fair) into the report directory.
+	var engProfile, refProfile string
+	if c.report != "" && c.processProfile == "" {
+		engProfile = filepath.Join(c.report, "process-engine-"+tag+".pprof")
+		refProfile = filepath.Join(c.report, "process-reference-"+tag+".pprof")
+	}
 	for r := range c.runs {
 		runDir := filepath.Join(dir, fmt.Sprintf("process-%d", r))
+		refEnvs := []string{refEnv}
+		if refProfile != "" && r == 0 {
+			refEnvs = append(refEnvs, refProfileEnv+"="+refProfile)
+		}
 		var ref, eng *ProcRun
 		var refWindows int
 		var engRows, engWindows int64
 		err := alternate(r, func() error {
 			var err error
-			if ref, err = launchProcess(ctx, []string{refEnv}, self); err != nil {
+			if ref, err = launchProcess(ctx, refEnvs, self); err != nil {
 				return fmt.Errorf("reference process: %w", err)
 			}
 			var rows int
@@ -179,6 +207,8 @@ func runProcessPair(ctx context.Context, c config, driver, dir, name string, src
 			args := []string{"run", "-f", specFile, "--progress-json", progress}
 			if c.processProfile != "" {
 				args = append(args, "--cpuprofile", fmt.Sprintf("%s.%s.%d", c.processProfile, tag, r+1))
+			} else if engProfile != "" && r == 0 {
+				args = append(args, "--cpuprofile", engProfile)
 			}
 			if eng, err = launchProcess(ctx, nil, append([]string{driver}, args...)...); err != nil {
 				return fmt.Errorf("driver run: %w", err)
@@ -197,6 +227,9 @@ func runProcessPair(ctx context.Context, c config, driver, dir, name string, src
 		pair.EngRSS = append(pair.EngRSS, float64(eng.MaxRSSKiB)/1024)
 		fmt.Fprintf(out, "round %d %s: reference %.3f s %.0f MiB | driver run %.3f s %.0f MiB\n", r+1, name, ref.Elapsed.Seconds(), float64(ref.MaxRSSKiB)/1024, eng.Elapsed.Seconds(), float64(eng.MaxRSSKiB)/1024)
 		printPairRound(out, r, pair, nil)
+	}
+	if engProfile != "" {
+		pair.Cost = compareCosts(engProfile, refProfile, int64(c.rows))
 	}
 	return pair, nil
 }

@@ -134,7 +134,10 @@ func ratioTarget(name string, p *Pair, want float64) Target {
 		t.Status, t.Gap = "met", fmt.Sprintf("+%.2f", m-want)
 	} else {
 		t.Status, t.Gap = "missed", fmt.Sprintf("%.2f (engine %.0f %% slower than wanted)", m-want, 100*(want-m)/want)
-		t.Why = "the engine-minus-reference profile below (file source) lists the functions the engine spends CPU on beyond the reference; with spare cores, the data batches' \"share of map phase the last task ran alone\" row shows idle cores at the tail of each map phase"
+		t.Why = "the engine-minus-reference profile below (file source, in process) lists the functions the engine spends CPU on beyond the reference; with spare cores, the data batches' \"share of map phase the last task ran alone\" row shows idle cores at the tail of each map phase"
+		if p.Cost != nil {
+			t.Why = p.Cost.Why(p.cores(), runtime.GOMAXPROCS(0))
+		}
 	}
 	return t
 }
@@ -147,7 +150,10 @@ func overheadTarget(p *Pair) Target {
 		t.Status, t.Gap = "met", fmt.Sprintf("%.0f points under", 20-m)
 	} else {
 		t.Status, t.Gap = "missed", fmt.Sprintf("%.0f points over (%.0f ns/event too many)", m-20, median(p.CPUDiff)-0.2*median(p.RefCPU))
-		t.Why = "the engine-minus-reference profile below lists where the extra CPU per event goes"
+		t.Why = "the engine-minus-reference profile below (file source, in process) lists where the extra CPU per event goes"
+		if p.Cost != nil {
+			t.Why = p.Cost.Why(0, 0)
+		}
 	}
 	return t
 }
@@ -243,7 +249,7 @@ func targets(res *Results) []Target {
 			p.Ratio = e.Ratio
 			et = ratioTarget(et.Name, p, 0.9)
 			if et.Status == "missed" {
-				et.Why = "not a CPU profile (the driver and executor have no profiling flag yet): the driver's `query run ended` line of each cluster round follows, with the batches, the shuffle's bytes and records and map retries; with every process on the same cores, the shuffle over gRPC (encoding, copying, the executors' second decode) and the driver's RPCs are the work one process does not do, and task placement decides whether the two executors' map phases overlap"
+				et.Why = "not a CPU profile (the executor has no profiling flag yet): the driver's `query run ended` line of each cluster round follows, with the batches, the shuffle's bytes and records and map retries. With every process on the same cores, the shuffle over gRPC (encoding, copying, the executors' second decode) and the driver's RPCs are work one process does not do, and the cluster runs each batch's map, shuffle, reduce and commit one after the other, where one process (executor.Local, a PhasedRunner) runs the next batch's map tasks while a batch reduces and commits. What would close it: the cluster runner as a PhasedRunner (map tasks of batch N+1 dispatched while batch N's reduce tasks commit), and partials sent once per group per executor rather than per map task"
 				et.Profile = strings.Join(e.RunEnded, "\n") + "\n"
 				if len(e.RunEnded) == 0 {
 					et.Profile = ""

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/google/pprof/profile"
+)
+
+// A Breakdown is one profiled run's CPU per event by part of the work:
+// each sample goes to the part of the innermost frame that names one
+// (costParts), so a part's figure includes the runtime work (allocation,
+// syscalls) its own code calls; background GC is its own part.
+type Breakdown struct {
+	Events int64
+	// NsPerEvent is CPU nanoseconds per event by part; Total sums them
+	// (the broker's part, when the broker ran in the profiled process,
+	// is left out of Total: it is neither side's work).
+	NsPerEvent map[string]float64
+	Total      float64
+}
+
+// CostCompare is the engine's and the reference's breakdowns for one
+// pair, from one profiled run of each over the same input.
+type CostCompare struct {
+	Engine, Reference Breakdown
+	// Files are the two profiles, engine first.
+	Files [2]string
+}
+
+// costParts maps a frame's function name prefix to its part, checked in
+// order from the innermost frame out. The reference's own code (this
+// program's package main) is split by function below.
+var costParts = []struct{ prefix, part string }{
+	{"runtime.gcBgMarkWorker", "GC (background)"},
+	{"github.com/sluicehq/sluice/row.", "decode"},
+	{"github.com/valyala/fastjson", "decode"},
+	{"github.com/sluicehq/sluice/source/", "source read"},
+	{"github.com/twmb/franz-go", "source read"},
+	{"github.com/sluicehq/sluice/agg.", "aggregate"},
+	{"github.com/sluicehq/sluice/shuffle", "shuffle"},
+	{"github.com/sluicehq/sluice/statestore", "state store"},
+	{"github.com/sluicehq/sluice/sink/", "sink (Parquet)"},
+	{"github.com/parquet-go/", "sink (Parquet)"},
+	{"github.com/sluicehq/sluice/checkpoint", "checkpoint"},
+	{"github.com/sluicehq/sluice/objstore", "object store writes"},
+	{"github.com/sluicehq/sluice/executor", "engine control (executor, scheduler)"},
+	{"github.com/sluicehq/sluice/scheduler", "engine control (executor, scheduler)"},
+	{"github.com/sluicehq/sluice/", "engine control (executor, scheduler)"},
+	// The reference: its map update and merge are its aggregation; the
+	// rest of its loops (reading, splitting lines, polling) its source
+	// read.
+	{"main.(*tileCounter)", "aggregate"},
+	{"main.mergeCounts", "aggregate"},
+	{"main.refFiles", "source read"},
+	{"main.refGenerator", "source read"},
+	{"main.refKafka", "source read"},
+	{"main.kafkaReader", "source read"},
+}
+
+const partBroker = "broker (kfake, same process)"
+
+// remedies says, per part, what would cut the engine's excess there.
+var remedies = map[string]string{
+	"decode":                               "the engine decodes more than the reference: a row it decodes and then drops (malformed, late) or a column it converts that the query does not read",
+	"source read":                          "fewer copies between the source's buffers and the decoder (the reference reads the same bytes)",
+	"aggregate":                            "a cheaper partial aggregation per row (the reference's is one map update); the engine also sorts and merges the partials into state",
+	"shuffle":                              "sending fewer partials per batch: one per group per map task, merged before the shuffle",
+	"state store":                          "fewer state partitions for small state, and fewer copies of a batch's changes on their way into the delta",
+	"sink (Parquet)":                       "encoding fewer, larger Parquet files per batch (one per partition and date today)",
+	"checkpoint":                           "fewer checkpoint objects per batch",
+	"object store writes":                  "fewer synced writes per batch (a state delta and a Parquet file per partition, each fsynced with its directory)",
+	"engine control (executor, scheduler)": "less per-batch bookkeeping (planning, progress, task results)",
+	"GC (background)":                      "fewer allocations per row and per group (the collector's work grows with them)",
+	"other (runtime)":                      "fewer goroutine switches and allocations outside the parts above",
+}
+
+// costBreakdown reads a CPU profile of a run over events events.
+func costBreakdown(file string, events int64) (Breakdown, error) {
+	b := Breakdown{Events: events, NsPerEvent: map[string]float64{}}
+	f, err := os.Open(file)
+	if err != nil {
+		return b, err
+	}
+	defer f.Close()
+	p, err := profile.Parse(f)
+	if err != nil {
+		return b, fmt.Errorf("parse %s: %w", file, err)
+	}
+	idx := -1
+	for i, st := range p.SampleType {
+		if st.Type == "cpu" {
+			idx = i
+		}
+	}
+	if idx < 0 || events <= 0 {
+		return b, fmt.Errorf("%s: not a CPU profile of a run with events", file)
+	}
+	for _, s := range p.Sample {
+		part := partOf(s)
+		ns := float64(s.Value[idx]) / float64(events)
+		b.NsPerEvent[part] += ns
+		if part != partBroker {
+			b.Total += ns
+		}
+	}
+	return b, nil
+}
+
+func partOf(s *profile.Sample) string {
+	// The broker's goroutines, wherever their stack goes (its encoding
+	// is franz-go's kmsg, the client's too).
+	for _, loc := range s.Location {
+		for _, ln := range loc.Line {
+			if ln.Function != nil && strings.HasPrefix(ln.Function.Name, "github.com/twmb/franz-go/pkg/kfake") {
+				return partBroker
+			}
+		}
+	}
+	for _, loc := range s.Location {
+		// A location's lines are innermost first (inlined calls).
+		for _, ln := range loc.Line {
+			if ln.Function == nil {
+				continue
+			}
+			name := ln.Function.Name
+			for _, c := range costParts {
+				if strings.HasPrefix(name, c.prefix) {
+					return c.part
+				}
+			}
+		}
+	}
+	return "other (runtime)"
+}
+
+// compareCosts profiles' breakdowns; nil when either is missing.
+func compareCosts(engineFile, refFile string, events int64) *CostCompare {
+	e, err := costBreakdown(engineFile, events)
+	if err != nil {
+		return nil
+	}
+	r, err := costBreakdown(refFile, events)
+	if err != nil {
+		return nil
+	}
+	return &CostCompare{Engine: e, Reference: r, Files: [2]string{engineFile, refFile}}
+}
+
+// excess lists the parts where the engine spends more CPU per event than
+// the reference, largest first.
+func (c *CostCompare) excess() (parts []string, delta map[string]float64) {
+	delta = map[string]float64{}
+	for part, ns := range c.Engine.NsPerEvent {
+		if part != partBroker {
+			delta[part] = ns - c.Reference.NsPerEvent[part]
+		}
+	}
+	for part, ns := range c.Reference.NsPerEvent {
+		if _, ok := delta[part]; !ok && part != partBroker {
+			delta[part] = -ns
+		}
+	}
+	for part := range delta {
+		parts = append(parts, part)
+	}
+	sort.Slice(parts, func(i, j int) bool {
+		if delta[parts[i]] != delta[parts[j]] {
+			return delta[parts[i]] > delta[parts[j]]
+		}
+		return parts[i] < parts[j]
+	})
+	return parts, delta
+}
+
+// Why is the sentence a missed target's row gets from the comparison:
+// the CPU per event each side spent, the parts where the engine spent
+// more, and what would cut the largest two. cores is the engine's median
+// cores busy (CPU / wall) when known, of procs.
+func (c *CostCompare) Why(cores float64, procs int) string {
+	parts, delta := c.excess()
+	var more []string
+	for _, p := range parts {
+		if delta[p] >= 5 {
+			more = append(more, fmt.Sprintf("%s +%.0f", p, delta[p]))
+		}
+	}
+	var less []string
+	for i := len(parts) - 1; i >= 0; i-- {
+		if delta[parts[i]] <= -5 {
+			less = append(less, fmt.Sprintf("%s %.0f", parts[i], delta[parts[i]]))
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "from one profiled run of each side over the same input (`%s` against `%s`), the engine spent %.0f CPU ns/event and the reference %.0f", shortName(c.Files[0]), shortName(c.Files[1]), c.Engine.Total, c.Reference.Total)
+	if len(more) > 0 {
+		fmt.Fprintf(&b, "; the engine spent more on %s ns/event", strings.Join(more, ", "))
+	}
+	if len(less) > 0 {
+		fmt.Fprintf(&b, " and less on %s", strings.Join(less, ", "))
+	}
+	if cores > 0 && procs > 0 {
+		idle := 1 - cores/float64(procs)
+		fmt.Fprintf(&b, ". The engine kept %.2f of %d cores busy: %.0f %% of its wall time was idle cores (waiting on synced writes, on a batch's last task, or between batches)", cores, procs, 100*idle)
+	}
+	var fix []string
+	for _, p := range parts {
+		if len(fix) == 2 || delta[p] < 5 {
+			break
+		}
+		if r, ok := remedies[p]; ok {
+			fix = append(fix, fmt.Sprintf("%s (%s)", p, r))
+		}
+	}
+	if len(fix) > 0 {
+		fmt.Fprintf(&b, ". What would close it: %s", strings.Join(fix, "; "))
+	}
+	return b.String() + "."
+}
+
+func shortName(file string) string {
+	if i := strings.LastIndexByte(file, '/'); i >= 0 {
+		return file[i+1:]
+	}
+	return file
+}
