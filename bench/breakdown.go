@@ -26,8 +26,12 @@ type Breakdown struct {
 // pair, from one profiled run of each over the same input.
 type CostCompare struct {
 	Engine, Reference Breakdown
-	// Files are the two profiles, engine first.
-	Files [2]string
+	// Files are the two sides' profiles, engine first (a side of several
+	// processes has several, merged).
+	Files [2][]string
+	// Names are how the Why names the two sides (default "the engine"
+	// and "the reference").
+	Names [2]string `json:",omitempty"`
 }
 
 // costParts maps a frame's function name prefix to its part, checked in
@@ -46,6 +50,10 @@ var costParts = []struct{ prefix, part string }{
 	{"github.com/parquet-go/", "sink (Parquet)"},
 	{"github.com/sluicehq/sluice/checkpoint", "checkpoint"},
 	{"github.com/sluicehq/sluice/objstore", "object store writes"},
+	{"google.golang.org/grpc", partRPC},
+	{"google.golang.org/protobuf", partRPC},
+	{"github.com/sluicehq/sluice/proto", partRPC},
+	{"github.com/sluicehq/sluice/cluster", partRPC},
 	{"github.com/sluicehq/sluice/executor", "engine control (executor, scheduler)"},
 	{"github.com/sluicehq/sluice/scheduler", "engine control (executor, scheduler)"},
 	{"github.com/sluicehq/sluice/", "engine control (executor, scheduler)"},
@@ -62,6 +70,9 @@ var costParts = []struct{ prefix, part string }{
 
 const partBroker = "broker (kfake, same process)"
 
+// partRPC is the cluster's own work: gRPC, protobuf and package cluster.
+const partRPC = "cluster RPC (gRPC, protobuf, task dispatch)"
+
 // remedies says, per part, what would cut the engine's excess there.
 var remedies = map[string]string{
 	"decode":                               "the engine decodes more than the reference: a row it decodes and then drops (malformed, late) or a column it converts that the query does not read",
@@ -71,23 +82,35 @@ var remedies = map[string]string{
 	"state store":                          "fewer state partitions for small state, and fewer copies of a batch's changes on their way into the delta",
 	"sink (Parquet)":                       "encoding fewer, larger Parquet files per batch (one per partition and date today)",
 	"checkpoint":                           "fewer checkpoint objects per batch",
+	partRPC:                                "fewer and larger messages: partials merged per executor before the shuffle, task results batched",
 	"object store writes":                  "fewer synced writes per batch (a state delta and a Parquet file per partition, each fsynced with its directory)",
 	"engine control (executor, scheduler)": "less per-batch bookkeeping (planning, progress, task results)",
 	"GC (background)":                      "fewer allocations per row and per group (the collector's work grows with them)",
 	"other (runtime)":                      "fewer goroutine switches and allocations outside the parts above",
 }
 
-// costBreakdown reads a CPU profile of a run over events events.
-func costBreakdown(file string, events int64) (Breakdown, error) {
+// costBreakdown reads the CPU profiles of a run over events events (one
+// per process of the run).
+func costBreakdown(files []string, events int64) (Breakdown, error) {
 	b := Breakdown{Events: events, NsPerEvent: map[string]float64{}}
+	for _, file := range files {
+		if err := b.add(file); err != nil {
+			return b, err
+		}
+	}
+	return b, nil
+}
+
+func (b *Breakdown) add(file string) error {
+	events := b.Events
 	f, err := os.Open(file)
 	if err != nil {
-		return b, err
+		return err
 	}
 	defer f.Close()
 	p, err := profile.Parse(f)
 	if err != nil {
-		return b, fmt.Errorf("parse %s: %w", file, err)
+		return fmt.Errorf("parse %s: %w", file, err)
 	}
 	idx := -1
 	for i, st := range p.SampleType {
@@ -96,7 +119,7 @@ func costBreakdown(file string, events int64) (Breakdown, error) {
 		}
 	}
 	if idx < 0 || events <= 0 {
-		return b, fmt.Errorf("%s: not a CPU profile of a run with events", file)
+		return fmt.Errorf("%s: not a CPU profile of a run with events", file)
 	}
 	for _, s := range p.Sample {
 		part := partOf(s)
@@ -106,7 +129,7 @@ func costBreakdown(file string, events int64) (Breakdown, error) {
 			b.Total += ns
 		}
 	}
-	return b, nil
+	return nil
 }
 
 func partOf(s *profile.Sample) string {
@@ -136,17 +159,25 @@ func partOf(s *profile.Sample) string {
 	return "other (runtime)"
 }
 
-// compareCosts profiles' breakdowns; nil when either is missing.
+// compareCosts compares two profiles' breakdowns; nil when either is
+// missing.
 func compareCosts(engineFile, refFile string, events int64) *CostCompare {
-	e, err := costBreakdown(engineFile, events)
+	return compareCostFiles([]string{engineFile}, []string{refFile}, events, [2]string{})
+}
+
+// compareCostFiles compares two sides of one or more processes each,
+// named names (empty: the engine, the reference); nil when a profile is
+// missing.
+func compareCostFiles(engine, ref []string, events int64, names [2]string) *CostCompare {
+	e, err := costBreakdown(engine, events)
 	if err != nil {
 		return nil
 	}
-	r, err := costBreakdown(refFile, events)
+	r, err := costBreakdown(ref, events)
 	if err != nil {
 		return nil
 	}
-	return &CostCompare{Engine: e, Reference: r, Files: [2]string{engineFile, refFile}}
+	return &CostCompare{Engine: e, Reference: r, Files: [2][]string{engine, ref}, Names: names}
 }
 
 // excess lists the parts where the engine spends more CPU per event than
@@ -193,17 +224,21 @@ func (c *CostCompare) Why(cores float64, procs int) string {
 			less = append(less, fmt.Sprintf("%s %.0f", parts[i], delta[parts[i]]))
 		}
 	}
+	eng, ref := "the engine", "the reference"
+	if c.Names[0] != "" {
+		eng, ref = c.Names[0], c.Names[1]
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "from one profiled run of each side over the same input (`%s` against `%s`), the engine spent %.0f CPU ns/event and the reference %.0f", shortName(c.Files[0]), shortName(c.Files[1]), c.Engine.Total, c.Reference.Total)
+	fmt.Fprintf(&b, "from one profiled run of each side over the same input (`%s` against `%s`), %s spent %.0f CPU ns/event and %s %.0f", shortNames(c.Files[0]), shortNames(c.Files[1]), eng, c.Engine.Total, ref, c.Reference.Total)
 	if len(more) > 0 {
-		fmt.Fprintf(&b, "; the engine spent more on %s ns/event", strings.Join(more, ", "))
+		fmt.Fprintf(&b, "; %s spent more on %s ns/event", eng, strings.Join(more, ", "))
 	}
 	if len(less) > 0 {
 		fmt.Fprintf(&b, " and less on %s", strings.Join(less, ", "))
 	}
 	if cores > 0 && procs > 0 {
 		idle := 1 - cores/float64(procs)
-		fmt.Fprintf(&b, ". The engine kept %.2f of %d cores busy: %.0f %% of its wall time was idle cores (waiting on synced writes, on a batch's last task, or between batches)", cores, procs, 100*idle)
+		fmt.Fprintf(&b, ". %s kept %.2f of %d cores busy: %.0f %% of its wall time was idle cores (waiting on synced writes, on a batch's last task, or between batches)", capitalize(eng), cores, procs, 100*idle)
 	}
 	var fix []string
 	for _, p := range parts {
@@ -220,9 +255,20 @@ func (c *CostCompare) Why(cores float64, procs int) string {
 	return b.String() + "."
 }
 
-func shortName(file string) string {
-	if i := strings.LastIndexByte(file, '/'); i >= 0 {
-		return file[i+1:]
+func shortNames(files []string) string {
+	var names []string
+	for _, f := range files {
+		if i := strings.LastIndexByte(f, '/'); i >= 0 {
+			f = f[i+1:]
+		}
+		names = append(names, f)
 	}
-	return file
+	return strings.Join(names, "` + `")
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }

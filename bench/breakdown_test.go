@@ -91,4 +91,12 @@ func TestCostBreakdownAttributesByInnermostNamedFrame(t *testing.T) {
 	if strings.Contains(why, "decode +") || strings.Contains(why, "broker") {
 		t.Errorf("Why counts an equal part or the broker:\n%s", why)
 	}
+	// A side of several processes sums their profiles.
+	two := compareCostFiles([]string{eng, eng}, []string{ref}, 1_000_000, [2]string{"the cluster", "one process"})
+	if two == nil || two.Engine.Total != 1600 || two.Engine.NsPerEvent["state store"] != 600 {
+		t.Fatalf("two profiles of one side: %+v", two)
+	}
+	if w := two.Why(0, 0); !strings.Contains(w, "the cluster spent 1600 CPU ns/event and one process 600") || !strings.Contains(w, "`engine.pprof` + `engine.pprof`") {
+		t.Errorf("named sides' Why:\n%s", w)
+	}
 }

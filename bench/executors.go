@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/syncbuf"
@@ -32,6 +33,10 @@ type ExecutorsResult struct {
 	// RunEnded is the driver's "query run ended" log line of each round
 	// (batches, shuffle bytes and records, map retries, seconds).
 	RunEnded []string `json:",omitempty"`
+	// Cost compares the first round's profiles (with -report): the
+	// cluster's processes (driver serve and every executor, merged)
+	// against the one driver run process.
+	Cost *CostCompare `json:",omitempty"`
 }
 
 var driverAddrInLog = regexp.MustCompile(`msg="driver listening" address=(\S+)`)
@@ -48,10 +53,11 @@ func buildExecutor(ctx context.Context, dir string) (string, error) {
 }
 
 // runCluster runs spec on `driver serve` with n executors and returns the
-// time from the driver's start to its exit.
-func runCluster(ctx context.Context, driver, executor, specFile, runDir string, n int, want int64) (time.Duration, string, error) {
+// time from the driver's start to its exit. A non-empty profile makes
+// each process write a CPU profile: PROFILE.driver, PROFILE.executor-I.
+func runCluster(ctx context.Context, driver, executor, specFile, runDir string, n int, want int64, profile string) (time.Duration, string, error) {
 	var ended string
-	d, err := runClusterLog(ctx, driver, executor, specFile, runDir, n, want, func(dlog string) {
+	d, err := runClusterLog(ctx, driver, executor, specFile, runDir, n, want, profile, func(dlog string) {
 		for _, l := range strings.Split(dlog, "\n") {
 			if strings.Contains(l, `msg="query run ended"`) {
 				ended = l
@@ -61,18 +67,22 @@ func runCluster(ctx context.Context, driver, executor, specFile, runDir string, 
 	return d, ended, err
 }
 
-func runClusterLog(ctx context.Context, driver, executor, specFile, runDir string, n int, want int64, onExit func(driverLog string)) (time.Duration, error) {
+func runClusterLog(ctx context.Context, driver, executor, specFile, runDir string, n int, want int64, profile string, onExit func(driverLog string)) (time.Duration, error) {
 	token := filepath.Join(runDir, "token")
 	if err := os.WriteFile(token, []byte("sluicebench-cluster-token\n"), 0o600); err != nil {
 		return 0, err
 	}
 	var dlog syncbuf.Buffer
 	start := time.Now()
-	drv := exec.CommandContext(ctx, driver, "serve", "--listen", "127.0.0.1:0", "--token-file", token, "--min-executors", fmt.Sprint(n),
+	args := []string{"serve", "--listen", "127.0.0.1:0", "--token-file", token, "--min-executors", fmt.Sprint(n),
 		"--exit-when-done", "--query", specFile, "--progress-json", filepath.Join(runDir, "progress.jsonl"),
 		// Its own registry: the default (./sluice-registry) would be shared
 		// by every run (a run would resume the last one's record).
-		"--registry", filepath.Join(runDir, "registry"))
+		"--registry", filepath.Join(runDir, "registry")}
+	if profile != "" {
+		args = append(args, "--cpuprofile", profile+".driver")
+	}
+	drv := exec.CommandContext(ctx, driver, args...)
 	drv.Stdout, drv.Stderr = &dlog, &dlog
 	if err := drv.Start(); err != nil {
 		return 0, fmt.Errorf("start driver serve: %w", err)
@@ -82,7 +92,12 @@ func runClusterLog(ctx context.Context, driver, executor, specFile, runDir strin
 	var execs []*exec.Cmd
 	defer func() {
 		for _, e := range execs {
-			e.Process.Kill()
+			if profile != "" {
+				// A drained executor writes its profile on the way out.
+				e.Process.Signal(syscall.SIGTERM)
+			} else {
+				e.Process.Kill()
+			}
 			e.Wait()
 		}
 	}()
@@ -106,7 +121,11 @@ func runClusterLog(ctx context.Context, driver, executor, specFile, runDir strin
 	}
 	elog := &syncbuf.Buffer{}
 	for i := range n {
-		e := exec.CommandContext(ctx, executor, "--driver", addr, "--token-file", token, "--data-dir", filepath.Join(runDir, fmt.Sprintf("executor-%d", i)))
+		eargs := []string{"--driver", addr, "--token-file", token, "--data-dir", filepath.Join(runDir, fmt.Sprintf("executor-%d", i))}
+		if profile != "" {
+			eargs = append(eargs, "--cpuprofile", fmt.Sprintf("%s.executor-%d", profile, i))
+		}
+		e := exec.CommandContext(ctx, executor, eargs...)
 		e.Stdout, e.Stderr = elog, elog
 		if err := e.Start(); err != nil {
 			drv.Process.Kill()
@@ -157,6 +176,14 @@ func runExecutors(ctx context.Context, c config, driver, executor, dir string, c
 	var all []*ExecutorsResult
 	for _, n := range counts {
 		res := &ExecutorsResult{Executors: n}
+		// With -report, the first round of the 2-executor runs (the
+		// target's) is profiled on both sides.
+		profile := func(r int) string {
+			if c.report == "" || c.cpuProfile != "" || n != 2 || r != 0 {
+				return ""
+			}
+			return filepath.Join(c.report, "executors-2")
+		}
 		for r := range c.runs {
 			var one, cl time.Duration
 			oneDir, clDir := filepath.Join(dir, fmt.Sprintf("one-%d-%d", n, r)), filepath.Join(dir, fmt.Sprintf("cluster-%d-%d", n, r))
@@ -166,7 +193,11 @@ func runExecutors(ctx context.Context, c config, driver, executor, dir string, c
 					return err
 				}
 				progress := filepath.Join(oneDir, "progress.jsonl")
-				pr, err := launchProcess(ctx, nil, driver, "run", "-f", spec, "--progress-json", progress)
+				args := []string{driver, "run", "-f", spec, "--progress-json", progress}
+				if profile(r) != "" {
+					args = append(args, "--cpuprofile", profile(r)+".one")
+				}
+				pr, err := launchProcess(ctx, nil, args...)
 				if err != nil {
 					return fmt.Errorf("driver run: %w", err)
 				}
@@ -181,7 +212,7 @@ func runExecutors(ctx context.Context, c config, driver, executor, dir string, c
 					return err
 				}
 				var ended string
-				cl, ended, err = runCluster(ctx, driver, executor, spec, clDir, n, int64(c.rows))
+				cl, ended, err = runCluster(ctx, driver, executor, spec, clDir, n, int64(c.rows), profile(r))
 				if ended != "" {
 					res.RunEnded = append(res.RunEnded, ended)
 				}
@@ -195,6 +226,13 @@ func runExecutors(ctx context.Context, c config, driver, executor, dir string, c
 			res.OneEPS = append(res.OneEPS, eps(c.rows, one))
 			res.EPS = append(res.EPS, eps(c.rows, cl))
 			res.Ratio = append(res.Ratio, one.Seconds()/cl.Seconds())
+			if p := profile(r); p != "" {
+				files := []string{p + ".driver"}
+				for i := range n {
+					files = append(files, fmt.Sprintf("%s.executor-%d", p, i))
+				}
+				res.Cost = compareCostFiles(files, []string{p + ".one"}, int64(c.rows), [2]string{"the cluster (driver serve and its executors)", "one driver run process"})
+			}
 			fmt.Fprintf(out, "round %d: driver run %.3f s | driver serve + %d executors %.3f s | ratio %.2f\n", r+1, one.Seconds(), n, cl.Seconds(), one.Seconds()/cl.Seconds())
 		}
 		all = append(all, res)

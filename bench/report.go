@@ -237,7 +237,7 @@ func targets(res *Results) []Target {
 			rt.Status, rt.Gap = "met", fmt.Sprintf("%.0f ms under", 2000-mx)
 		} else {
 			rt.Status, rt.Gap = "missed", fmt.Sprintf("%.0f ms over", mx-2000)
-			rt.Why = "the slowest restart's driver log follows (its timestamps show which step of start-up, checkpoint reading and the re-run of the batch took the time); the start-up of a process (binary load, Go runtime) is in the gap between the kill and the first line. Not a CPU profile: the driver has no profiling flag yet"
+			rt.Why = "the slowest restart's driver log follows (its timestamps show which step of start-up, checkpoint reading and the re-run of the batch took the time); the start-up of a process (binary load, Go runtime) is in the gap between the kill and the first line. Not a CPU profile: a restart takes well under a second, too few samples for one (`driver run --cpuprofile` profiles a longer one)"
 			rt.Profile = r.SlowestLog
 		}
 	}
@@ -249,7 +249,10 @@ func targets(res *Results) []Target {
 			p.Ratio = e.Ratio
 			et = ratioTarget(et.Name, p, 0.9)
 			if et.Status == "missed" {
-				et.Why = "not a CPU profile (the executor has no profiling flag yet): the driver's `query run ended` line of each cluster round follows, with the batches, the shuffle's bytes and records and map retries. With every process on the same cores, the shuffle over gRPC (encoding, copying, the executors' second decode) and the driver's RPCs are work one process does not do, and the cluster runs each batch's map, shuffle, reduce and commit one after the other, where one process (executor.Local, a PhasedRunner) runs the next batch's map tasks while a batch reduces and commits. What would close it: the cluster runner as a PhasedRunner (map tasks of batch N+1 dispatched while batch N's reduce tasks commit), and partials sent once per group per executor rather than per map task"
+				et.Why = "the driver's `query run ended` line of each cluster round follows, with the batches, the shuffle's bytes and records and map retries. With every process on the same cores, the shuffle over gRPC (encoding, copying, the executors' second decode) and the driver's RPCs are work one process does not do, and the cluster runs each batch's map, shuffle, reduce and commit one after the other, where one process (executor.Local, a PhasedRunner) runs the next batch's map tasks while a batch reduces and commits. What would close it: the cluster runner as a PhasedRunner (map tasks of batch N+1 dispatched while batch N's reduce tasks commit), and partials sent once per group per executor rather than per map task"
+				if e.Cost != nil {
+					et.Why = strings.TrimSuffix(e.Cost.Why(0, 0), ".") + ". " + capitalize(et.Why)
+				}
 				et.Profile = strings.Join(e.RunEnded, "\n") + "\n"
 				if len(e.RunEnded) == 0 {
 					et.Profile = ""

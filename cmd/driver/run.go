@@ -36,7 +36,7 @@ func newRunCmd() *cobra.Command {
 			if file == "" {
 				return fmt.Errorf("run: -f QUERY.yaml is required")
 			}
-			stopProfile, err := startCPUProfile(cpuProfile)
+			stopProfile, err := cliflags.StartCPUProfile(cpuProfile)
 			if err != nil {
 				return err
 			}

@@ -40,7 +40,7 @@ func newServeCmd() *cobra.Command {
 	var s3 objstore.S3Options
 	var sourceRetry, leaseTTL, stopTimeout time.Duration
 	var viewerTokens, operatorTokens, principalRoles []string
-	var policyFile string
+	var policyFile, cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "serve [--registry URI] [--queries-dir DIR] [--query Q.yaml ...]",
 		Short: "Serve the driver service: run every query of the registry whose desired state is running, on the executors that register",
@@ -78,7 +78,12 @@ SIGINT/SIGTERM changes no desired state: the batches in flight finish (within
 --stop-timeout, else they are abandoned and re-run by the next driver), the
 lease is released, the driver exits.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			stopProfile, err := cliflags.StartCPUProfile(cpuProfile)
+			if err != nil {
+				return err
+			}
+			defer func() { err = errors.Join(err, stopProfile()) }()
 			ctx := cmd.Context()
 			log := logger(cmd)
 			var subs [][]byte
@@ -242,6 +247,7 @@ lease is released, the driver exits.`,
 	f.IntVar(&minExecutors, "min-executors", 1, "executors that must register before a query's first batch")
 	f.BoolVar(&exitWhenDone, "exit-when-done", false, "exit once every running query has ended (availableNow, once, failed); non-zero if one failed")
 	f.StringVar(&progressJSON, "progress-json", "", "append one JSON progress object per batch to this file")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile from start to exit to this file (go tool pprof FILE)")
 	cliflags.ProductionGuards(f, &guards)
 	f.DurationVar(&sourceRetry, "source-retry-for", 5*time.Minute, "keep retrying this long when the source or a store is unreachable before failing")
 	f.DurationVar(&leaseTTL, "lease-ttl", 10*time.Second, "a standby takes over once the active driver has not renewed the lease for this long")

@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -38,7 +39,7 @@ func main() {
 
 func newRoot() *cobra.Command {
 	var opts cluster.NodeOptions
-	var tokenFile, logLevel, httpAddr, healthAddr string
+	var tokenFile, logLevel, httpAddr, healthAddr, cpuProfile string
 	var stateMemoryLimit int64
 	var s3 objstore.S3Options
 	var tlsFlags tlsconf.Config
@@ -48,11 +49,16 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			lvl, err := cliflags.ParseLogLevel(logLevel)
 			if err != nil {
 				return err
 			}
+			stopProfile, err := cliflags.StartCPUProfile(cpuProfile)
+			if err != nil {
+				return err
+			}
+			defer func() { err = errors.Join(err, stopProfile()) }()
 			opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 			tok, err := cluster.LoadToken(tokenFile)
 			if err != nil {
@@ -97,6 +103,7 @@ func newRoot() *cobra.Command {
 	cliflags.LogLevel(f, &logLevel)
 	f.StringVar(&httpAddr, "http-addr", "", "serve HTTP on this address: /metrics (Prometheus), /healthz, /readyz (registered with the driver)")
 	f.StringVar(&healthAddr, "health-addr", "", "serve only /healthz and /readyz on this address, in plaintext even with TLS on (no metrics): for probes that cannot present a client certificate, such as the kubelet's under mutual TLS (e.g. 0.0.0.0:8082)")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile from start to exit (SIGTERM: after the drain) to this file (go tool pprof FILE)")
 	cliflags.S3(f, &s3)
 	tlsFlags.Register(f)
 	return cmd

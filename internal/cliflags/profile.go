@@ -1,4 +1,4 @@
-package main
+package cliflags
 
 import (
 	"fmt"
@@ -6,10 +6,11 @@ import (
 	"runtime/pprof"
 )
 
-// startCPUProfile writes a CPU profile of what follows to path (go tool
+// StartCPUProfile writes a CPU profile of what follows to path (go tool
 // pprof reads it), until the returned stop; an empty path profiles
-// nothing.
-func startCPUProfile(path string) (stop func() error, err error) {
+// nothing. It backs the --cpuprofile flag of driver run, driver serve and
+// executor.
+func StartCPUProfile(path string) (stop func() error, err error) {
 	if path == "" {
 		return func() error { return nil }, nil
 	}
