@@ -346,26 +346,8 @@ func (s *Sink) sweep(ctx context.Context, l logLayout, queryID string, upTo ids.
 	slices.Sort(batches)
 	mp, _ := s.store.(objstore.Multipart)
 	for _, n := range batches {
-		logged := map[string]bool{}
-		var e LogEntry
-		var err error
-		if done != nil && n == done.BatchID {
-			e = *done
-		} else {
-			e, _, err = s.lookup(ctx, l, n)
-		}
-		switch {
-		case err == nil && e.QueryID == queryID:
-			if done == nil || n != done.BatchID {
-				if err := s.complete(ctx, e); err != nil {
-					return err
-				}
-			}
-			for _, u := range e.Uploads {
-				logged[u.UploadID] = true
-			}
-		case err == nil, errors.Is(err, objstore.ErrNotExist):
-		default:
+		logged, err := s.loggedUploads(ctx, l, n, done, queryID)
+		if err != nil {
 			return err
 		}
 		for _, k := range byBatch[n] {
@@ -432,26 +414,8 @@ func (s *Sink) sweepStaged(ctx context.Context, lister objstore.StagedLister, l 
 		return nil
 	}
 	for _, n := range batches {
-		logged := map[string]bool{}
-		var e LogEntry
-		var err error
-		if done != nil && n == done.BatchID {
-			e = *done
-		} else {
-			e, _, err = s.lookup(ctx, l, n)
-		}
-		switch {
-		case err == nil && e.QueryID == queryID:
-			if done == nil || n != done.BatchID {
-				if err := s.complete(ctx, e); err != nil {
-					return err
-				}
-			}
-			for _, u := range e.Uploads {
-				logged[u.UploadID] = true
-			}
-		case err == nil, errors.Is(err, objstore.ErrNotExist):
-		default:
+		logged, err := s.loggedUploads(ctx, l, n, done, queryID)
+		if err != nil {
 			return err
 		}
 		for _, u := range byBatch[n] {
@@ -477,4 +441,34 @@ func fileDirs(keys []string) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// loggedUploads returns the upload ids batch n's sink log entry records
+// when the entry is this query's, completing the entry's uploads first
+// (done, the entry just written, is complete already); none when the
+// entry is absent or another query's.
+func (s *Sink) loggedUploads(ctx context.Context, l logLayout, n ids.BatchID, done *LogEntry, queryID string) (map[string]bool, error) {
+	logged := map[string]bool{}
+	var e LogEntry
+	var err error
+	if done != nil && n == done.BatchID {
+		e = *done
+	} else {
+		e, _, err = s.lookup(ctx, l, n)
+	}
+	switch {
+	case err == nil && e.QueryID == queryID:
+		if done == nil || n != done.BatchID {
+			if err := s.complete(ctx, e); err != nil {
+				return nil, err
+			}
+		}
+		for _, u := range e.Uploads {
+			logged[u.UploadID] = true
+		}
+	case err == nil, errors.Is(err, objstore.ErrNotExist):
+	default:
+		return nil, err
+	}
+	return logged, nil
 }
