@@ -104,32 +104,47 @@ func TestLargeFileIsStreamedInPartsAndReadsBackInRanges(t *testing.T) {
 	}
 	for name, newStore := range backends {
 		t.Run(name, func(t *testing.T) {
-			inner := newStore(t)
-			counting := objstore.NewCounting(inner)
-			var st objstore.Store = counting
-			if _, ok := inner.(putOnly); ok {
-				st = putOnly{counting, counting}
-			}
-			spool := t.TempDir()
-			s := New(st, wideCols, Options{SpoolDir: spool})
-			defer s.Close()
-			s.partSize = minPart
-			if err := s.Prepare(ctx, queryA, query.Lab); err != nil {
-				t.Fatal(err)
-			}
-			b := sink.Batch{QueryID: queryA, ID: 0}
+			var inner objstore.Store
+			var counting *objstore.Counting
+			var st objstore.Store
+			var s *Sink
+			var spool string
 			var descs []string
 			var err error
-			peak := peakHeap(func() { descs, err = s.WritePartition(ctx, b, 0, rows) })
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%s: file %d bytes, WritePartition's peak heap %d MiB above its start", name, len(want), peak>>20)
-			// The memory store keeps the parts it is sent; the others
-			// must not hold the file (a part, spooled pages, the SDK's
-			// buffers: 12-13 MiB measured).
-			if (name == "fs" || name == "s3") && peak >= uint64(len(want)) {
-				t.Fatalf("writing the %d-byte file took %d MiB of heap: it holds the whole file", len(want), peak>>20)
+			b := sink.Batch{QueryID: queryA, ID: 0}
+			// The peak is the process's heap, other goroutines' garbage
+			// included: on a loaded machine the collector lags, so the
+			// file is written again (on a fresh store) before a peak
+			// above the bound fails the test; holding the file exceeds
+			// it every time.
+			for attempt := 1; ; attempt++ {
+				inner = newStore(t)
+				counting = objstore.NewCounting(inner)
+				st = counting
+				if _, ok := inner.(putOnly); ok {
+					st = putOnly{counting, counting}
+				}
+				spool = t.TempDir()
+				s = New(st, wideCols, Options{SpoolDir: spool})
+				defer s.Close()
+				s.partSize = minPart
+				if err := s.Prepare(ctx, queryA, query.Lab); err != nil {
+					t.Fatal(err)
+				}
+				peak := peakHeap(func() { descs, err = s.WritePartition(ctx, b, 0, rows) })
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("%s: file %d bytes, WritePartition's peak heap %d MiB above its start (attempt %d)", name, len(want), peak>>20, attempt)
+				// The memory store keeps the parts it is sent; the others
+				// must not hold the file (a part, spooled pages, the SDK's
+				// buffers: 12-14 MiB measured).
+				if (name != "fs" && name != "s3") || peak < uint64(len(want)) {
+					break
+				}
+				if attempt == 3 {
+					t.Fatalf("writing the %d-byte file took %d MiB of heap in each of 3 attempts: it holds the whole file", len(want), peak>>20)
+				}
 			}
 			if left, _ := os.ReadDir(spool); len(left) > 0 {
 				t.Fatalf("%d temporary page files left in the spool directory", len(left))
