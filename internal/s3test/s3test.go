@@ -131,6 +131,26 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// Available reports whether the S3 test server can be started, for a
+// test that runs its other cases without it (an S3 backend among
+// several). Without a binary it fails the test if $CI is set, as Start
+// does, and otherwise logs why the S3 case does not run.
+func Available(t testing.TB) bool {
+	t.Helper()
+	if _, err := Binary(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(missing(err))
+		}
+		t.Log(missing(err) + ": the S3 case does not run")
+		return false
+	}
+	return true
+}
+
+func missing(err error) string {
+	return fmt.Sprintf("no S3 test server: %v; run ./scripts/test.sh (it installs versitygw) or set SLUICE_VERSITYGW", err)
+}
+
 // Start runs versitygw on 127.0.0.1 with a fresh data directory and
 // credentials and returns once it answers HTTP. The process is killed when
 // the test ends. Without a binary the test is skipped, or fails if $CI is
@@ -139,7 +159,7 @@ func Start(t testing.TB) *Server {
 	t.Helper()
 	bin, err := Binary()
 	if err != nil {
-		msg := fmt.Sprintf("no S3 test server: %v; run ./scripts/test.sh (it installs versitygw) or set SLUICE_VERSITYGW", err)
+		msg := missing(err)
 		if os.Getenv("CI") != "" {
 			t.Fatal(msg)
 		}

@@ -20,7 +20,7 @@ func backends(t *testing.T) map[string]func(t *testing.T) objstore.Store {
 		"fs":  func(t *testing.T) objstore.Store { return newStore(t) },
 		"mem": func(t *testing.T) objstore.Store { return objstore.NewMem() },
 	}
-	if _, err := s3test.Binary(); err == nil {
+	if s3test.Available(t) {
 		srv := s3test.Start(t)
 		var n atomic.Int64
 		m["s3"] = func(t *testing.T) objstore.Store {

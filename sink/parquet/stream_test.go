@@ -95,7 +95,7 @@ func TestLargeFileIsStreamedInPartsAndReadsBackInRanges(t *testing.T) {
 			return putOnly{fs, fs}
 		},
 	}
-	if _, err := s3test.Binary(); err == nil {
+	if s3test.Available(t) {
 		srv := s3test.Start(t)
 		var n atomic.Int64
 		backends["s3"] = func(t *testing.T) objstore.Store {
