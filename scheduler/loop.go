@@ -246,17 +246,7 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 				ev = failed(fmt.Errorf("plan batch %d: %w", a.Batch, err))
 				break
 			}
-			entry, rerun = &checkpoint.OffsetEntry{
-				Manifest:         manifest,
-				BatchID:          a.Batch,
-				BatchWatermark:   a.Watermark,
-				LateWatermark:    a.LateWatermark,
-				BatchTimestampMs: planNow.UnixMilli(),
-				NoData:           a.NoData,
-				Sources:          []checkpoint.SourceRange{{Start: lp.ends[0], End: lp.planEnd}},
-				Conf:             q.conf,
-				RunID:            q.runID,
-			}, false
+			entry, rerun = q.offsetEntry(a, planNow, lp.ends[0], lp.planEnd, manifest), false
 			ev = event{Type: evPrepared}
 
 		case actWriteOffsets:
@@ -456,21 +446,32 @@ func (q *Query) planFrom(ctx context.Context, a *aheadBatch, target source.Offse
 // once the step takes it) and starts its map tasks, which write nothing
 // until they are taken.
 func (q *Query) startAhead(ctx context.Context, a *aheadBatch, act action) error {
-	a.entry = &checkpoint.OffsetEntry{
-		BatchID:          act.Batch,
-		BatchWatermark:   act.Watermark,
-		LateWatermark:    act.LateWatermark,
-		BatchTimestampMs: a.planNow.UnixMilli(),
-		Sources:          []checkpoint.SourceRange{{Start: a.start, End: a.end}},
-		Conf:             q.conf,
-		RunID:            q.runID,
-	}
+	a.entry = q.offsetEntry(act, a.planNow, a.start, a.end, nil)
 	var err error
 	if a.plan, err = q.batchPlan(ctx, a.entry, batchWatermarks(a.entry)); err != nil {
 		return err
 	}
 	a.maps = q.runner.(executor.PhasedRunner).StartMaps(ctx, a.plan, true)
 	return nil
+}
+
+// offsetEntry is the log entry of the batch act prepares or starts: its
+// watermarks and no-data flag from the step, its range from start to end,
+// planned at planNow, with the join snapshot it joins against (nil: no
+// join). The batch in flight and the batch planned ahead are both made
+// here.
+func (q *Query) offsetEntry(act action, planNow time.Time, start, end source.Offset, manifest *checkpoint.ManifestRef) *checkpoint.OffsetEntry {
+	return &checkpoint.OffsetEntry{
+		Manifest:         manifest,
+		BatchID:          act.Batch,
+		BatchWatermark:   act.Watermark,
+		LateWatermark:    act.LateWatermark,
+		BatchTimestampMs: planNow.UnixMilli(),
+		NoData:           act.NoData,
+		Sources:          []checkpoint.SourceRange{{Start: start, End: end}},
+		Conf:             q.conf,
+		RunID:            q.runID,
+	}
 }
 
 // batchWatermarks are the watermarks batch e was logged with.
