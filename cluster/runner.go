@@ -43,6 +43,12 @@ type RunnerOptions struct {
 	// MinExecutors is how many executors must be registered before the
 	// first batch runs (default 1); later batches need one.
 	MinExecutors int
+	// Abandon, if set, is closed when a graceful stop is asked. A batch
+	// still waiting for executors then returns at once with an error
+	// wrapping context.Canceled: it has run nothing, and its logged
+	// offsets are re-run by the next run, so letting it "finish" would
+	// only hold the stop until its timeout.
+	Abandon <-chan struct{}
 }
 
 // Runner runs a query's batches on the driver's executors. It implements
@@ -111,6 +117,33 @@ func (r *Runner) Owners() []ExecutorID {
 	return append([]ExecutorID(nil), r.owners...)
 }
 
+// waitForExecutors waits until need executors take batches, ctx ends or
+// a graceful stop abandons the wait.
+func (r *Runner) waitForExecutors(ctx context.Context, batch ids.BatchID, need int) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	abandoned := make(chan struct{})
+	if r.opts.Abandon != nil {
+		go func() {
+			select {
+			case <-r.opts.Abandon:
+				close(abandoned)
+				cancel()
+			case <-wctx.Done():
+			}
+		}()
+	}
+	_, err := r.d.Members.WaitForLive(wctx, need)
+	select {
+	case <-abandoned:
+		if ctx.Err() == nil {
+			return fmt.Errorf("batch %d: stopped while waiting for executors (nothing ran; the next run re-runs its logged offsets): %w", batch, context.Canceled)
+		}
+	default:
+	}
+	return err
+}
+
 // batchRun is one RunBatch call.
 type batchRun struct {
 	r           *Runner
@@ -135,7 +168,7 @@ func (r *Runner) RunBatch(ctx context.Context, plan executor.BatchPlan) (*execut
 	r.mu.Unlock()
 	if have := len(r.d.Members.Live()); have < need {
 		r.opts.Logger.Info("waiting for executors to register", "query", r.opts.Spec.Name, "batch", plan.Batch, "driver", r.d.Addr(), "registered", have, "need", need)
-		if _, err := r.d.Members.WaitForLive(ctx, need); err != nil {
+		if err := r.waitForExecutors(ctx, plan.Batch, need); err != nil {
 			return nil, err
 		}
 	}

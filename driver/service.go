@@ -242,6 +242,7 @@ type run struct {
 
 	mu        sync.Mutex
 	cancel    context.CancelFunc
+	stopped   chan struct{} // closed by the first stop: abandons a wait for executors
 	inFlight  bool
 	stopReq   bool // a stop was asked
 	userStop  bool // ... by an operator (STOPPED), not a shutdown
@@ -269,6 +270,9 @@ func (r *run) stopping() bool {
 func (r *run) stop(now bool, timeout time.Duration, user bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if !r.stopReq {
+		close(r.stopped)
+	}
 	r.stopReq = true
 	r.userStop = r.userStop || user
 	if now || !r.inFlight {
@@ -319,7 +323,7 @@ func (r *run) batchDone() {
 // start runs rec in a goroutine (s.mu held).
 func (s *Service) start(rec registry.Record) {
 	ctx, cancel := context.WithCancel(s.base)
-	r := &run{name: rec.Name, gen: rec.Generation, spec: rec.Spec, done: make(chan struct{}), cancel: cancel}
+	r := &run{name: rec.Name, gen: rec.Generation, spec: rec.Spec, done: make(chan struct{}), stopped: make(chan struct{}), cancel: cancel}
 	s.runs[rec.Name] = r
 	ref := monitor.Ref{Name: rec.Name, ID: rec.ID}
 	s.tr.SetState(ref, monitor.Starting, nil)
@@ -406,7 +410,7 @@ func (s *Service) runQuery(ctx context.Context, r *run, rec registry.Record, ref
 	if s.opts.Cluster == nil {
 		return job.Run(ctx)
 	}
-	runner, err := s.opts.Cluster.NewRunner(cluster.RunnerOptions{QueryID: job.Query.QueryID(), Spec: job.Spec, Logger: opts.Logger, Hook: opts.Hook, MinExecutors: s.opts.MinExecutors})
+	runner, err := s.opts.Cluster.NewRunner(cluster.RunnerOptions{QueryID: job.Query.QueryID(), Spec: job.Spec, Logger: opts.Logger, Hook: opts.Hook, MinExecutors: s.opts.MinExecutors, Abandon: r.stopped})
 	if err != nil {
 		return err
 	}

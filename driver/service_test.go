@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/objstore"
@@ -375,5 +377,97 @@ func TestLostLeaseStopsTheDriver(t *testing.T) {
 	}
 	if r := s.runOf("course-activity-tile"); r == nil || !r.ended() {
 		t.Fatal("the query still runs after the lease was lost")
+	}
+}
+
+// A batch logged but still waiting for executors has run nothing: a
+// graceful stop (an operator's or the driver's shutdown) abandons it at
+// once instead of holding the stop until StopTimeout, and the next run
+// re-runs its logged offsets.
+func TestGracefulStopAbandonsABatchWaitingForExecutors(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	l := newLab(t, dir)
+	l.add(t, 200)
+	drv, err := cluster.NewDriver(cluster.DriverOptions{Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveCtx, stopServe := context.WithCancel(ctx)
+	defer stopServe()
+	go drv.Serve(serveCtx)
+	st, err := objstore.NewFS(filepath.Join(dir, "registry"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logged := make(chan struct{}, 16)
+	s := New(Options{
+		Registry:    registry.New(st, registry.Options{}),
+		Lease:       registry.LeaseConfig{TTL: 2 * time.Second, Renew: 200 * time.Millisecond},
+		Poll:        50 * time.Millisecond,
+		StopTimeout: 10 * time.Minute,
+		Cluster:     drv,
+		Engine: engine.Options{Parallelism: 2, Hook: func(point string, _ ids.BatchID) {
+			if point == "before-offsets" {
+				logged <- struct{}{}
+			}
+		}},
+	})
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(runCtx) }()
+	waitFor(t, "the service to become active", func() bool { return s.Ready() == nil })
+	const name = "course-activity-tile"
+	wait := func(what string) {
+		t.Helper()
+		select {
+		case <-logged:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("no batch logged %s", what)
+		}
+	}
+
+	// An operator's graceful stop.
+	if _, err := s.Submit(ctx, Submission{Spec: l.spec(nil), ChangedBy: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	wait("after submit")
+	stopped := make(chan error, 1)
+	go func() {
+		_, v, err := s.Stop(ctx, name, false, 0, "test")
+		if err == nil && v.State != monitor.Stopped {
+			err = fmt.Errorf("state %s, want STOPPED", v.State)
+		}
+		stopped <- err
+	}()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("stop: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("a graceful stop waited for a batch that has no executor to run on (StopTimeout is 10 min)")
+	}
+
+	// The driver's shutdown, with the batch logged before (re-run on resume).
+	if res, err := s.Submit(ctx, Submission{Spec: l.spec(nil)}); err != nil || res.Outcome != "resumed" {
+		t.Fatalf("resume: %+v, %v", res, err)
+	}
+	if _, err := s.WaitStarted(ctx, name, 1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the resumed query to wait for executors", func() bool { return state(s, name) == monitor.Running })
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the shutdown waited for a batch that has no executor to run on (StopTimeout is 10 min)")
+	}
+	if got := state(s, name); got != monitor.Stopped {
+		t.Fatalf("after shutdown: %s, want STOPPED", got)
 	}
 }
