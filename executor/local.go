@@ -3,6 +3,8 @@ package executor
 import (
 	"context"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -89,12 +91,63 @@ type StartedMaps struct {
 	err    error
 	start  time.Time
 	took   time.Duration
+
+	// For runners outside this package (StartMapsWith).
+	state    any
+	drop     func()
+	taken    atomic.Bool
+	dropOnce sync.Once
 }
 
-// Cancel stops the tasks and waits for them. It is idempotent.
+// StartMapsWith returns map tasks that fn runs in the background, for a
+// PhasedRunner outside this package (the cluster's): state is the
+// runner's own (State), fn's error is Wait's. Cancel cancels fn's context,
+// waits for it and then calls drop, unless Take was called first.
+func StartMapsWith(ctx context.Context, ahead bool, state any, fn func(ctx context.Context) error, drop func()) *StartedMaps {
+	ctx, cancel := context.WithCancel(ctx)
+	m := &StartedMaps{ahead: ahead, cancel: cancel, done: make(chan struct{}), start: time.Now(), state: state, drop: drop}
+	go func() {
+		defer close(m.done)
+		m.err = fn(ctx)
+		m.took = time.Since(m.start)
+	}()
+	return m
+}
+
+// State is the value StartMapsWith was given.
+func (m *StartedMaps) State() any { return m.state }
+
+// Ahead reports whether the tasks were started before their batch was
+// logged.
+func (m *StartedMaps) Ahead() bool { return m.ahead }
+
+// Took is how long the tasks ran (valid once Wait returned).
+func (m *StartedMaps) Took() time.Duration { return m.took }
+
+// Wait waits for the tasks and returns their error; if ctx ends first it
+// cancels them (Cancel) and returns ctx's error.
+func (m *StartedMaps) Wait(ctx context.Context) error {
+	select {
+	case <-m.done:
+		return m.err
+	case <-ctx.Done():
+		m.Cancel()
+		return ctx.Err()
+	}
+}
+
+// Take marks the tasks' output as taken by the caller: Cancel no longer
+// drops it (Reduce, or the MapOutput's Done, releases it).
+func (m *StartedMaps) Take() { m.taken.Store(true) }
+
+// Cancel stops the tasks and waits for them, then drops what they hold
+// unless it was taken. It is idempotent.
 func (m *StartedMaps) Cancel() {
 	m.cancel()
 	<-m.done
+	if m.drop != nil && !m.taken.Load() {
+		m.dropOnce.Do(m.drop)
+	}
 }
 
 // MapOutput is a batch's map tasks' results, in task order, with the
@@ -102,6 +155,13 @@ func (m *StartedMaps) Cancel() {
 type MapOutput struct {
 	Maps   []*MapResult
 	Result BatchResult
+	// State is a runner's own (the cluster's batch run), from TakeMaps to
+	// Reduce.
+	State any
+	// Done, if set, releases what the runner holds for the batch (shuffle
+	// data, executors). Reduce calls it; a caller that will not call
+	// Reduce must. It is idempotent.
+	Done func()
 }
 
 // Local runs tasks in this process, in parallel.

@@ -177,6 +177,9 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 		if running != nil {
 			running.Cancel()
 		}
+		if maps != nil && maps.Done != nil {
+			maps.Done() // taken but not reduced
+		}
 	}()
 	if e := res.Rerun; e != nil {
 		cfg.Logger.Info("re-running uncommitted batch as logged", "query", cfg.Spec.Name, "batch", e.BatchID)
