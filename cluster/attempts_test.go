@@ -129,14 +129,19 @@ func TestBothAttemptsOfABatchChangeAPartitionEveryExecutorLoadsTheCommittedOne(t
 				}
 			})
 			var rerun bool
+			var drained <-chan error
 			c.runOn(spec, func(p *scheduler.Progress) {
 				if p.BatchID == 2 {
 					rerun = p.Rerun
-					if err := c.stop(2); err != nil {
-						t.Errorf("drain: %v", err)
-					}
+					drained = c.drainAsync(2)
 				}
 			})
+			if drained == nil {
+				t.Fatal("no batch 2")
+			}
+			if err := <-drained; err != nil {
+				t.Errorf("drain: %v", err)
+			}
 			if !rerun {
 				t.Fatal("the new driver run did not re-run batch 2")
 			}

@@ -101,6 +101,16 @@ func (c *testCluster) stopAll() {
 	}
 }
 
+// drainAsync drains node i in the background; the channel gets what
+// stop returned. A progress callback must not drain synchronously: the
+// batch started ahead holds the executor until the scheduler, waiting
+// on the callback, takes it.
+func (c *testCluster) drainAsync(i int) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- c.stop(i) }()
+	return done
+}
+
 // stop drains node i and returns what its Run returned.
 func (c *testCluster) stop(i int) error {
 	c.mu.Lock()

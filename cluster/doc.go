@@ -28,6 +28,20 @@
 // logged offsets, and the next attempt assigns the lost executor's
 // partitions to the others.
 //
+// Overlap: Runner is an executor.PhasedRunner, so with availableNow or
+// processingTime 0 the scheduler starts the next batch's map tasks while
+// a batch reduces and commits, as in one process. Such a task runs with
+// RunMapTaskRequest.ahead: it pushes its partials (keyed by batch, so the
+// batch reducing keeps its own) but holds its malformed records and calls
+// no hook; once the batch is logged, TakeMaps has each executor finish
+// its tasks (FinishMapTasks: the records set aside, the map-done hook, in
+// task order). A batch dropped before it is logged releases its shuffle
+// data and held tasks (ReleaseBatch) and its hold on the executors. An
+// executor keeps the shuffle data of the batch before the one whose map
+// task arrives (that one may still be reducing) and drops what is older.
+// A draining executor is left out of the batches started after its drain
+// began, so it is free once the batch started before ends.
+//
 // Failures: a map task that fails is launched again (a new attempt
 // number) on another executor, up to RunnerOptions.MapAttempts; owners keep
 // only the highest attempt of each map task, so a retry's partials replace

@@ -204,6 +204,7 @@ func TestPartitionsMovingAwayAndBackKeepStateExactWithPebble(t *testing.T) {
 			spec.Source.File.MaxFilesPerTrigger = 2
 			spec.StateStore = store
 			var joined int
+			var drained <-chan error
 			r := c.runOn(spec, func(p *scheduler.Progress) {
 				switch p.BatchID {
 				case 2:
@@ -211,11 +212,15 @@ func TestPartitionsMovingAwayAndBackKeepStateExactWithPebble(t *testing.T) {
 					joined = len(c.nodes) - 1
 					c.waitLive(3)
 				case 5:
-					if err := c.stop(joined); err != nil {
-						t.Errorf("drain: %v", err)
-					}
+					drained = c.drainAsync(joined)
 				}
 			})
+			if drained == nil {
+				t.Fatal("no batch 5")
+			}
+			if err := <-drained; err != nil {
+				t.Errorf("drain: %v", err)
+			}
 			if d := tiletest.Diff(want, sinkWindows(t, spec.Sink.Parquet.Path)); d != "" {
 				t.Fatalf("output differs from the oracle:\n%s", d)
 			}

@@ -123,6 +123,32 @@ type queryEnv struct {
 	// parts serialises reduce tasks per partition: a state partition is
 	// open once at a time.
 	parts map[ids.PartitionID]*sync.Mutex
+	// ahead holds the map tasks run ahead of their batch's log entry until
+	// FinishMapTasks (n.mu).
+	ahead map[aheadKey]*aheadMap
+}
+
+// aheadKey names a map attempt run ahead.
+type aheadKey struct {
+	run     string
+	batch   ids.BatchID
+	attempt uint64
+}
+
+// aheadMap is a map task run ahead: what FinishMapTasks finishes.
+type aheadMap struct {
+	task executor.MapTask
+	res  *executor.MapResult // its Bad records only
+}
+
+// dropAhead forgets q's maps run ahead of other runs, or of batches
+// before from (n.mu held).
+func (q *queryEnv) dropAheadLocked(run string, from ids.BatchID) {
+	for k := range q.ahead {
+		if k.run != run || k.batch < from {
+			delete(q.ahead, k)
+		}
+	}
 }
 
 // NewNode listens; Run registers and serves.
@@ -578,15 +604,21 @@ func (s *executorService) RunMapTask(ctx context.Context, req *sluicepb.RunMapTa
 		return nil, status.Errorf(codes.InvalidArgument, "map task %d of batch %d: %d partitions but %d owners", req.MapIndex, req.Batch, req.Partitions, len(req.Owners))
 	}
 	batch := ids.BatchID(req.Batch)
-	n.buffer.ReleaseOlder(req.QueryId, req.RunId, batch)
+	// The batch before may still be reducing while this one runs ahead:
+	// what is older than it is left over from failed attempts.
+	n.buffer.ReleaseOlder(req.QueryId, req.RunId, batch-1)
+	n.mu.Lock()
+	q.dropAheadLocked(req.RunId, batch-1)
+	n.mu.Unlock()
 	if err := n.acquire(ctx); err != nil {
 		return nil, taskError(ctx, err)
 	}
-	res, err := executor.RunMap(ctx, q.env.Env, executor.MapTask{
+	task := executor.MapTask{
 		Batch: batch, Index: int(req.MapIndex), Split: source.Split{ID: req.Split.GetId(), Desc: req.Split.GetDesc()},
 		Late: eventtime.Watermark(req.LateWatermarkUs), Partitions: int(req.Partitions), BatchTimestampMs: req.BatchTimestampMs,
-		Manifest: join.Ref{ID: req.ManifestId, Hash: req.ManifestHash},
-	})
+		Manifest: join.Ref{ID: req.ManifestId, Hash: req.ManifestHash}, Ahead: req.Ahead,
+	}
+	res, err := executor.RunMap(ctx, q.env.Env, task)
 	n.releaseSlot()
 	if err != nil {
 		n.counters.failures.Add(1)
@@ -602,6 +634,14 @@ func (s *executorService) RunMapTask(ctx context.Context, req *sluicepb.RunMapTa
 	if err != nil {
 		n.counters.failures.Add(1)
 		return nil, pushError(ctx, err, string(n.ID()))
+	}
+	if req.Ahead {
+		n.mu.Lock()
+		if q.ahead == nil {
+			q.ahead = map[aheadKey]*aheadMap{}
+		}
+		q.ahead[aheadKey{run: req.RunId, batch: batch, attempt: req.Attempt}] = &aheadMap{task: task, res: &executor.MapResult{Index: res.Index, Bad: res.Bad}}
+		n.mu.Unlock()
 	}
 	n.counters.maps.Add(1)
 	n.counters.shuffle.Add(stats.Bytes)
@@ -722,7 +762,48 @@ func (s *executorService) runReduceTask(ctx context.Context, req *sluicepb.RunRe
 	}}, nil
 }
 
+// FinishMapTasks finishes the map attempts run ahead here, in order: their
+// malformed records are set aside and their map-done hook is called.
+func (s *executorService) FinishMapTasks(ctx context.Context, req *sluicepb.FinishMapTasksRequest) (*sluicepb.FinishMapTasksResponse, error) {
+	n := s.n
+	ctx, cancel := n.taskContext(ctx)
+	defer cancel()
+	q, err := n.query(req.QueryId, req.RunId)
+	if err != nil {
+		return nil, err
+	}
+	n.tasks.Add(1)
+	defer n.tasks.Done()
+	batch := ids.BatchID(req.Batch)
+	for _, a := range req.Attempts {
+		k := aheadKey{run: req.RunId, batch: batch, attempt: a}
+		n.mu.Lock()
+		m := q.ahead[k]
+		n.mu.Unlock()
+		if m == nil {
+			return nil, status.Errorf(codes.NotFound, "batch %d: map attempt %d was not run ahead here (or its batch was released)", batch, a)
+		}
+		if err := executor.FinishMap(ctx, q.env.Env, m.task, m.res); err != nil {
+			n.counters.failures.Add(1)
+			return nil, taskError(ctx, err)
+		}
+		n.mu.Lock()
+		delete(q.ahead, k)
+		n.mu.Unlock()
+	}
+	return &sluicepb.FinishMapTasksResponse{}, nil
+}
+
 func (s *executorService) ReleaseBatch(ctx context.Context, req *sluicepb.ReleaseBatchRequest) (*sluicepb.ReleaseBatchResponse, error) {
+	if q, err := s.n.query(req.QueryId, req.RunId); err == nil {
+		s.n.mu.Lock()
+		for k := range q.ahead {
+			if k.batch == ids.BatchID(req.Batch) {
+				delete(q.ahead, k)
+			}
+		}
+		s.n.mu.Unlock()
+	}
 	s.n.buffer.Release(shuffle.BatchKey{Query: req.QueryId, Run: req.RunId, Batch: ids.BatchID(req.Batch)})
 	s.n.releaseMovedState(req.QueryId, req.RunId, req.PartitionOwners)
 	return &sluicepb.ReleaseBatchResponse{}, nil

@@ -40,6 +40,7 @@ func TestStateOfPartitionsThatMovedAwayIsReleased(t *testing.T) {
 				mu.Unlock()
 			}
 			var joined int
+			var drained <-chan error
 			c.runOn(spec, func(p *scheduler.Progress) {
 				snapshot(p)
 				switch p.BatchID {
@@ -48,11 +49,15 @@ func TestStateOfPartitionsThatMovedAwayIsReleased(t *testing.T) {
 					joined = len(c.nodes) - 1
 					c.waitLive(3)
 				case 6:
-					if err := c.stop(joined); err != nil {
-						t.Errorf("drain: %v", err)
-					}
+					drained = c.drainAsync(joined)
 				}
 			})
+			if drained == nil {
+				t.Fatal("no batch 6")
+			}
+			if err := <-drained; err != nil {
+				t.Errorf("drain: %v", err)
+			}
 			if d := tiletest.Diff(want, sinkWindows(t, spec.Sink.Parquet.Path)); d != "" {
 				t.Fatalf("output differs from the oracle:\n%s", d)
 			}

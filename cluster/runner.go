@@ -144,22 +144,123 @@ func (r *Runner) waitForExecutors(ctx context.Context, batch ids.BatchID, need i
 	return err
 }
 
-// batchRun is one RunBatch call.
+// batchRun is one batch on the executors, from StartMaps to Reduce.
 type batchRun struct {
 	r           *Runner
 	plan        executor.BatchPlan
+	ahead       bool
 	hold        *BatchHold
 	owners      []ExecutorID
 	byID        map[ExecutorID]Member
 	protoOwners []*sluicepb.PartitionOwner
 	log         *slog.Logger
+
+	// parent is StartMaps' context; ctx, derived from it, is the batch's
+	// and is cancelled (with the reason) when an owner leaves.
+	parent context.Context
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	// The map tasks' results: the accepted attempt of each, the executor
+	// that ran it, its metrics.
+	accepted []uint64
+	ranOn    []ExecutorID
+	metrics  []*sluicepb.MapMetrics
+
+	finishOnce sync.Once
 }
+
+var _ executor.PhasedRunner = (*Runner)(nil)
 
 // RunBatch runs the plan's map tasks on the live executors, shuffles their
 // partials to the partitions' owners and runs a reduce task per partition
 // on its owner. Losing an owner fails the batch (the scheduler retries it
 // whole, and the next call assigns partitions anew).
 func (r *Runner) RunBatch(ctx context.Context, plan executor.BatchPlan) (*executor.BatchResult, error) {
+	out, err := r.TakeMaps(ctx, plan, r.StartMaps(ctx, plan, false))
+	if err != nil {
+		return nil, err
+	}
+	return r.Reduce(ctx, plan, out)
+}
+
+// StartMaps assigns the plan's partitions to the live executors and runs
+// its map tasks in the background (see RunBatch). With ahead (the batch
+// after the one reducing, not logged yet) the executors push the
+// partials but set nothing aside and call no hook until TakeMaps has
+// them finish the tasks.
+func (r *Runner) StartMaps(ctx context.Context, plan executor.BatchPlan, ahead bool) *executor.StartedMaps {
+	b := &batchRun{r: r, plan: plan, ahead: ahead, byID: map[ExecutorID]Member{}, parent: ctx,
+		log: r.opts.Logger.With("query", r.opts.Spec.Name, "batch", plan.Batch)}
+	b.ctx, b.cancel = context.WithCancelCause(ctx)
+	return executor.StartMapsWith(b.ctx, ahead, b, b.start, b.finish)
+}
+
+// TakeMaps waits for the map tasks; those run ahead are finished on their
+// executors now that the batch is logged.
+func (r *Runner) TakeMaps(ctx context.Context, plan executor.BatchPlan, m *executor.StartedMaps) (*executor.MapOutput, error) {
+	b := m.State().(*batchRun)
+	if err := m.Wait(ctx); err != nil {
+		b.finish()
+		return nil, b.fail(err)
+	}
+	m.Take()
+	if b.ahead {
+		if err := b.finishAhead(); err != nil {
+			b.finish()
+			return nil, b.fail(err)
+		}
+	}
+	out := &executor.MapOutput{State: b, Done: b.finish}
+	res := &out.Result
+	for i, m := range b.metrics {
+		res.AddMap(&executor.MapResult{
+			Index: i, InputRows: m.InputRows, Malformed: m.Malformed, DroppedByWatermark: m.DroppedByWatermark, TooFarAhead: m.TooFarAhead, JoinUnmatched: m.JoinUnmatched,
+			MinEventTime: m.MinEventTimeUs, MaxEventTime: m.MaxEventTimeUs, HasEventTime: m.HasEventTime,
+		})
+		res.ShuffleBytes += m.ShuffleBytes
+	}
+	res.MapDuration = m.Took()
+	if r.opts.Hook != nil {
+		r.opts.Hook("maps-done", plan.Batch)
+	}
+	return out, nil
+}
+
+// Reduce runs a reduce task per partition on its owner over the map
+// tasks' accepted attempts, then releases the batch's shuffle data.
+func (r *Runner) Reduce(ctx context.Context, plan executor.BatchPlan, out *executor.MapOutput) (*executor.BatchResult, error) {
+	b := out.State.(*batchRun)
+	defer b.finish()
+	stop := context.AfterFunc(ctx, func() { b.cancel(context.Cause(ctx)) })
+	defer stop()
+	res := out.Result
+	start := time.Now()
+	var err error
+	// plan is the batch's as the sink decided it once the maps ran (what
+	// to gather, whether to skip the sink).
+	if res.Reduces, err = b.runReduces(b.ctx, plan, b.accepted); err != nil {
+		return nil, b.fail(err)
+	}
+	res.ReduceDuration = time.Since(start)
+	var records int64
+	for _, m := range b.metrics {
+		records += m.ShuffleRecords
+	}
+	b.log.Debug("batch ran on executors", "maps", len(plan.Splits), "ahead", b.ahead, "shuffleBytes", res.ShuffleBytes, "shuffleRecords", records)
+	r.mu.Lock()
+	r.stats.Batches++
+	r.stats.InputRows += res.InputRows
+	r.stats.ShuffleBytes += res.ShuffleBytes
+	r.stats.ShuffleRecords += records
+	r.mu.Unlock()
+	return &res, nil
+}
+
+// start waits for executors, assigns the partitions and runs the map
+// tasks (StartMaps' background work).
+func (b *batchRun) start(ctx context.Context) error {
+	r, plan := b.r, b.plan
 	r.mu.Lock()
 	need := 1
 	if !r.started {
@@ -169,21 +270,18 @@ func (r *Runner) RunBatch(ctx context.Context, plan executor.BatchPlan) (*execut
 	if have := len(r.d.Members.Live()); have < need {
 		r.opts.Logger.Info("waiting for executors to register", "query", r.opts.Spec.Name, "batch", plan.Batch, "driver", r.d.Addr(), "registered", have, "need", need)
 		if err := r.waitForExecutors(ctx, plan.Batch, need); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	r.mu.Lock()
 	r.started = true
 	r.mu.Unlock()
-	hold := r.d.Members.AcquireLive()
-	defer hold.Release()
-	if len(hold.Members) == 0 {
-		return nil, fmt.Errorf("batch %d: no executor available", plan.Batch)
+	b.hold = r.d.Members.AcquireLive()
+	if len(b.hold.Members) == 0 {
+		return fmt.Errorf("batch %d: no executor available", plan.Batch)
 	}
-	b := &batchRun{r: r, plan: plan, hold: hold, byID: map[ExecutorID]Member{},
-		log: r.opts.Logger.With("query", r.opts.Spec.Name, "batch", plan.Batch)}
 	var execs []ExecutorID
-	for _, m := range hold.Members {
+	for _, m := range b.hold.Members {
 		b.byID[m.ID] = m
 		execs = append(execs, m.ID)
 	}
@@ -199,56 +297,65 @@ func (r *Runner) RunBatch(ctx context.Context, plan executor.BatchPlan) (*execut
 		m := b.byID[id]
 		b.protoOwners = append(b.protoOwners, &sluicepb.PartitionOwner{ExecutorId: string(m.ID), Address: m.Address})
 	}
-
-	parent := ctx
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	defer b.release()
-	b.watchOwners(ctx, cancel)
-	// fail prefers the reason the batch was aborted (an owner left) over
-	// the cancellation it caused in the tasks.
-	fail := func(err error) error {
-		if parent.Err() == nil && ctx.Err() != nil {
-			return context.Cause(ctx)
-		}
+	b.watchOwners(b.ctx, b.cancel)
+	if err := b.prepareAll(ctx); err != nil {
 		return err
 	}
-	if err := b.prepareAll(ctx); err != nil {
-		return nil, fail(err)
+	return b.runMaps(ctx)
+}
+
+// fail prefers the reason the batch was aborted (an owner left) over the
+// cancellation it caused in the tasks.
+func (b *batchRun) fail(err error) error {
+	if b.parent.Err() == nil && b.ctx.Err() != nil {
+		if cause := context.Cause(b.ctx); cause != context.Canceled {
+			return cause
+		}
 	}
-	res := &executor.BatchResult{}
-	start := time.Now()
-	accepted, metrics, err := b.runMaps(ctx)
-	if err != nil {
-		return nil, fail(err)
+	return err
+}
+
+// finishAhead has each executor finish the map attempts it ran ahead, in
+// task order.
+func (b *batchRun) finishAhead() error {
+	byExec := map[ExecutorID][]uint64{}
+	var execs []ExecutorID
+	for i, id := range b.ranOn {
+		if byExec[id] == nil {
+			execs = append(execs, id)
+		}
+		byExec[id] = append(byExec[id], b.accepted[i])
 	}
-	var shuffled, records int64
-	for i, m := range metrics {
-		res.AddMap(&executor.MapResult{
-			Index: i, InputRows: m.InputRows, Malformed: m.Malformed, DroppedByWatermark: m.DroppedByWatermark, TooFarAhead: m.TooFarAhead, JoinUnmatched: m.JoinUnmatched,
-			MinEventTime: m.MinEventTimeUs, MaxEventTime: m.MaxEventTimeUs, HasEventTime: m.HasEventTime,
+	g, gctx := errgroup.WithContext(b.ctx)
+	for _, id := range execs {
+		m := b.byID[id]
+		req := &sluicepb.FinishMapTasksRequest{QueryId: b.r.opts.QueryID, RunId: b.r.runID, Batch: int64(b.plan.Batch), Attempts: byExec[id]}
+		g.Go(func() error {
+			err := b.call(gctx, m, func(ctx context.Context, c sluicepb.ExecutorServiceClient) error {
+				_, err := c.FinishMapTasks(ctx, req)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("batch %d: finish the map tasks run ahead on executor %s: %w", b.plan.Batch, id, err)
+			}
+			return nil
 		})
-		shuffled += m.ShuffleBytes
-		records += m.ShuffleRecords
 	}
-	res.MapDuration = time.Since(start)
-	res.ShuffleBytes = shuffled
-	if r.opts.Hook != nil {
-		r.opts.Hook("maps-done", plan.Batch)
-	}
-	start = time.Now()
-	if res.Reduces, err = b.runReduces(ctx, accepted); err != nil {
-		return nil, fail(err)
-	}
-	res.ReduceDuration = time.Since(start)
-	b.log.Debug("batch ran on executors", "maps", len(plan.Splits), "shuffleBytes", shuffled, "shuffleRecords", records)
-	r.mu.Lock()
-	r.stats.Batches++
-	r.stats.InputRows += res.InputRows
-	r.stats.ShuffleBytes += shuffled
-	r.stats.ShuffleRecords += records
-	r.mu.Unlock()
-	return res, nil
+	return g.Wait()
+}
+
+// finish releases what the batch holds: its shuffle data on the
+// executors, its context, its hold on them. It is idempotent.
+func (b *batchRun) finish() {
+	b.finishOnce.Do(func() {
+		if b.hold != nil {
+			b.release()
+		}
+		b.cancel(nil)
+		if b.hold != nil {
+			b.hold.Release()
+		}
+	})
 }
 
 func describeOwners(owners []ExecutorID) string {
@@ -418,28 +525,24 @@ func (b *batchRun) pick(i int, tried map[ExecutorID]bool) (Member, bool) {
 	return c[(i+len(tried))%len(c)], true
 }
 
-func (b *batchRun) runMaps(ctx context.Context) ([]uint64, []*sluicepb.MapMetrics, error) {
+func (b *batchRun) runMaps(ctx context.Context) error {
 	n := len(b.plan.Splits)
-	accepted := make([]uint64, n)
-	metrics := make([]*sluicepb.MapMetrics, n)
+	b.accepted, b.ranOn, b.metrics = make([]uint64, n), make([]ExecutorID, n), make([]*sluicepb.MapMetrics, n)
 	g, gctx := errgroup.WithContext(ctx)
 	for i := range n {
 		g.Go(func() error {
-			a, m, err := b.runMap(gctx, i)
-			accepted[i], metrics[i] = a, m
+			a, on, m, err := b.runMap(gctx, i)
+			b.accepted[i], b.ranOn[i], b.metrics[i] = a, on, m
 			return err
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return nil, nil, err
-	}
-	return accepted, metrics, nil
+	return g.Wait()
 }
 
 // runMap launches map task i until an attempt succeeds. A task whose push
 // to an owner failed, or whose executor owned partitions and was lost,
 // fails the batch: its partitions need a new owner.
-func (b *batchRun) runMap(ctx context.Context, i int) (uint64, *sluicepb.MapMetrics, error) {
+func (b *batchRun) runMap(ctx context.Context, i int) (uint64, ExecutorID, *sluicepb.MapMetrics, error) {
 	sp := b.plan.Splits[i]
 	tried := map[ExecutorID]bool{}
 	var lastErr error
@@ -456,6 +559,7 @@ func (b *batchRun) runMap(ctx context.Context, i int) (uint64, *sluicepb.MapMetr
 			LateWatermarkUs: int64(b.plan.Watermark.Late), Partitions: int32(b.plan.Partitions), Owners: b.protoOwners,
 			BatchTimestampMs: b.plan.BatchTimestampMs,
 			ManifestId:       b.plan.Manifest.ID, ManifestHash: b.plan.Manifest.Hash,
+			Ahead: b.ahead,
 		}
 		var resp *sluicepb.RunMapTaskResponse
 		err := b.call(ctx, m, func(ctx context.Context, c sluicepb.ExecutorServiceClient) error {
@@ -469,25 +573,25 @@ func (b *batchRun) runMap(ctx context.Context, i int) (uint64, *sluicepb.MapMetr
 				b.r.stats.MapRetries += int64(launch)
 				b.r.mu.Unlock()
 			}
-			return attempt, resp.GetMetrics(), nil
+			return attempt, m.ID, resp.GetMetrics(), nil
 		}
 		if ctx.Err() != nil {
-			return 0, nil, ctx.Err()
+			return 0, "", nil, ctx.Err()
 		}
 		if !elsewhere(err) {
 			// Data loss, a corrupt checkpoint...: every executor would
 			// find the same; the scheduler decides, as in one process.
-			return 0, nil, fmt.Errorf("batch %d: map task %d (split %s) on executor %s: %w", b.plan.Batch, i, sp.ID, m.ID, err)
+			return 0, "", nil, fmt.Errorf("batch %d: map task %d (split %s) on executor %s: %w", b.plan.Batch, i, sp.ID, m.ID, err)
 		}
 		if f := shuffleFailure(err); f != nil {
 			b.r.d.Members.Remove(ExecutorID(f.ExecutorId), fmt.Sprintf("map task %d of batch %d could not push partials to it: %s", i, b.plan.Batch, status.Convert(err).Message()))
-			return 0, nil, fmt.Errorf("batch %d: map task %d on executor %s: owner %s (%s) unreachable; the batch needs a new assignment: %w",
+			return 0, "", nil, fmt.Errorf("batch %d: map task %d on executor %s: owner %s (%s) unreachable; the batch needs a new assignment: %w",
 				b.plan.Batch, i, m.ID, f.ExecutorId, f.Address, err)
 		}
 		var lost *lostError
 		if errors.As(err, &lost) {
 			if ps := b.ownsPartitions(m.ID); len(ps) > 0 {
-				return 0, nil, fmt.Errorf("batch %d: executor %s, owner of partitions %v, lost during map task %d; the batch needs a new assignment: %w",
+				return 0, "", nil, fmt.Errorf("batch %d: executor %s, owner of partitions %v, lost during map task %d; the batch needs a new assignment: %w",
 					b.plan.Batch, m.ID, ps, i, err)
 			}
 		}
@@ -505,19 +609,19 @@ func (b *batchRun) runMap(ctx context.Context, i int) (uint64, *sluicepb.MapMetr
 	if lastErr == nil {
 		lastErr = errors.New("no executor left to run it")
 	}
-	return 0, nil, fmt.Errorf("batch %d: map task %d (split %s) failed %d times: %w", b.plan.Batch, i, sp.ID, len(tried), lastErr)
+	return 0, "", nil, fmt.Errorf("batch %d: map task %d (split %s) failed %d times: %w", b.plan.Batch, i, sp.ID, len(tried), lastErr)
 }
 
-func (b *batchRun) runReduces(ctx context.Context, accepted []uint64) ([]*executor.ReduceResult, error) {
-	out := make([]*executor.ReduceResult, b.plan.Partitions)
+func (b *batchRun) runReduces(ctx context.Context, plan executor.BatchPlan, accepted []uint64) ([]*executor.ReduceResult, error) {
+	out := make([]*executor.ReduceResult, plan.Partitions)
 	g, gctx := errgroup.WithContext(ctx)
-	for p := range ids.PartitionID(b.plan.Partitions) {
+	for p := range ids.PartitionID(plan.Partitions) {
 		m := b.byID[b.owners[p]]
 		g.Go(func() error {
 			req := &sluicepb.RunReduceTaskRequest{
-				QueryId: b.r.opts.QueryID, RunId: b.r.runID, Batch: int64(b.plan.Batch), Partition: int32(p),
-				LateWatermarkUs: int64(b.plan.Watermark.Late), EvictWatermarkUs: int64(b.plan.Watermark.Evict),
-				SkipSink: b.plan.SkipSink, MapAttempts: accepted, GatherBelowBytes: b.plan.GatherBelow,
+				QueryId: b.r.opts.QueryID, RunId: b.r.runID, Batch: int64(plan.Batch), Partition: int32(p),
+				LateWatermarkUs: int64(plan.Watermark.Late), EvictWatermarkUs: int64(plan.Watermark.Evict),
+				SkipSink: plan.SkipSink, MapAttempts: accepted, GatherBelowBytes: plan.GatherBelow,
 			}
 			var resp *sluicepb.RunReduceTaskResponse
 			var rows []byte
@@ -543,17 +647,17 @@ func (b *batchRun) runReduces(ctx context.Context, accepted []uint64) ([]*execut
 				}
 			})
 			if err != nil {
-				return fmt.Errorf("batch %d: reduce partition %d on executor %s: %w", b.plan.Batch, p, m.ID, err)
+				return fmt.Errorf("batch %d: reduce partition %d on executor %s: %w", plan.Batch, p, m.ID, err)
 			}
 			rr := &executor.ReduceResult{
 				Partition: p, Files: resp.Files, NumOutputRows: resp.NumOutputRows, StateRows: resp.StateRows,
 				Updated: resp.Updated, Removed: resp.Removed, MemoryBytes: resp.MemoryBytes, StateWrites: int(resp.StateWrites),
-				StateAttempt: statestore.AttemptID(req.RunId, b.plan.Batch, req.MapAttempts),
+				StateAttempt: statestore.AttemptID(req.RunId, plan.Batch, req.MapAttempts),
 				Gathered:     resp.Gathered,
 			}
 			if len(rows) > 0 {
 				if rr.Rows, err = shuffle.DecodeRows(rows, make([]row.Row, 0, resp.NumOutputRows)); err != nil {
-					return fmt.Errorf("batch %d: reduce partition %d: %w", b.plan.Batch, p, err)
+					return fmt.Errorf("batch %d: reduce partition %d: %w", plan.Batch, p, err)
 				}
 			}
 			out[p] = rr

@@ -251,8 +251,13 @@ type RunMapTaskRequest struct {
 	// manifest_id and manifest_hash name the join's dimension snapshot the
 	// batch joins against (from its offset-log entry; empty without a
 	// join): the executor loads it from the checkpoint by hash.
-	ManifestId    string `protobuf:"bytes,11,opt,name=manifest_id,json=manifestId,proto3" json:"manifest_id,omitempty"`
-	ManifestHash  string `protobuf:"bytes,12,opt,name=manifest_hash,json=manifestHash,proto3" json:"manifest_hash,omitempty"`
+	ManifestId   string `protobuf:"bytes,11,opt,name=manifest_id,json=manifestId,proto3" json:"manifest_id,omitempty"`
+	ManifestHash string `protobuf:"bytes,12,opt,name=manifest_hash,json=manifestHash,proto3" json:"manifest_hash,omitempty"`
+	// ahead: the batch's offsets are not logged yet (the next batch, started
+	// while one reduces and commits). The task pushes its partials but
+	// writes nothing else and calls no hook: it holds its malformed records
+	// until FinishMapTasks, or drops them with the batch's shuffle data.
+	Ahead         bool `protobuf:"varint,13,opt,name=ahead,proto3" json:"ahead,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -371,6 +376,118 @@ func (x *RunMapTaskRequest) GetManifestHash() string {
 	return ""
 }
 
+func (x *RunMapTaskRequest) GetAhead() bool {
+	if x != nil {
+		return x.Ahead
+	}
+	return false
+}
+
+type FinishMapTasksRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	QueryId string                 `protobuf:"bytes,1,opt,name=query_id,json=queryId,proto3" json:"query_id,omitempty"`
+	RunId   string                 `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Batch   int64                  `protobuf:"varint,3,opt,name=batch,proto3" json:"batch,omitempty"`
+	// attempts are the map attempts to finish (RunMapTaskRequest.attempt).
+	Attempts      []uint64 `protobuf:"varint,4,rep,packed,name=attempts,proto3" json:"attempts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FinishMapTasksRequest) Reset() {
+	*x = FinishMapTasksRequest{}
+	mi := &file_executor_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FinishMapTasksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FinishMapTasksRequest) ProtoMessage() {}
+
+func (x *FinishMapTasksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_executor_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FinishMapTasksRequest.ProtoReflect.Descriptor instead.
+func (*FinishMapTasksRequest) Descriptor() ([]byte, []int) {
+	return file_executor_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *FinishMapTasksRequest) GetQueryId() string {
+	if x != nil {
+		return x.QueryId
+	}
+	return ""
+}
+
+func (x *FinishMapTasksRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *FinishMapTasksRequest) GetBatch() int64 {
+	if x != nil {
+		return x.Batch
+	}
+	return 0
+}
+
+func (x *FinishMapTasksRequest) GetAttempts() []uint64 {
+	if x != nil {
+		return x.Attempts
+	}
+	return nil
+}
+
+type FinishMapTasksResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FinishMapTasksResponse) Reset() {
+	*x = FinishMapTasksResponse{}
+	mi := &file_executor_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FinishMapTasksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FinishMapTasksResponse) ProtoMessage() {}
+
+func (x *FinishMapTasksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_executor_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FinishMapTasksResponse.ProtoReflect.Descriptor instead.
+func (*FinishMapTasksResponse) Descriptor() ([]byte, []int) {
+	return file_executor_proto_rawDescGZIP(), []int{6}
+}
+
 type MapMetrics struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	InputRows          int64                  `protobuf:"varint,1,opt,name=input_rows,json=inputRows,proto3" json:"input_rows,omitempty"`
@@ -393,7 +510,7 @@ type MapMetrics struct {
 
 func (x *MapMetrics) Reset() {
 	*x = MapMetrics{}
-	mi := &file_executor_proto_msgTypes[5]
+	mi := &file_executor_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -405,7 +522,7 @@ func (x *MapMetrics) String() string {
 func (*MapMetrics) ProtoMessage() {}
 
 func (x *MapMetrics) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[5]
+	mi := &file_executor_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -418,7 +535,7 @@ func (x *MapMetrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MapMetrics.ProtoReflect.Descriptor instead.
 func (*MapMetrics) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{5}
+	return file_executor_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *MapMetrics) GetInputRows() int64 {
@@ -500,7 +617,7 @@ type RunMapTaskResponse struct {
 
 func (x *RunMapTaskResponse) Reset() {
 	*x = RunMapTaskResponse{}
-	mi := &file_executor_proto_msgTypes[6]
+	mi := &file_executor_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -512,7 +629,7 @@ func (x *RunMapTaskResponse) String() string {
 func (*RunMapTaskResponse) ProtoMessage() {}
 
 func (x *RunMapTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[6]
+	mi := &file_executor_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -525,7 +642,7 @@ func (x *RunMapTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunMapTaskResponse.ProtoReflect.Descriptor instead.
 func (*RunMapTaskResponse) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{6}
+	return file_executor_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RunMapTaskResponse) GetMetrics() *MapMetrics {
@@ -558,7 +675,7 @@ type RunReduceTaskRequest struct {
 
 func (x *RunReduceTaskRequest) Reset() {
 	*x = RunReduceTaskRequest{}
-	mi := &file_executor_proto_msgTypes[7]
+	mi := &file_executor_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -570,7 +687,7 @@ func (x *RunReduceTaskRequest) String() string {
 func (*RunReduceTaskRequest) ProtoMessage() {}
 
 func (x *RunReduceTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[7]
+	mi := &file_executor_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -583,7 +700,7 @@ func (x *RunReduceTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunReduceTaskRequest.ProtoReflect.Descriptor instead.
 func (*RunReduceTaskRequest) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{7}
+	return file_executor_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RunReduceTaskRequest) GetQueryId() string {
@@ -675,7 +792,7 @@ type RunReduceTaskResponse struct {
 
 func (x *RunReduceTaskResponse) Reset() {
 	*x = RunReduceTaskResponse{}
-	mi := &file_executor_proto_msgTypes[8]
+	mi := &file_executor_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -687,7 +804,7 @@ func (x *RunReduceTaskResponse) String() string {
 func (*RunReduceTaskResponse) ProtoMessage() {}
 
 func (x *RunReduceTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[8]
+	mi := &file_executor_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -700,7 +817,7 @@ func (x *RunReduceTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunReduceTaskResponse.ProtoReflect.Descriptor instead.
 func (*RunReduceTaskResponse) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{8}
+	return file_executor_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RunReduceTaskResponse) GetFiles() []string {
@@ -788,7 +905,7 @@ type ReleaseBatchRequest struct {
 
 func (x *ReleaseBatchRequest) Reset() {
 	*x = ReleaseBatchRequest{}
-	mi := &file_executor_proto_msgTypes[9]
+	mi := &file_executor_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -800,7 +917,7 @@ func (x *ReleaseBatchRequest) String() string {
 func (*ReleaseBatchRequest) ProtoMessage() {}
 
 func (x *ReleaseBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[9]
+	mi := &file_executor_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -813,7 +930,7 @@ func (x *ReleaseBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseBatchRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseBatchRequest) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{9}
+	return file_executor_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReleaseBatchRequest) GetQueryId() string {
@@ -852,7 +969,7 @@ type ReleaseBatchResponse struct {
 
 func (x *ReleaseBatchResponse) Reset() {
 	*x = ReleaseBatchResponse{}
-	mi := &file_executor_proto_msgTypes[10]
+	mi := &file_executor_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -864,7 +981,7 @@ func (x *ReleaseBatchResponse) String() string {
 func (*ReleaseBatchResponse) ProtoMessage() {}
 
 func (x *ReleaseBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_executor_proto_msgTypes[10]
+	mi := &file_executor_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -877,7 +994,7 @@ func (x *ReleaseBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseBatchResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseBatchResponse) Descriptor() ([]byte, []int) {
-	return file_executor_proto_rawDescGZIP(), []int{10}
+	return file_executor_proto_rawDescGZIP(), []int{12}
 }
 
 var File_executor_proto protoreflect.FileDescriptor
@@ -896,7 +1013,7 @@ const file_executor_proto_rawDesc = "" +
 	"\x0ePartitionOwner\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\tR\n" +
 	"executorId\x12\x18\n" +
-	"\aaddress\x18\x02 \x01(\tR\aaddress\"\xad\x03\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"\xc3\x03\n" +
 	"\x11RunMapTaskRequest\x12\x19\n" +
 	"\bquery_id\x18\x01 \x01(\tR\aqueryId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x14\n" +
@@ -913,7 +1030,14 @@ const file_executor_proto_rawDesc = "" +
 	" \x01(\x03R\x10batchTimestampMs\x12\x1f\n" +
 	"\vmanifest_id\x18\v \x01(\tR\n" +
 	"manifestId\x12#\n" +
-	"\rmanifest_hash\x18\f \x01(\tR\fmanifestHash\"\x90\x03\n" +
+	"\rmanifest_hash\x18\f \x01(\tR\fmanifestHash\x12\x14\n" +
+	"\x05ahead\x18\r \x01(\bR\x05ahead\"{\n" +
+	"\x15FinishMapTasksRequest\x12\x19\n" +
+	"\bquery_id\x18\x01 \x01(\tR\aqueryId\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x14\n" +
+	"\x05batch\x18\x03 \x01(\x03R\x05batch\x12\x1a\n" +
+	"\battempts\x18\x04 \x03(\x04R\battempts\"\x18\n" +
+	"\x16FinishMapTasksResponse\"\x90\x03\n" +
 	"\n" +
 	"MapMetrics\x12\x1d\n" +
 	"\n" +
@@ -958,11 +1082,12 @@ const file_executor_proto_rawDesc = "" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x14\n" +
 	"\x05batch\x18\x03 \x01(\x03R\x05batch\x12)\n" +
 	"\x10partition_owners\x18\x04 \x03(\tR\x0fpartitionOwners\"\x16\n" +
-	"\x14ReleaseBatchResponse2\xd4\x02\n" +
+	"\x14ReleaseBatchResponse2\xab\x03\n" +
 	"\x0fExecutorService\x12O\n" +
 	"\fPrepareQuery\x12\x1e.sluice.v1.PrepareQueryRequest\x1a\x1f.sluice.v1.PrepareQueryResponse\x12I\n" +
 	"\n" +
-	"RunMapTask\x12\x1c.sluice.v1.RunMapTaskRequest\x1a\x1d.sluice.v1.RunMapTaskResponse\x12T\n" +
+	"RunMapTask\x12\x1c.sluice.v1.RunMapTaskRequest\x1a\x1d.sluice.v1.RunMapTaskResponse\x12U\n" +
+	"\x0eFinishMapTasks\x12 .sluice.v1.FinishMapTasksRequest\x1a!.sluice.v1.FinishMapTasksResponse\x12T\n" +
 	"\rRunReduceTask\x12\x1f.sluice.v1.RunReduceTaskRequest\x1a .sluice.v1.RunReduceTaskResponse0\x01\x12O\n" +
 	"\fReleaseBatch\x12\x1e.sluice.v1.ReleaseBatchRequest\x1a\x1f.sluice.v1.ReleaseBatchResponseB+Z)github.com/sluicehq/sluice/proto/sluicepbb\x06proto3"
 
@@ -978,34 +1103,38 @@ func file_executor_proto_rawDescGZIP() []byte {
 	return file_executor_proto_rawDescData
 }
 
-var file_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_executor_proto_goTypes = []any{
-	(*PrepareQueryRequest)(nil),   // 0: sluice.v1.PrepareQueryRequest
-	(*PrepareQueryResponse)(nil),  // 1: sluice.v1.PrepareQueryResponse
-	(*Split)(nil),                 // 2: sluice.v1.Split
-	(*PartitionOwner)(nil),        // 3: sluice.v1.PartitionOwner
-	(*RunMapTaskRequest)(nil),     // 4: sluice.v1.RunMapTaskRequest
-	(*MapMetrics)(nil),            // 5: sluice.v1.MapMetrics
-	(*RunMapTaskResponse)(nil),    // 6: sluice.v1.RunMapTaskResponse
-	(*RunReduceTaskRequest)(nil),  // 7: sluice.v1.RunReduceTaskRequest
-	(*RunReduceTaskResponse)(nil), // 8: sluice.v1.RunReduceTaskResponse
-	(*ReleaseBatchRequest)(nil),   // 9: sluice.v1.ReleaseBatchRequest
-	(*ReleaseBatchResponse)(nil),  // 10: sluice.v1.ReleaseBatchResponse
+	(*PrepareQueryRequest)(nil),    // 0: sluice.v1.PrepareQueryRequest
+	(*PrepareQueryResponse)(nil),   // 1: sluice.v1.PrepareQueryResponse
+	(*Split)(nil),                  // 2: sluice.v1.Split
+	(*PartitionOwner)(nil),         // 3: sluice.v1.PartitionOwner
+	(*RunMapTaskRequest)(nil),      // 4: sluice.v1.RunMapTaskRequest
+	(*FinishMapTasksRequest)(nil),  // 5: sluice.v1.FinishMapTasksRequest
+	(*FinishMapTasksResponse)(nil), // 6: sluice.v1.FinishMapTasksResponse
+	(*MapMetrics)(nil),             // 7: sluice.v1.MapMetrics
+	(*RunMapTaskResponse)(nil),     // 8: sluice.v1.RunMapTaskResponse
+	(*RunReduceTaskRequest)(nil),   // 9: sluice.v1.RunReduceTaskRequest
+	(*RunReduceTaskResponse)(nil),  // 10: sluice.v1.RunReduceTaskResponse
+	(*ReleaseBatchRequest)(nil),    // 11: sluice.v1.ReleaseBatchRequest
+	(*ReleaseBatchResponse)(nil),   // 12: sluice.v1.ReleaseBatchResponse
 }
 var file_executor_proto_depIdxs = []int32{
 	2,  // 0: sluice.v1.RunMapTaskRequest.split:type_name -> sluice.v1.Split
 	3,  // 1: sluice.v1.RunMapTaskRequest.owners:type_name -> sluice.v1.PartitionOwner
-	5,  // 2: sluice.v1.RunMapTaskResponse.metrics:type_name -> sluice.v1.MapMetrics
+	7,  // 2: sluice.v1.RunMapTaskResponse.metrics:type_name -> sluice.v1.MapMetrics
 	0,  // 3: sluice.v1.ExecutorService.PrepareQuery:input_type -> sluice.v1.PrepareQueryRequest
 	4,  // 4: sluice.v1.ExecutorService.RunMapTask:input_type -> sluice.v1.RunMapTaskRequest
-	7,  // 5: sluice.v1.ExecutorService.RunReduceTask:input_type -> sluice.v1.RunReduceTaskRequest
-	9,  // 6: sluice.v1.ExecutorService.ReleaseBatch:input_type -> sluice.v1.ReleaseBatchRequest
-	1,  // 7: sluice.v1.ExecutorService.PrepareQuery:output_type -> sluice.v1.PrepareQueryResponse
-	6,  // 8: sluice.v1.ExecutorService.RunMapTask:output_type -> sluice.v1.RunMapTaskResponse
-	8,  // 9: sluice.v1.ExecutorService.RunReduceTask:output_type -> sluice.v1.RunReduceTaskResponse
-	10, // 10: sluice.v1.ExecutorService.ReleaseBatch:output_type -> sluice.v1.ReleaseBatchResponse
-	7,  // [7:11] is the sub-list for method output_type
-	3,  // [3:7] is the sub-list for method input_type
+	5,  // 5: sluice.v1.ExecutorService.FinishMapTasks:input_type -> sluice.v1.FinishMapTasksRequest
+	9,  // 6: sluice.v1.ExecutorService.RunReduceTask:input_type -> sluice.v1.RunReduceTaskRequest
+	11, // 7: sluice.v1.ExecutorService.ReleaseBatch:input_type -> sluice.v1.ReleaseBatchRequest
+	1,  // 8: sluice.v1.ExecutorService.PrepareQuery:output_type -> sluice.v1.PrepareQueryResponse
+	8,  // 9: sluice.v1.ExecutorService.RunMapTask:output_type -> sluice.v1.RunMapTaskResponse
+	6,  // 10: sluice.v1.ExecutorService.FinishMapTasks:output_type -> sluice.v1.FinishMapTasksResponse
+	10, // 11: sluice.v1.ExecutorService.RunReduceTask:output_type -> sluice.v1.RunReduceTaskResponse
+	12, // 12: sluice.v1.ExecutorService.ReleaseBatch:output_type -> sluice.v1.ReleaseBatchResponse
+	8,  // [8:13] is the sub-list for method output_type
+	3,  // [3:8] is the sub-list for method input_type
 	3,  // [3:3] is the sub-list for extension type_name
 	3,  // [3:3] is the sub-list for extension extendee
 	0,  // [0:3] is the sub-list for field type_name
@@ -1022,7 +1151,7 @@ func file_executor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_executor_proto_rawDesc), len(file_executor_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

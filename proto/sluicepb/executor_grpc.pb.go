@@ -22,10 +22,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ExecutorService_PrepareQuery_FullMethodName  = "/sluice.v1.ExecutorService/PrepareQuery"
-	ExecutorService_RunMapTask_FullMethodName    = "/sluice.v1.ExecutorService/RunMapTask"
-	ExecutorService_RunReduceTask_FullMethodName = "/sluice.v1.ExecutorService/RunReduceTask"
-	ExecutorService_ReleaseBatch_FullMethodName  = "/sluice.v1.ExecutorService/ReleaseBatch"
+	ExecutorService_PrepareQuery_FullMethodName   = "/sluice.v1.ExecutorService/PrepareQuery"
+	ExecutorService_RunMapTask_FullMethodName     = "/sluice.v1.ExecutorService/RunMapTask"
+	ExecutorService_FinishMapTasks_FullMethodName = "/sluice.v1.ExecutorService/FinishMapTasks"
+	ExecutorService_RunReduceTask_FullMethodName  = "/sluice.v1.ExecutorService/RunReduceTask"
+	ExecutorService_ReleaseBatch_FullMethodName   = "/sluice.v1.ExecutorService/ReleaseBatch"
 )
 
 // ExecutorServiceClient is the client API for ExecutorService service.
@@ -43,6 +44,11 @@ type ExecutorServiceClient interface {
 	// condition (data loss, corrupt state, ...) returns a DomainError detail
 	// (errors.proto), as RunReduceTask and PrepareQuery do.
 	RunMapTask(ctx context.Context, in *RunMapTaskRequest, opts ...grpc.CallOption) (*RunMapTaskResponse, error)
+	// FinishMapTasks finishes the map tasks this executor ran ahead (before
+	// their batch's offsets were logged), once the batch is logged: it sets
+	// their malformed records aside and calls their map-done hook, in the
+	// order given. An attempt it does not hold fails the call (NOT_FOUND).
+	FinishMapTasks(ctx context.Context, in *FinishMapTasksRequest, opts ...grpc.CallOption) (*FinishMapTasksResponse, error)
 	// RunReduceTask merges one state partition's partials (the accepted
 	// attempt of every map task, in map order) into its state, commits the
 	// next state version and writes the partition's sink output. The rows of
@@ -76,6 +82,16 @@ func (c *executorServiceClient) RunMapTask(ctx context.Context, in *RunMapTaskRe
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RunMapTaskResponse)
 	err := c.cc.Invoke(ctx, ExecutorService_RunMapTask_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *executorServiceClient) FinishMapTasks(ctx context.Context, in *FinishMapTasksRequest, opts ...grpc.CallOption) (*FinishMapTasksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FinishMapTasksResponse)
+	err := c.cc.Invoke(ctx, ExecutorService_FinishMapTasks_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -126,6 +142,11 @@ type ExecutorServiceServer interface {
 	// condition (data loss, corrupt state, ...) returns a DomainError detail
 	// (errors.proto), as RunReduceTask and PrepareQuery do.
 	RunMapTask(context.Context, *RunMapTaskRequest) (*RunMapTaskResponse, error)
+	// FinishMapTasks finishes the map tasks this executor ran ahead (before
+	// their batch's offsets were logged), once the batch is logged: it sets
+	// their malformed records aside and calls their map-done hook, in the
+	// order given. An attempt it does not hold fails the call (NOT_FOUND).
+	FinishMapTasks(context.Context, *FinishMapTasksRequest) (*FinishMapTasksResponse, error)
 	// RunReduceTask merges one state partition's partials (the accepted
 	// attempt of every map task, in map order) into its state, commits the
 	// next state version and writes the partition's sink output. The rows of
@@ -150,6 +171,9 @@ func (UnimplementedExecutorServiceServer) PrepareQuery(context.Context, *Prepare
 }
 func (UnimplementedExecutorServiceServer) RunMapTask(context.Context, *RunMapTaskRequest) (*RunMapTaskResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RunMapTask not implemented")
+}
+func (UnimplementedExecutorServiceServer) FinishMapTasks(context.Context, *FinishMapTasksRequest) (*FinishMapTasksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method FinishMapTasks not implemented")
 }
 func (UnimplementedExecutorServiceServer) RunReduceTask(*RunReduceTaskRequest, grpc.ServerStreamingServer[RunReduceTaskResponse]) error {
 	return status.Error(codes.Unimplemented, "method RunReduceTask not implemented")
@@ -214,6 +238,24 @@ func _ExecutorService_RunMapTask_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ExecutorService_FinishMapTasks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FinishMapTasksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ExecutorServiceServer).FinishMapTasks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ExecutorService_FinishMapTasks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ExecutorServiceServer).FinishMapTasks(ctx, req.(*FinishMapTasksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ExecutorService_RunReduceTask_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(RunReduceTaskRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -257,6 +299,10 @@ var ExecutorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RunMapTask",
 			Handler:    _ExecutorService_RunMapTask_Handler,
+		},
+		{
+			MethodName: "FinishMapTasks",
+			Handler:    _ExecutorService_FinishMapTasks_Handler,
 		},
 		{
 			MethodName: "ReleaseBatch",
