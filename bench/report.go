@@ -249,7 +249,7 @@ func targets(res *Results) []Target {
 			p.Ratio = e.Ratio
 			et = ratioTarget(et.Name, p, 0.9)
 			if et.Status == "missed" {
-				et.Why = "the driver's `query run ended` line of each cluster round follows, with the batches, the shuffle's bytes and records and map retries. With every process on the same cores, the shuffle over gRPC (encoding, copying, the executors' second decode) and the driver's RPCs are work one process does not do, and the cluster runs each batch's map, shuffle, reduce and commit one after the other, where one process (executor.Local, a PhasedRunner) runs the next batch's map tasks while a batch reduces and commits. What would close it: the cluster runner as a PhasedRunner (map tasks of batch N+1 dispatched while batch N's reduce tasks commit), and partials sent once per group per executor rather than per map task"
+				et.Why = "the driver's `query run ended` line of each cluster round follows, with the batches, the shuffle's bytes and records and map retries. With every process on the same cores, the shuffle over gRPC (encoding, copying, the executors' second decode), the driver's RPCs and each process's own runtime are work one process does not do; both overlap a batch's reduce and commit with the next batch's map tasks (the cluster through map tasks run ahead). What would close it: partials sent once per group per executor rather than per map task, and fewer RPCs per batch (a map task's result and the finishing of tasks run ahead in one call)"
 				if e.Cost != nil {
 					et.Why = strings.TrimSuffix(e.Cost.Why(0, 0), ".") + ". " + capitalize(et.Why)
 				}
