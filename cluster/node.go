@@ -364,6 +364,21 @@ func (n *Node) endRegistration() {
 	}
 }
 
+// beginTask starts a task of the query's run: its context (see
+// taskContext), the query's environment, and the counts a drain waits on;
+// end ends it.
+func (n *Node) beginTask(ctx context.Context, queryID, run string) (_ context.Context, _ *queryEnv, end func(), _ error) {
+	ctx, cancel := n.taskContext(ctx)
+	q, err := n.query(queryID, run)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	n.tasks.Add(1)
+	n.running.Add(1)
+	return ctx, q, func() { n.running.Add(-1); n.tasks.Done(); cancel() }, nil
+}
+
 // taskContext returns ctx, also cancelled when the current registration
 // ends.
 func (n *Node) taskContext(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -591,15 +606,11 @@ func (s *executorService) PrepareQuery(ctx context.Context, req *sluicepb.Prepar
 
 func (s *executorService) RunMapTask(ctx context.Context, req *sluicepb.RunMapTaskRequest) (*sluicepb.RunMapTaskResponse, error) {
 	n := s.n
-	ctx, cancel := n.taskContext(ctx)
-	defer cancel()
-	q, err := n.query(req.QueryId, req.RunId)
+	ctx, q, end, err := n.beginTask(ctx, req.QueryId, req.RunId)
 	if err != nil {
 		return nil, err
 	}
-	n.tasks.Add(1)
-	n.running.Add(1)
-	defer func() { n.running.Add(-1); n.tasks.Done() }()
+	defer end()
 	if int(req.Partitions) != len(req.Owners) || req.Partitions <= 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "map task %d of batch %d: %d partitions but %d owners", req.MapIndex, req.Batch, req.Partitions, len(req.Owners))
 	}
@@ -708,15 +719,11 @@ type reduceOutput struct {
 
 func (s *executorService) runReduceTask(ctx context.Context, req *sluicepb.RunReduceTaskRequest) (*reduceOutput, error) {
 	n := s.n
-	ctx, cancel := n.taskContext(ctx)
-	defer cancel()
-	q, err := n.query(req.QueryId, req.RunId)
+	ctx, q, end, err := n.beginTask(ctx, req.QueryId, req.RunId)
 	if err != nil {
 		return nil, err
 	}
-	n.tasks.Add(1)
-	n.running.Add(1)
-	defer func() { n.running.Add(-1); n.tasks.Done() }()
+	defer end()
 	p, batch := ids.PartitionID(req.Partition), ids.BatchID(req.Batch)
 	key := shuffle.BatchKey{Query: req.QueryId, Run: req.RunId, Batch: batch}
 	wctx, cancel := context.WithTimeout(ctx, n.opts.ReduceWait)
@@ -766,14 +773,11 @@ func (s *executorService) runReduceTask(ctx context.Context, req *sluicepb.RunRe
 // malformed records are set aside and their map-done hook is called.
 func (s *executorService) FinishMapTasks(ctx context.Context, req *sluicepb.FinishMapTasksRequest) (*sluicepb.FinishMapTasksResponse, error) {
 	n := s.n
-	ctx, cancel := n.taskContext(ctx)
-	defer cancel()
-	q, err := n.query(req.QueryId, req.RunId)
+	ctx, q, end, err := n.beginTask(ctx, req.QueryId, req.RunId)
 	if err != nil {
 		return nil, err
 	}
-	n.tasks.Add(1)
-	defer n.tasks.Done()
+	defer end()
 	batch := ids.BatchID(req.Batch)
 	for _, a := range req.Attempts {
 		k := aheadKey{run: req.RunId, batch: batch, attempt: a}
