@@ -243,8 +243,8 @@ func (c *Control) info(rec registry.Record) *sluicepb.QueryInfo {
 
 // ListQueries implements ControlService.
 func (c *Control) ListQueries(ctx context.Context, _ *sluicepb.ListQueriesRequest) (*sluicepb.ListQueriesResponse, error) {
-	if err := c.S.Ready(); err != nil {
-		return nil, ToStatus(ErrStandby)
+	if err := c.S.awaitActive(ctx); err != nil {
+		return nil, ToStatus(err)
 	}
 	recs, err := c.S.reg.List(ctx)
 	if err != nil {
@@ -259,8 +259,8 @@ func (c *Control) ListQueries(ctx context.Context, _ *sluicepb.ListQueriesReques
 
 // QueryStatus implements ControlService.
 func (c *Control) QueryStatus(ctx context.Context, req *sluicepb.QueryStatusRequest) (*sluicepb.QueryStatusResponse, error) {
-	if err := c.S.Ready(); err != nil {
-		return nil, ToStatus(ErrStandby)
+	if err := c.S.awaitActive(ctx); err != nil {
+		return nil, ToStatus(err)
 	}
 	rec, err := c.S.reg.Get(ctx, req.Name)
 	if err != nil {
@@ -275,8 +275,8 @@ func (c *Control) QueryStatus(ctx context.Context, req *sluicepb.QueryStatusRequ
 
 // QueryHistory implements ControlService.
 func (c *Control) QueryHistory(ctx context.Context, req *sluicepb.QueryHistoryRequest) (*sluicepb.QueryHistoryResponse, error) {
-	if err := c.S.Ready(); err != nil {
-		return nil, ToStatus(ErrStandby)
+	if err := c.S.awaitActive(ctx); err != nil {
+		return nil, ToStatus(err)
 	}
 	recs, err := c.S.reg.History(ctx, req.Name)
 	if err != nil {
@@ -299,8 +299,8 @@ func (c *Control) QueryHistory(ctx context.Context, req *sluicepb.QueryHistoryRe
 // QueryProgress implements ControlService.
 func (c *Control) QueryProgress(req *sluicepb.QueryProgressRequest, stream sluicepb.ControlService_QueryProgressServer) error {
 	ctx := stream.Context()
-	if err := c.S.Ready(); err != nil {
-		return ToStatus(ErrStandby)
+	if err := c.S.awaitActive(ctx); err != nil {
+		return ToStatus(err)
 	}
 	rec, err := c.S.reg.Get(ctx, req.Name)
 	if err != nil {

@@ -61,7 +61,11 @@ type Service struct {
 	lease *registry.Lease
 
 	active atomic.Bool // holds the lease and has loaded the registry
-	kick   chan struct{}
+	// settled is closed once Run's first lease attempt (and registry
+	// load) is over: until then the driver is starting, not a standby.
+	settled    chan struct{}
+	settleOnce sync.Once
+	kick       chan struct{}
 	// submitMu serializes submits, so two cannot both pass the check
 	// that no other query uses their checkpoint.
 	submitMu sync.Mutex
@@ -101,10 +105,39 @@ func New(opts Options) *Service {
 	s := &Service{
 		opts: opts, reg: opts.Registry, tr: opts.Tracker, log: opts.Logger,
 		kick: make(chan struct{}, 1), runs: map[string]*run{}, base: context.Background(),
+		settled: make(chan struct{}),
 	}
 	s.lease = registry.NewLease(opts.Registry.Store(), opts.Lease, opts.Now, opts.Logger)
 	return s
 }
+
+// startWait bounds how long a call waits for a starting driver's first
+// lease attempt (awaitActive).
+const startWait = 10 * time.Second
+
+// awaitActive returns nil when this driver is active. A driver still
+// starting (its first lease attempt not over) is waited for, within ctx
+// and startWait, so a call made right after serve starts is not refused
+// as if another driver held the lease; then a driver that is not active
+// is a standby (ErrStandby).
+func (s *Service) awaitActive(ctx context.Context) error {
+	if s.active.Load() {
+		return nil
+	}
+	t := time.NewTimer(startWait)
+	defer t.Stop()
+	select {
+	case <-s.settled:
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	if !s.active.Load() {
+		return ErrStandby
+	}
+	return nil
+}
+
+func (s *Service) settle() { s.settleOnce.Do(func() { close(s.settled) }) }
 
 // Tracker returns the service's tracker.
 func (s *Service) Tracker() *monitor.Tracker { return s.tr }
@@ -133,6 +166,7 @@ func (s *Service) Run(ctx context.Context) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	standbyLogged := false
+	defer s.settle()
 	for {
 		held, lost, err := s.lease.Tick(ctx)
 		if err != nil && ctx.Err() == nil {
@@ -154,6 +188,7 @@ func (s *Service) Run(ctx context.Context) error {
 			standbyLogged = true
 			s.log.Info("standby: another driver holds the lease; waiting for it to lapse", "holder", s.lease.State().Latest.Holder)
 		}
+		s.settle()
 		select {
 		case <-ctx.Done():
 			s.shutdown()

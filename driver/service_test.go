@@ -471,3 +471,82 @@ func TestGracefulStopAbandonsABatchWaitingForExecutors(t *testing.T) {
 		t.Fatalf("after shutdown: %s, want STOPPED", got)
 	}
 }
+
+// gatedStore holds every List until gate is closed (the lease's first
+// call), so a driver stays "starting" for as long as a test wants.
+type gatedStore struct {
+	objstore.Store
+	gate chan struct{}
+}
+
+func (g *gatedStore) List(ctx context.Context, prefix string) ([]string, error) {
+	<-g.gate
+	return g.Store.List(ctx, prefix)
+}
+
+// A call made while the driver is still starting (its first lease attempt
+// not over) waits for it instead of being refused as a standby; a real
+// standby is still refused at once.
+func TestSubmitToAStartingDriverWaitsForItsFirstLeaseAttempt(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	l := newLab(t, dir)
+	l.add(t, 100)
+	fs, err := objstore.NewFS(filepath.Join(dir, "registry"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &gatedStore{Store: fs, gate: make(chan struct{})}
+	s := New(Options{
+		Registry: registry.New(st, registry.Options{}),
+		Lease:    registry.LeaseConfig{TTL: 2 * time.Second, Renew: 200 * time.Millisecond},
+		Poll:     50 * time.Millisecond,
+		Engine:   engine.Options{Parallelism: 2},
+	})
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(runCtx) }()
+	submitted := make(chan error, 1)
+	go func() {
+		_, err := s.Submit(ctx, Submission{Spec: l.spec(nil), ChangedBy: "test"})
+		submitted <- err
+	}()
+	select {
+	case err := <-submitted:
+		t.Fatalf("submit to a starting driver returned before its first lease attempt: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(st.gate)
+	select {
+	case err := <-submitted:
+		if err != nil {
+			t.Fatalf("submit to a starting driver: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("submit did not return once the driver was active")
+	}
+	waitFor(t, "the output to equal the oracle", func() bool { return l.check(t) == "" })
+
+	// A second driver on the same registry is a standby: refused at once.
+	other := New(Options{
+		Registry: registry.New(fs, registry.Options{}),
+		Lease:    registry.LeaseConfig{TTL: 2 * time.Second, Renew: 200 * time.Millisecond},
+		Poll:     50 * time.Millisecond,
+	})
+	otherCtx, stopOther := context.WithCancel(ctx)
+	otherDone := make(chan error, 1)
+	go func() { otherDone <- other.Run(otherCtx) }()
+	start := time.Now()
+	if _, err := other.Submit(ctx, Submission{Spec: l.spec(nil)}); !errors.Is(err, ErrStandby) {
+		t.Fatalf("submit to a standby: %v, want ErrStandby", err)
+	}
+	if d := time.Since(start); d > startWait {
+		t.Fatalf("a standby took %v to refuse", d)
+	}
+	stopOther()
+	<-otherDone
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

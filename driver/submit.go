@@ -115,8 +115,8 @@ func (s *Service) admit(ctx context.Context, spec query.Spec, allowFirst, allowR
 // scheduler.ErrProductionGuard. Concurrent submitters of one name: one
 // wins, the others get registry.ErrConflict.
 func (s *Service) Submit(ctx context.Context, sub Submission) (SubmitResult, error) {
-	if !s.active.Load() {
-		return SubmitResult{}, ErrStandby
+	if err := s.awaitActive(ctx); err != nil {
+		return SubmitResult{}, err
 	}
 	spec, err := Parse(sub.Spec)
 	if err != nil {
@@ -272,8 +272,8 @@ func (s *Service) Stop(ctx context.Context, name string, now bool, timeout time.
 
 // StopAs is Stop recording actor in the audit trail.
 func (s *Service) StopAs(ctx context.Context, name string, now bool, timeout time.Duration, actor Actor) (registry.Record, monitor.View, error) {
-	if !s.active.Load() {
-		return registry.Record{}, monitor.View{}, ErrStandby
+	if err := s.awaitActive(ctx); err != nil {
+		return registry.Record{}, monitor.View{}, err
 	}
 	if timeout <= 0 {
 		timeout = s.opts.StopTimeout
