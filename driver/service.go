@@ -65,7 +65,9 @@ type Service struct {
 	// load) is over: until then the driver is starting, not a standby.
 	settled    chan struct{}
 	settleOnce sync.Once
-	kick       chan struct{}
+	// activated is closed when the driver first becomes active.
+	activated chan struct{}
+	kick      chan struct{}
 	// submitMu serializes submits, so two cannot both pass the check
 	// that no other query uses their checkpoint.
 	submitMu sync.Mutex
@@ -105,7 +107,7 @@ func New(opts Options) *Service {
 	s := &Service{
 		opts: opts, reg: opts.Registry, tr: opts.Tracker, log: opts.Logger,
 		kick: make(chan struct{}, 1), runs: map[string]*run{}, base: context.Background(),
-		settled: make(chan struct{}),
+		settled: make(chan struct{}), activated: make(chan struct{}),
 	}
 	s.lease = registry.NewLease(opts.Registry.Store(), opts.Lease, opts.Now, opts.Logger)
 	return s
@@ -137,6 +139,10 @@ func (s *Service) awaitActive(ctx context.Context) error {
 	return nil
 }
 
+// Activated returns a channel closed when this driver first becomes
+// active (it holds the lease and has loaded the registry).
+func (s *Service) Activated() <-chan struct{} { return s.activated }
+
 func (s *Service) settle() { s.settleOnce.Do(func() { close(s.settled) }) }
 
 // Tracker returns the service's tracker.
@@ -165,7 +171,7 @@ func (s *Service) Run(ctx context.Context) error {
 	every := min(s.opts.Poll, s.lease.Config().Renew/2)
 	t := time.NewTicker(every)
 	defer t.Stop()
-	standbyLogged := false
+	standbyLogged, activatedOnce := false, false
 	defer s.settle()
 	for {
 		held, lost, err := s.lease.Tick(ctx)
@@ -182,6 +188,10 @@ func (s *Service) Run(ctx context.Context) error {
 				s.log.Warn("reconcile the registry", "err", err)
 			} else if err == nil && !s.active.Load() {
 				s.active.Store(true)
+				if !activatedOnce {
+					activatedOnce = true
+					close(s.activated)
+				}
 				s.log.Info("active: holding the driver lease; registry loaded", "holder", s.Holder())
 			}
 		} else if !standbyLogged && ctx.Err() == nil {

@@ -516,7 +516,17 @@ func TestSubmitToAStartingDriverWaitsForItsFirstLeaseAttempt(t *testing.T) {
 		t.Fatalf("submit to a starting driver returned before its first lease attempt: %v", err)
 	case <-time.After(200 * time.Millisecond):
 	}
+	select {
+	case <-s.Activated():
+		t.Fatal("Activated is closed before the driver holds the lease")
+	default:
+	}
 	close(st.gate)
+	select {
+	case <-s.Activated():
+	case <-time.After(30 * time.Second):
+		t.Fatal("Activated was not closed once the driver held the lease")
+	}
 	select {
 	case err := <-submitted:
 		if err != nil {

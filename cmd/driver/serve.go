@@ -259,12 +259,10 @@ lease is released, the driver exits.`,
 
 // submitAtStart submits the --query files once this driver is active.
 func submitAtStart(ctx context.Context, svc *driver.Service, subs [][]byte, files []string, g *cliflags.Guards, log *slog.Logger) {
-	for svc.Ready() != nil {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(5 * time.Millisecond):
-		}
+	select {
+	case <-ctx.Done():
+		return
+	case <-svc.Activated():
 	}
 	host, _ := os.Hostname()
 	for i, b := range subs {
@@ -283,9 +281,14 @@ func submitAtStart(ctx context.Context, svc *driver.Service, subs [][]byte, file
 func waitAllDone(ctx context.Context, svc *driver.Service, tr *monitor.Tracker) error {
 	for {
 		// Take the channel before looking, so a change after the look
-		// wakes the wait; the timer covers the driver becoming active,
-		// which the tracker does not signal.
+		// wakes the wait.
 		changed := tr.Changed()
+		activated := svc.Activated()
+		select {
+		case <-activated:
+			activated = nil // active once: wait for changes only
+		default:
+		}
 		if svc.Ready() == nil {
 			if done, err := allDone(tr.List()); done {
 				return err
@@ -295,7 +298,7 @@ func waitAllDone(ctx context.Context, svc *driver.Service, tr *monitor.Tracker) 
 		case <-ctx.Done():
 			return nil
 		case <-changed:
-		case <-time.After(time.Second):
+		case <-activated:
 		}
 	}
 }
