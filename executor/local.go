@@ -117,10 +117,6 @@ func StartMapsWith(ctx context.Context, ahead bool, state any, fn func(ctx conte
 // State is the value StartMapsWith was given.
 func (m *StartedMaps) State() any { return m.state }
 
-// Ahead reports whether the tasks were started before their batch was
-// logged.
-func (m *StartedMaps) Ahead() bool { return m.ahead }
-
 // Took is how long the tasks ran (valid once Wait returned).
 func (m *StartedMaps) Took() time.Duration { return m.took }
 
@@ -217,15 +213,10 @@ func (l *Local) StartMaps(ctx context.Context, plan BatchPlan, ahead bool) *Star
 // TakeMaps waits for m, finishes the tasks started ahead (their bad
 // records and hooks, in task order) and returns the output.
 func (l *Local) TakeMaps(ctx context.Context, plan BatchPlan, m *StartedMaps) (*MapOutput, error) {
-	select {
-	case <-m.done:
-	case <-ctx.Done():
-		m.Cancel()
-		return nil, ctx.Err()
-	}
+	err := m.Wait(ctx)
 	defer m.cancel()
-	if m.err != nil {
-		return nil, m.err
+	if err != nil {
+		return nil, err
 	}
 	if m.ahead {
 		for i, r := range m.maps {

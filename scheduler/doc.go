@@ -16,9 +16,9 @@
 //
 // Overlap: with availableNow or processingTime 0, on a runner that can
 // start map tasks before their batch is logged (executor.PhasedRunner: the
-// in-process one and the cluster's), a batch runs as map tasks then reduce tasks, and once
-// its map tasks end the next batch is planned and its map tasks started
-// while this one reduces and commits. What makes that safe: the next
+// in-process one and the cluster's), a batch runs as map tasks then
+// reduce tasks, and once its map tasks end the next batch is planned and
+// its map tasks started while this one reduces and commits. What makes that safe: the next
 // batch's late-row watermark is this batch's evict watermark and its evict
 // watermark comes from this batch's map tasks, so its entry is the one it
 // would have had; its offsets/N+1 is still written only after commits/N,
