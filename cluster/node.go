@@ -141,7 +141,7 @@ type aheadMap struct {
 	res  *executor.MapResult // its Bad records only
 }
 
-// dropAhead forgets q's maps run ahead of other runs, or of batches
+// dropAheadLocked forgets q's maps run ahead of other runs, or of batches
 // before from (n.mu held).
 func (q *queryEnv) dropAheadLocked(run string, from ids.BatchID) {
 	for k := range q.ahead {
