@@ -75,8 +75,11 @@ it is refused at submit, naming the field, the value and the rule. Without
 queries may never share a checkpoint.
 
 SIGINT/SIGTERM changes no desired state: the batches in flight finish (within
---stop-timeout, else they are abandoned and re-run by the next driver), the
-lease is released, the driver exits.`,
+--stop-timeout, else they are abandoned and re-run by the next driver; a
+batch still waiting for executors has run nothing and is abandoned at
+once), the lease is released, the driver exits. A CLI call made while this
+driver is still starting waits (up to 10 s) for its first lease attempt
+rather than being refused as a standby.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			stopProfile, err := cliflags.StartCPUProfile(cpuProfile)
