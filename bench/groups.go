@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
-	"github.com/sluicehq/sluice/scheduler"
 )
 
 // Bytes per open group in memory (-only groups): the engine in this
@@ -84,7 +84,7 @@ func runGroups(ctx context.Context, courses []int, parallelism int, dir, profile
 		runDir := filepath.Join(dir, fmt.Sprintf("groups-%d", i))
 		spec := tileSpec(query.Source{Generator: &gopts}, runDir, query.Trigger{AvailableNow: true})
 		var open int64
-		progress := func(p *scheduler.Progress) {
+		progress := func(p *progress.Report) {
 			for _, op := range p.StateOperators {
 				open = op.NumRowsTotal
 			}

@@ -16,9 +16,9 @@ import (
 	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
-	"github.com/sluicehq/sluice/scheduler"
 	"github.com/sluicehq/sluice/sink/parquet"
 	"github.com/sluicehq/sluice/source/generator"
 )
@@ -264,7 +264,7 @@ func (r Requests) minus(o Requests) Requests {
 // accounts for, and the time from the start of its offsets write to its
 // report.
 type Batch struct {
-	Progress   scheduler.Progress
+	Progress   progress.Report
 	Requests   Requests
 	Writes     WriteKinds
 	SinkWrites int // data files + the log entry; -1 when not known
@@ -298,7 +298,7 @@ type recorder struct {
 	walStart map[ids.BatchID]time.Time
 	mapDone  map[ids.BatchID][]time.Time
 	batches  []Batch
-	notify   chan<- scheduler.Progress
+	notify   chan<- progress.Report
 }
 
 func (r *recorder) wrap(s objstore.Store) objstore.Store {
@@ -315,7 +315,7 @@ func (r *recorder) baseline() {
 	r.traced = 0
 }
 
-func (r *recorder) progress(p *scheduler.Progress) {
+func (r *recorder) progress(p *progress.Report) {
 	now := time.Now()
 	r.mu.Lock()
 	cur := requestsOf(r.counting.Stats())
@@ -469,7 +469,7 @@ func runNoData(ctx context.Context, dir string, want, courses int, interval time
 	}
 	spec := tileSpec(query.Source{File: &query.FileSource{Path: srcDir, MaxFilesPerTrigger: 1}, Schema: query.GeneratorSchema()}, dir,
 		query.Trigger{ProcessingTime: query.Duration(interval)})
-	events := make(chan scheduler.Progress, 16)
+	events := make(chan progress.Report, 16)
 	rec := &recorder{notify: events}
 	job, err := engine.Build(ctx, spec, engine.Options{Parallelism: parallelism, WrapStore: checkpointOnly(rec.wrap), Progress: rec.progress})
 	if err != nil {

@@ -22,9 +22,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice/eventtime"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
-	"github.com/sluicehq/sluice/scheduler"
 	"github.com/sluicehq/sluice/source/generator"
 )
 
@@ -624,7 +624,7 @@ func rssRun(ctx context.Context, driver, addr, topic, dir string, maxOffsets int
 	ps := bufio.NewScanner(f)
 	ps.Buffer(make([]byte, 1<<20), 16<<20)
 	for ps.Scan() {
-		var p scheduler.Progress
+		var p progress.Report
 		if err := json.Unmarshal(ps.Bytes(), &p); err != nil {
 			return nil, fmt.Errorf("decode progress: %w", err)
 		}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/ids"
-	"github.com/sluicehq/sluice/scheduler"
+	"github.com/sluicehq/sluice/progress"
 )
 
 // kafkaHeapProfiles runs the engine in this process over the largest RSS
@@ -35,7 +35,7 @@ func kafkaHeapProfiles(ctx context.Context, kc KafkaConfig, addr, dir string, ou
 	defer os.RemoveAll(runDir)
 	var perr error
 	var ms runtime.MemStats
-	progress := func(p *scheduler.Progress) {
+	progress := func(p *progress.Report) {
 		if p.BatchID%ids.BatchID(every) != 0 || perr != nil {
 			return
 		}

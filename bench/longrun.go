@@ -24,8 +24,8 @@ import (
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/s3test"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
-	"github.com/sluicehq/sluice/scheduler"
 )
 
 // A query that runs for a long time (-only longrun, in -report; issue 13):
@@ -290,7 +290,7 @@ func runLongRun(ctx context.Context, c LongRunConfig, dir string, out io.Writer)
 		}()
 		began := time.Now()
 		var first atomic.Bool
-		opts.Progress = func(p *scheduler.Progress) {
+		opts.Progress = func(p *progress.Report) {
 			if !first.Swap(true) && restart {
 				mu.Lock()
 				rs := LongRunRestart{AfterBatch: p.BatchID - 1, FirstCommitMs: float64(time.Since(began).Microseconds()) / 1000,

@@ -21,8 +21,8 @@ import (
 
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
-	"github.com/sluicehq/sluice/scheduler"
 	"github.com/sluicehq/sluice/source/kafka"
 )
 
@@ -309,7 +309,7 @@ func planningCost(ctx context.Context, addr, topic string, n int) (float64, erro
 // progressLines follows a progress JSON-lines file and sends each batch's
 // progress with the time it was seen.
 type seenProgress struct {
-	p  scheduler.Progress
+	p  progress.Report
 	at time.Time
 }
 
@@ -339,7 +339,7 @@ func followProgress(ctx context.Context, file string, ch chan<- seenProgress) {
 				}
 				line = append(partial, line...)
 				partial = nil
-				var p scheduler.Progress
+				var p progress.Report
 				if json.Unmarshal(line, &p) == nil {
 					select {
 					case ch <- seenProgress{p, time.Now()}:

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
-	"github.com/sluicehq/sluice/scheduler"
 )
 
 // The whole-process measurement: `driver run -f` as the user runs it, a
@@ -246,7 +246,7 @@ func progressTotals(file string) (rows, windows int64, err error) {
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	var open int64
 	for sc.Scan() {
-		var p scheduler.Progress
+		var p progress.Report
 		if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
 			return 0, 0, fmt.Errorf("decode progress: %w", err)
 		}

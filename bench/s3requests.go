@@ -26,8 +26,8 @@ import (
 	"github.com/sluicehq/sluice/internal/s3test"
 	"github.com/sluicehq/sluice/internal/syncbuf"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
-	"github.com/sluicehq/sluice/scheduler"
 )
 
 // Object-store requests per batch (-only s3-requests, in -report): the
@@ -324,7 +324,7 @@ func runS3Requests(ctx context.Context, dir string, rows, batches, courses, para
 	spec.Sink.Parquet.Path = "s3://" + bucket + "/sink"
 	res := &S3Requests{Rows: rows, Batches: batches, Courses: courses}
 	prev := px.counts()
-	progress := func(p *scheduler.Progress) {
+	progress := func(p *progress.Report) {
 		now := px.counts()
 		res.PerBatch = append(res.PerBatch, S3Batch{BatchID: p.BatchID, NoData: p.NoData, Rows: p.NumInputRows, Counts: now.minus(prev)})
 		prev = now

@@ -14,8 +14,8 @@ import (
 
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/tiletest"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/proto/sluicepb"
-	"github.com/sluicehq/sluice/scheduler"
 )
 
 // With availableNow the next batch's map tasks run on the executors while
@@ -66,8 +66,8 @@ func TestMapTasksRunAheadOnExecutorsWriteNothingBeforeTheirBatchIsLogged(t *test
 	c.waitLive(2)
 	spec := tiletest.Spec(in, filepath.Join(dir, "out"), cp)
 	spec.Source.File.MaxFilesPerTrigger = 2
-	var progress []*scheduler.Progress
-	c.runOn(spec, func(p *scheduler.Progress) { progress = append(progress, p) })
+	var reports []*progress.Report
+	c.runOn(spec, func(p *progress.Report) { reports = append(reports, p) })
 	if d := tiletest.Diff(want, sinkWindows(t, spec.Sink.Parquet.Path)); d != "" {
 		t.Fatalf("output differs from the oracle:\n%s", d)
 	}
@@ -77,7 +77,7 @@ func TestMapTasksRunAheadOnExecutorsWriteNothingBeforeTheirBatchIsLogged(t *test
 		t.Fatalf("map-done ran before the batch was logged for batches %v", early)
 	}
 	var malformed int64
-	for _, p := range progress {
+	for _, p := range reports {
 		malformed += p.NumRowsMalformed
 		if p.NumInputRows > 0 && finished[p.BatchID] != 2 {
 			t.Errorf("batch %d: %d map tasks finished on executors, want 2 (one per file)", p.BatchID, finished[p.BatchID])

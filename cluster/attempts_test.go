@@ -14,8 +14,8 @@ import (
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
-	"github.com/sluicehq/sluice/scheduler"
 	"github.com/sluicehq/sluice/source/file"
 )
 
@@ -130,7 +130,7 @@ func TestBothAttemptsOfABatchChangeAPartitionEveryExecutorLoadsTheCommittedOne(t
 			})
 			var rerun bool
 			var drained <-chan error
-			c.runOn(spec, func(p *scheduler.Progress) {
+			c.runOn(spec, func(p *progress.Report) {
 				if p.BatchID == 2 {
 					rerun = p.Rerun
 					drained = c.drainAsync(2)

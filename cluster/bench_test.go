@@ -9,7 +9,7 @@ import (
 	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/tiletest"
-	"github.com/sluicehq/sluice/scheduler"
+	"github.com/sluicehq/sluice/progress"
 )
 
 // BenchmarkNoDataBatchOnTwoExecutors times RunBatch of a batch with no new
@@ -22,9 +22,9 @@ func BenchmarkNoDataBatchOnTwoExecutors(b *testing.B) {
 	c := newTestCluster(b, 2, "")
 	dir := b.TempDir()
 	spec := tiletest.Spec(in, filepath.Join(dir, "out"), filepath.Join(dir, "cp"))
-	var last *scheduler.Progress
+	var last *progress.Report
 	ctx := context.Background()
-	job, err := engine.Build(ctx, spec, engine.Options{Progress: func(p *scheduler.Progress) { last = p }})
+	job, err := engine.Build(ctx, spec, engine.Options{Progress: func(p *progress.Report) { last = p }})
 	if err != nil {
 		b.Fatal(err)
 	}

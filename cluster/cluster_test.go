@@ -17,8 +17,8 @@ import (
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
-	"github.com/sluicehq/sluice/scheduler"
 	"github.com/sluicehq/sluice/sink/parquet"
 )
 
@@ -139,7 +139,7 @@ func (c *testCluster) waitLive(n int) {
 }
 
 // runOn runs spec on the cluster to completion.
-func (c *testCluster) runOn(spec query.Spec, onProgress func(*scheduler.Progress)) *Runner {
+func (c *testCluster) runOn(spec query.Spec, onProgress func(*progress.Report)) *Runner {
 	c.t.Helper()
 	r, err := c.tryRunOn(spec, onProgress)
 	if err != nil {
@@ -148,7 +148,7 @@ func (c *testCluster) runOn(spec query.Spec, onProgress func(*scheduler.Progress
 	return r
 }
 
-func (c *testCluster) tryRunOn(spec query.Spec, onProgress func(*scheduler.Progress)) (*Runner, error) {
+func (c *testCluster) tryRunOn(spec query.Spec, onProgress func(*progress.Report)) (*Runner, error) {
 	c.t.Helper()
 	ctx := context.Background()
 	job, err := engine.Build(ctx, spec, engine.Options{Progress: onProgress, Logger: testLogger(c.t).With("proc", "scheduler")})

@@ -17,8 +17,8 @@ import (
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/proto/sluicepb"
-	"github.com/sluicehq/sluice/scheduler"
 )
 
 // An executor that dies in the middle of batch 2 (after its map task ran,
@@ -44,7 +44,7 @@ func TestExecutorDyingMidBatchLeavesOutputExact(t *testing.T) {
 	spec.Source.File.MaxFilesPerTrigger = 5
 	var mu sync.Mutex
 	attempts := map[ids.BatchID]int{}
-	r := c.runOn(spec, func(p *scheduler.Progress) {
+	r := c.runOn(spec, func(p *progress.Report) {
 		mu.Lock()
 		attempts[p.BatchID] = p.Attempts
 		mu.Unlock()
@@ -78,7 +78,7 @@ func TestFailedMapTaskIsRetriedOnAnotherExecutor(t *testing.T) {
 	spec := tiletest.Spec(in, filepath.Join(dir, "out"), filepath.Join(dir, "cp"))
 	spec.Source.File.MaxFilesPerTrigger = 4
 	var attempts []int
-	r := c.runOn(spec, func(p *scheduler.Progress) { attempts = append(attempts, p.Attempts) })
+	r := c.runOn(spec, func(p *progress.Report) { attempts = append(attempts, p.Attempts) })
 	if d := tiletest.Diff(want, sinkWindows(t, spec.Sink.Parquet.Path)); d != "" {
 		t.Fatalf("output differs from the oracle:\n%s", d)
 	}
@@ -107,7 +107,7 @@ func TestExecutorJoiningMidRunTakesPartitionsAtNextBatch(t *testing.T) {
 	spec := tiletest.Spec(in, filepath.Join(dir, "out"), filepath.Join(dir, "cp"))
 	spec.Source.File.MaxFilesPerTrigger = 3
 	var joined *Node
-	r := c.runOn(spec, func(p *scheduler.Progress) {
+	r := c.runOn(spec, func(p *progress.Report) {
 		if p.BatchID == 2 {
 			joined = c.addNode()
 			c.waitLive(4)
@@ -130,7 +130,7 @@ func TestDrainingExecutorFinishesItsBatchAndLeaves(t *testing.T) {
 	spec := tiletest.Spec(in, filepath.Join(dir, "out"), filepath.Join(dir, "cp"))
 	spec.Source.File.MaxFilesPerTrigger = 3
 	drained := make(chan error, 1)
-	r := c.runOn(spec, func(p *scheduler.Progress) {
+	r := c.runOn(spec, func(p *progress.Report) {
 		if p.BatchID == 2 {
 			go func() { drained <- c.stop(0) }()
 		}
@@ -205,7 +205,7 @@ func TestPartitionsMovingAwayAndBackKeepStateExactWithPebble(t *testing.T) {
 			spec.StateStore = store
 			var joined int
 			var drained <-chan error
-			r := c.runOn(spec, func(p *scheduler.Progress) {
+			r := c.runOn(spec, func(p *progress.Report) {
 				switch p.BatchID {
 				case 2:
 					c.addNode()

@@ -13,9 +13,9 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/tiletest"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
-	"github.com/sluicehq/sluice/scheduler"
 )
 
 type joinCapture struct {
@@ -109,11 +109,11 @@ func TestJoinOnExecutorsReRunsAgainstLoggedSnapshot(t *testing.T) {
 
 	c := newTestCluster(t, 3, "")
 	w := &joinCapture{batches: map[ids.BatchID][]row.Row{}}
-	var progress []*scheduler.Progress
+	var reports []*progress.Report
 	var mu sync.Mutex
-	job, err := engine.Build(context.Background(), spec, engine.Options{Writer: w, Logger: testLogger(t), Progress: func(p *scheduler.Progress) {
+	job, err := engine.Build(context.Background(), spec, engine.Options{Writer: w, Logger: testLogger(t), Progress: func(p *progress.Report) {
 		mu.Lock()
-		progress = append(progress, p)
+		reports = append(reports, p)
 		mu.Unlock()
 	}})
 	if err != nil {
@@ -127,8 +127,8 @@ func TestJoinOnExecutorsReRunsAgainstLoggedSnapshot(t *testing.T) {
 	if err := job.RunWith(context.Background(), r); err != nil {
 		t.Fatalf("run on cluster: %v", err)
 	}
-	if len(progress) < 2 || !progress[0].Rerun || progress[0].BatchID != 0 {
-		t.Fatalf("want the re-run of batch 0 then batch 1, got %d batches", len(progress))
+	if len(reports) < 2 || !reports[0].Rerun || reports[0].BatchID != 0 {
+		t.Fatalf("want the re-run of batch 0 then batch 1, got %d batches", len(reports))
 	}
 	if st := r.Stats(); st.InputRows != int64(len(events)) {
 		t.Fatalf("executors read %d rows, want %d", st.InputRows, len(events))
@@ -157,7 +157,7 @@ func TestJoinOnExecutorsReRunsAgainstLoggedSnapshot(t *testing.T) {
 	if want, g := oracle(second, "v2", v2), got(1); strings.Join(want, "\n") != strings.Join(g, "\n") || len(want) == 0 {
 		t.Fatalf("batch 1 (%d rows) differs from the oracle of the new manifest v2 (%d rows)", len(g), len(want))
 	}
-	if progress[0].Join == nil || progress[0].Join.NumRowsUnmatched != int64(len(first)/3) {
-		t.Fatalf("batch 0 join progress %+v, want %d unmatched (l3) counted on the executors", progress[0].Join, len(first)/3)
+	if reports[0].Join == nil || reports[0].Join.NumRowsUnmatched != int64(len(first)/3) {
+		t.Fatalf("batch 0 join reports %+v, want %d unmatched (l3) counted on the executors", reports[0].Join, len(first)/3)
 	}
 }

@@ -9,8 +9,8 @@ import (
 
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/tiletest"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
-	"github.com/sluicehq/sluice/scheduler"
 )
 
 // Partitions that move to a joining executor are released by the executors
@@ -27,7 +27,7 @@ func TestStateOfPartitionsThatMovedAwayIsReleased(t *testing.T) {
 			spec.StateStore = store
 			var mu sync.Mutex
 			held := map[ids.BatchID][]map[ids.PartitionID]int64{} // batch -> per node
-			snapshot := func(p *scheduler.Progress) {
+			snapshot := func(p *progress.Report) {
 				c.mu.Lock()
 				nodes := append([]*Node(nil), c.nodes...)
 				c.mu.Unlock()
@@ -41,7 +41,7 @@ func TestStateOfPartitionsThatMovedAwayIsReleased(t *testing.T) {
 			}
 			var joined int
 			var drained <-chan error
-			c.runOn(spec, func(p *scheduler.Progress) {
+			c.runOn(spec, func(p *progress.Report) {
 				snapshot(p)
 				switch p.BatchID {
 				case 2:
@@ -126,7 +126,7 @@ func TestFarFutureRowIsSetAsideOnExecutors(t *testing.T) {
 	spec.Watermark.MaxEventTimeAhead = query.Duration(time.Hour)
 	var mu sync.Mutex
 	var ahead, malformed int64
-	c.runOn(spec, func(p *scheduler.Progress) {
+	c.runOn(spec, func(p *progress.Report) {
 		mu.Lock()
 		ahead += p.NumRowsTooFarAhead
 		malformed += p.NumRowsMalformed

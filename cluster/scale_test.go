@@ -9,7 +9,7 @@ import (
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/objstore"
-	"github.com/sluicehq/sluice/scheduler"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/sink/parquet"
 )
 
@@ -29,8 +29,8 @@ func TestTileOn64ExecutorsWith256StatePartitionsWritesOnlyWhatChanged(t *testing
 	spec.Source.File.MaxFilesPerTrigger = 6
 	spec.ShufflePartitions = partitions
 	var mu sync.Mutex
-	var batches []scheduler.Progress
-	r := c.runOn(spec, func(p *scheduler.Progress) {
+	var batches []progress.Report
+	r := c.runOn(spec, func(p *progress.Report) {
 		mu.Lock()
 		batches = append(batches, *p)
 		mu.Unlock()

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/monitor"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/proto/sluicepb"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/registry"
@@ -225,7 +226,7 @@ func (c *Control) info(rec registry.Record) *sluicepb.QueryInfo {
 		v.Desired, v.Generation = monitor.Desired(rec.Desired), rec.Generation
 		// The last batch that read data, for the max event time and
 		// rates when the latest one was a no-data batch.
-		var lastData *scheduler.Progress
+		var lastData *progress.Report
 		recent := c.S.tr.Progress(rec.Name, 0)
 		for i := len(recent) - 1; i >= 0; i-- {
 			if !recent[i].NoData {
@@ -235,7 +236,7 @@ func (c *Control) info(rec registry.Record) *sluicepb.QueryInfo {
 		}
 		qi.ViewJson, _ = json.Marshal(struct {
 			monitor.View
-			LastData *scheduler.Progress `json:"lastData,omitempty"`
+			LastData *progress.Report `json:"lastData,omitempty"`
 		}{v, lastData})
 	}
 	return qi
@@ -306,7 +307,7 @@ func (c *Control) QueryProgress(req *sluicepb.QueryProgressRequest, stream sluic
 	if err != nil {
 		return ToStatus(err)
 	}
-	var follow <-chan *scheduler.Progress
+	var follow <-chan *progress.Report
 	if req.Follow {
 		ch, stop := c.S.tr.Follow(monitor.Ref{Name: rec.Name})
 		defer stop()
@@ -317,7 +318,7 @@ func (c *Control) QueryProgress(req *sluicepb.QueryProgressRequest, stream sluic
 		n = 10
 	}
 	var last ids.BatchID = -1
-	send := func(p *scheduler.Progress) error {
+	send := func(p *progress.Report) error {
 		b, err := json.Marshal(p)
 		if err != nil {
 			return err

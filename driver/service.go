@@ -16,9 +16,9 @@ import (
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/registry"
-	"github.com/sluicehq/sluice/scheduler"
 )
 
 // ErrLeaseLost is returned by Run when another driver took the lease: this
@@ -417,7 +417,7 @@ func (s *Service) runQuery(ctx context.Context, r *run, rec registry.Record, ref
 		}
 	}
 	next := opts.Progress
-	opts.Progress = func(p *scheduler.Progress) {
+	opts.Progress = func(p *progress.Report) {
 		s.tr.Observe(p)
 		if v, ok := s.tr.Get(rec.Name); ok && v.State == monitor.Recovering {
 			s.tr.SetState(ref, monitor.Running, nil)

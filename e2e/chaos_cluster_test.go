@@ -18,8 +18,8 @@ import (
 	"github.com/sluicehq/sluice/internal/faultproxy"
 	"github.com/sluicehq/sluice/internal/s3test"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
-	"github.com/sluicehq/sluice/scheduler"
 )
 
 // The random driver kills on `driver serve` with two executor processes:
@@ -56,7 +56,7 @@ func startClusterQuery(t *testing.T, seed uint64, p place, executors int, secure
 	return q
 }
 
-func (q *clusterQuery) progress() []scheduler.Progress { return readProgressIf(q.t, q.run.progress) }
+func (q *clusterQuery) progress() []progress.Report { return readProgressIf(q.t, q.run.progress) }
 
 // waitFor polls cond until it holds; the driver exiting fails the test.
 func (q *clusterQuery) waitFor(what string, timeout time.Duration, cond func() bool) {
@@ -76,7 +76,7 @@ func (q *clusterQuery) waitFor(what string, timeout time.Duration, cond func() b
 // the checkpoint holds what a new driver needs: more input, run by a fresh
 // one-process driver from the same checkpoint (state loaded from the
 // checkpoint), must still give exactly the oracle over all input.
-func (q *clusterQuery) drain() ([]scheduler.Progress, int) {
+func (q *clusterQuery) drain() ([]progress.Report, int) {
 	t := q.t
 	t.Helper()
 	files, _ := q.f.Stop(t)

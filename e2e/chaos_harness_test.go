@@ -42,9 +42,9 @@ import (
 	"github.com/sluicehq/sluice/internal/s3test"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
-	"github.com/sluicehq/sluice/scheduler"
 	"github.com/sluicehq/sluice/sink/parquet"
 )
 
@@ -563,7 +563,7 @@ func pendingBatch(t *testing.T, cp objstore.Store) *checkpoint.OffsetEntry {
 
 // checkRerun requires a restart's first batch to be the pending one, run
 // again with its logged offsets and watermark.
-func checkRerun(t *testing.T, pending *checkpoint.OffsetEntry, first scheduler.Progress) {
+func checkRerun(t *testing.T, pending *checkpoint.OffsetEntry, first progress.Report) {
 	t.Helper()
 	if first.BatchID != pending.BatchID || !first.Rerun {
 		t.Fatalf("restart ran batch %d (rerun=%v) first; batch %d was logged but not committed", first.BatchID, first.Rerun, pending.BatchID)
@@ -578,7 +578,7 @@ func checkRerun(t *testing.T, pending *checkpoint.OffsetEntry, first scheduler.P
 
 // readProgressIf reads a progress file that may not exist (a run killed
 // before its first batch).
-func readProgressIf(t *testing.T, path string) []scheduler.Progress {
+func readProgressIf(t *testing.T, path string) []progress.Report {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -587,12 +587,12 @@ func readProgressIf(t *testing.T, path string) []scheduler.Progress {
 	// The driver may be writing the last line while it is read: only
 	// whole lines count.
 	b = b[:bytes.LastIndexByte(b, '\n')+1]
-	var out []scheduler.Progress
+	var out []progress.Report
 	for _, line := range bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n")) {
 		if len(line) == 0 {
 			continue
 		}
-		var p scheduler.Progress
+		var p progress.Report
 		if err := json.Unmarshal(line, &p); err != nil {
 			t.Fatalf("progress line %q: %v", line, err)
 		}
@@ -603,7 +603,7 @@ func readProgressIf(t *testing.T, path string) []scheduler.Progress {
 
 // committedAt is when a batch's commit finished, by the driver's clock:
 // its start plus its triggerExecution duration.
-func committedAt(t *testing.T, p scheduler.Progress) time.Time {
+func committedAt(t *testing.T, p progress.Report) time.Time {
 	t.Helper()
 	ts, err := time.Parse(time.RFC3339Nano, p.Timestamp)
 	if err != nil {
@@ -613,7 +613,7 @@ func committedAt(t *testing.T, p scheduler.Progress) time.Time {
 }
 
 // retries counts re-runs of logged batches and extra attempts.
-func retries(progress []scheduler.Progress) int {
+func retries(progress []progress.Report) int {
 	n := 0
 	for _, p := range progress {
 		if p.Rerun {

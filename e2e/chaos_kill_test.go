@@ -9,8 +9,8 @@ import (
 
 	"github.com/sluicehq/sluice/internal/s3test"
 	"github.com/sluicehq/sluice/internal/tiletest"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
-	"github.com/sluicehq/sluice/scheduler"
 )
 
 // The driver is SIGKILLed at random moments while a processingTime query
@@ -55,10 +55,10 @@ func randomKills(t *testing.T, topo topology, p place) {
 		kills        []time.Time
 		commits      []time.Time
 		startToFirst []time.Duration
-		all          []scheduler.Progress
+		all          []progress.Report
 		rerunChecks  int
 	)
-	observe := func(run *queryRun, pending bool, prog []scheduler.Progress) {
+	observe := func(run *queryRun, pending bool, prog []progress.Report) {
 		if len(prog) == 0 {
 			return
 		}

@@ -18,8 +18,8 @@ import (
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
-	"github.com/sluicehq/sluice/scheduler"
 	"github.com/sluicehq/sluice/sink/parquet"
 )
 
@@ -36,18 +36,18 @@ func writeSpec(t *testing.T, spec query.Spec) string {
 	return path
 }
 
-func readProgress(t *testing.T, path string) []scheduler.Progress {
+func readProgress(t *testing.T, path string) []progress.Report {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var out []scheduler.Progress
+	var out []progress.Report
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
-		var p scheduler.Progress
+		var p progress.Report
 		if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
 			t.Fatalf("progress line %q: %v", sc.Text(), err)
 		}

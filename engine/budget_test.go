@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/scheduler"
 )
@@ -39,8 +40,8 @@ func TestStateBudgetFlagsAndStops(t *testing.T) {
 	if len(base) < 4 {
 		t.Fatalf("only %d batches: too few to place a budget between them", len(base))
 	}
-	rows := func(p *scheduler.Progress) int64 { return p.StateOperators[0].NumRowsTotal }
-	bytes := func(p *scheduler.Progress) int64 { return p.StateOperators[0].MemoryUsedBytes }
+	rows := func(p *progress.Report) int64 { return p.StateOperators[0].NumRowsTotal }
+	bytes := func(p *progress.Report) int64 { return p.StateOperators[0].MemoryUsedBytes }
 	// The budget: below the largest state, above the first batch's.
 	var maxRows, maxBytes int64
 	for _, p := range base {
@@ -55,10 +56,10 @@ func TestStateBudgetFlagsAndStops(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		budget query.StateBudget
-		over   func(p *scheduler.Progress) bool
+		over   func(p *progress.Report) bool
 	}{
-		{"rows", query.StateBudget{MaxRows: maxRows}, func(p *scheduler.Progress) bool { return rows(p) > maxRows }},
-		{"bytes", query.StateBudget{MaxBytes: maxBytes, OnExceed: query.OnExceedFlag}, func(p *scheduler.Progress) bool { return bytes(p) > maxBytes }},
+		{"rows", query.StateBudget{MaxRows: maxRows}, func(p *progress.Report) bool { return rows(p) > maxRows }},
+		{"bytes", query.StateBudget{MaxBytes: maxBytes, OnExceed: query.OnExceedFlag}, func(p *progress.Report) bool { return bytes(p) > maxBytes }},
 	} {
 		t.Run("flag-"+c.name, func(t *testing.T) {
 			b := c.budget
@@ -100,8 +101,8 @@ func TestStateBudgetFlagsAndStops(t *testing.T) {
 			}
 		}
 		s := spec("stop", &query.StateBudget{MaxRows: maxRows, OnExceed: query.OnExceedStop})
-		var got []*scheduler.Progress
-		job, err := engine.Build(context.Background(), s, engine.Options{Progress: func(p *scheduler.Progress) { got = append(got, p) }})
+		var got []*progress.Report
+		job, err := engine.Build(context.Background(), s, engine.Options{Progress: func(p *progress.Report) { got = append(got, p) }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +163,7 @@ func TestApproxCountDistinctStateCost(t *testing.T) {
 		if got := op.CustomMetrics["approxCountDistinctSketches"]; got != op.NumRowsTotal {
 			t.Fatalf("batch %d: %d sketches for %d state rows", p.BatchID, got, op.NumRowsTotal)
 		}
-		if got := op.CustomMetrics["approxCountDistinctMaxBytes"]; got != op.NumRowsTotal*scheduler.HLLSketchMaxBytes {
+		if got := op.CustomMetrics["approxCountDistinctMaxBytes"]; got != op.NumRowsTotal*progress.HLLSketchMaxBytes {
 			t.Fatalf("batch %d: max bytes %d", p.BatchID, got)
 		}
 		if op.NumRowsTotal > 0 && op.MemoryUsedBytes <= base.MemoryUsedBytes {

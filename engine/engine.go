@@ -25,6 +25,7 @@ import (
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/join"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/scheduler"
 	"github.com/sluicehq/sluice/sink"
@@ -57,7 +58,7 @@ type Options struct {
 	Writer sink.BatchWriter
 	// Hook is the fault-injection hook (see package fault).
 	Hook     func(point string, batch ids.BatchID)
-	Progress func(*scheduler.Progress)
+	Progress func(*progress.Report)
 	// Idle is called when the query finds nothing to run (see
 	// scheduler.Config.Idle).
 	Idle func(scheduler.Idle)

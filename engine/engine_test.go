@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
 	"github.com/sluicehq/sluice/scheduler"
@@ -26,13 +27,13 @@ import (
 )
 
 // run builds and runs spec to completion, returning its progress reports.
-func run(t *testing.T, spec query.Spec, opts engine.Options) []*scheduler.Progress {
+func run(t *testing.T, spec query.Spec, opts engine.Options) []*progress.Report {
 	t.Helper()
 	var mu sync.Mutex
-	var progress []*scheduler.Progress
-	opts.Progress = func(p *scheduler.Progress) {
+	var reports []*progress.Report
+	opts.Progress = func(p *progress.Report) {
 		mu.Lock()
-		progress = append(progress, p)
+		reports = append(reports, p)
 		mu.Unlock()
 	}
 	job, err := engine.Build(context.Background(), spec, opts)
@@ -43,7 +44,7 @@ func run(t *testing.T, spec query.Spec, opts engine.Options) []*scheduler.Progre
 	if err := job.Run(context.Background()); err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	return progress
+	return reports
 }
 
 type crash struct{ point string }
@@ -173,7 +174,7 @@ func TestSeedLabWindowClosesOnlyAfterALaterEventAndSecondRunAddsNothing(t *testi
 	}
 }
 
-func progressSummary(ps []*scheduler.Progress) []string {
+func progressSummary(ps []*progress.Report) []string {
 	var s []string
 	for _, p := range ps {
 		s = append(s, p.Line())

@@ -15,8 +15,8 @@ import (
 	"github.com/sluicehq/sluice/internal/s3test"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
-	"github.com/sluicehq/sluice/scheduler"
 	"github.com/sluicehq/sluice/source/file"
 )
 
@@ -47,7 +47,7 @@ func TestFileSourceOnS3WithPartialListingsReadsALateFileInAnOlderDirectory(t *te
 	spec.Trigger = query.Trigger{ProcessingTime: query.Duration(100 * time.Millisecond)}
 	var mu sync.Mutex
 	var rows int64
-	opts := engine.Options{Store: objstore.Options{S3: srv.Options("landing")}, Progress: func(p *scheduler.Progress) {
+	opts := engine.Options{Store: objstore.Options{S3: srv.Options("landing")}, Progress: func(p *progress.Report) {
 		mu.Lock()
 		rows += p.NumInputRows
 		mu.Unlock()

@@ -18,8 +18,8 @@ import (
 	"github.com/sluicehq/sluice/internal/kafkatest"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
-	"github.com/sluicehq/sluice/scheduler"
 	"github.com/sluicehq/sluice/sink/parquet"
 	"github.com/sluicehq/sluice/source/kafka"
 )
@@ -305,7 +305,7 @@ func TestKafkaBrokerOutageQueryWaitsAndResumes(t *testing.T) {
 	var read int64
 	job, err := engine.Build(context.Background(), spec, engine.Options{
 		SourceRetryFor: time.Minute,
-		Progress: func(p *scheduler.Progress) {
+		Progress: func(p *progress.Report) {
 			mu.Lock()
 			read += p.NumInputRows
 			mu.Unlock()

@@ -9,8 +9,8 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/tiletest"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
-	"github.com/sluicehq/sluice/scheduler"
 )
 
 // With trigger.noDataBatchesAtOnce, the no-data batch that a batch's
@@ -26,10 +26,10 @@ func TestNoDataBatchAtOnceClosesTheWindowBeforeTheNextTrigger(t *testing.T) {
 	spec := tiletest.Spec(in, out, cp)
 	spec.Trigger = query.Trigger{ProcessingTime: query.Duration(time.Hour), NoDataBatchesAtOnce: true}
 	var mu sync.Mutex
-	var progress []*scheduler.Progress
-	job, err := engine.Build(context.Background(), spec, engine.Options{Progress: func(p *scheduler.Progress) {
+	var reports []*progress.Report
+	job, err := engine.Build(context.Background(), spec, engine.Options{Progress: func(p *progress.Report) {
 		mu.Lock()
-		progress = append(progress, p)
+		reports = append(reports, p)
 		mu.Unlock()
 	}})
 	if err != nil {
@@ -45,7 +45,7 @@ func TestNoDataBatchAtOnceClosesTheWindowBeforeTheNextTrigger(t *testing.T) {
 	}()
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		mu.Lock()
-		n := len(progress)
+		n := len(reports)
 		mu.Unlock()
 		if n >= 2 {
 			break
@@ -55,7 +55,7 @@ func TestNoDataBatchAtOnceClosesTheWindowBeforeTheNextTrigger(t *testing.T) {
 		}
 	}
 	mu.Lock()
-	data, nodata := progress[0], progress[1]
+	data, nodata := reports[0], reports[1]
 	mu.Unlock()
 	if data.NoData || !nodata.NoData || nodata.BatchID != 1 {
 		t.Fatalf("batches: %+v then %+v; want data batch 0 then no-data batch 1", data, nodata)

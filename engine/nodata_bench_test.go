@@ -14,8 +14,8 @@ import (
 	"github.com/sluicehq/sluice/internal/s3test"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
-	"github.com/sluicehq/sluice/scheduler"
 )
 
 // BenchmarkNoDataBatch reports the median triggerExecution of no-data
@@ -42,8 +42,8 @@ func BenchmarkNoDataBatch(b *testing.B) {
 				opts.Store = objstore.Options{S3: srv.Options("bench")}
 			}
 			spec.Trigger = query.Trigger{}
-			progress := make(chan *scheduler.Progress, 16)
-			opts.Progress = func(p *scheduler.Progress) { progress <- p }
+			reports := make(chan *progress.Report, 16)
+			opts.Progress = func(p *progress.Report) { reports <- p }
 			job, err := engine.Build(context.Background(), spec, opts)
 			if err != nil {
 				b.Fatal(err)
@@ -62,7 +62,7 @@ func BenchmarkNoDataBatch(b *testing.B) {
 			for i := 1; i <= b.N; i++ {
 				writeEvent(i)
 				for {
-					p := <-progress
+					p := <-reports
 					if !p.NoData {
 						continue
 					}

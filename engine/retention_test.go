@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/internal/s3test"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/scheduler"
 	"github.com/sluicehq/sluice/sink/parquet"
 	"github.com/sluicehq/sluice/statestore"
@@ -63,12 +64,12 @@ func TestRetentionOnS3KeepsCheckpointBoundedThroughStopsMidCleanup(t *testing.T)
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 
 	var mu sync.Mutex
-	var progress []*scheduler.Progress
+	var reports []*progress.Report
 	runOnce := func(o engine.Options, ctx context.Context) {
 		t.Helper()
-		o.Progress = func(p *scheduler.Progress) {
+		o.Progress = func(p *progress.Report) {
 			mu.Lock()
-			progress = append(progress, p)
+			reports = append(reports, p)
 			mu.Unlock()
 		}
 		job, err := engine.Build(ctx, spec, o)
@@ -112,8 +113,8 @@ func TestRetentionOnS3KeepsCheckpointBoundedThroughStopsMidCleanup(t *testing.T)
 	o = opts
 	runOnce(o, context.Background())
 
-	last := progress[len(progress)-1].BatchID
-	for _, p := range progress {
+	last := reports[len(reports)-1].BatchID
+	for _, p := range reports {
 		for _, op := range p.StateOperators {
 			if op.NumStateStoreWrites > spec.ShufflePartitions {
 				t.Fatalf("batch %d wrote %d state files for %d partitions: a snapshot on the batch path", p.BatchID, op.NumStateStoreWrites, spec.ShufflePartitions)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicehq/sluice/scheduler"
+	"github.com/sluicehq/sluice/progress"
 )
 
 // Label names of per-query series.
@@ -67,7 +67,7 @@ func New(reg prometheus.Registerer) *Metrics {
 }
 
 // Observe records one committed batch's progress.
-func (m *Metrics) Observe(p *scheduler.Progress) {
+func (m *Metrics) Observe(p *progress.Report) {
 	q, id := p.Name, p.ID
 	kind := "data"
 	switch {
@@ -121,7 +121,7 @@ type Lag struct {
 }
 
 // SourceLag reads the lag a progress reports.
-func SourceLag(p *scheduler.Progress) (Lag, bool) {
+func SourceLag(p *progress.Report) (Lag, bool) {
 	var l Lag
 	ok := false
 	first := true

@@ -13,13 +13,13 @@ import (
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/objstore"
-	"github.com/sluicehq/sluice/scheduler"
+	"github.com/sluicehq/sluice/progress"
 )
 
 var t0 = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 
-func progress(batch ids.BatchID, sec int, rows int64, wmMs int64, lag int64) *scheduler.Progress {
-	return &scheduler.Progress{
+func report(batch ids.BatchID, sec int, rows int64, wmMs int64, lag int64) *progress.Report {
+	return &progress.Report{
 		Name: "tile", ID: "qid-1", RunID: "run-must-not-appear", BatchID: batch,
 		Timestamp:    t0.Add(time.Duration(sec) * time.Second).Format(time.RFC3339Nano),
 		NumInputRows: rows, InputRowsPerSecond: float64(rows) / 2, ProcessedRowsPerSecond: float64(rows) * 10,
@@ -27,17 +27,17 @@ func progress(batch ids.BatchID, sec int, rows int64, wmMs int64, lag int64) *sc
 		BatchWatermarkMs: wmMs,
 		DurationMs:       map[string]int64{"triggerExecution": 120, "map": 50},
 		EventTime:        map[string]string{"max": "2026-03-02T09:20:30Z"},
-		StateOperators:   []scheduler.StateOperatorProgress{{NumRowsTotal: 40, NumRowsDroppedByWatermark: 3, MemoryUsedBytes: 4096}},
-		Sources:          []scheduler.SourceProgress{{Metrics: map[string]int64{"totalLag": lag, "lag.t-0": lag - 2, "lag.t-1": 2}}},
-		Sink:             scheduler.SinkProgress{NumOutputRows: 5},
+		StateOperators:   []progress.StateOperator{{NumRowsTotal: 40, NumRowsDroppedByWatermark: 3, MemoryUsedBytes: 4096}},
+		Sources:          []progress.Source{{Metrics: map[string]int64{"totalLag": lag, "lag.t-0": lag - 2, "lag.t-1": 2}}},
+		Sink:             progress.Sink{NumOutputRows: 5},
 	}
 }
 
 func TestObserveCountsEveryBatchWithQueryAndIDLabels(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := New(reg)
-	m.Observe(progress(7, 0, 100, 1_772_443_260_000, 9))
-	p := progress(8, 2, 0, 1_772_443_320_000, 9)
+	m.Observe(report(7, 0, 100, 1_772_443_260_000, 9))
+	p := report(8, 2, 0, 1_772_443_320_000, 9)
 	p.NoData, p.Attempts = true, 1
 	m.Observe(p)
 	want := `
@@ -89,8 +89,8 @@ func TestTrackerCollectorReadsGaugesAtScrapeTime(t *testing.T) {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewTrackerCollector(tr, TrackerOptions{Now: func() time.Time { return now }, Stall: time.Minute}))
-	p := progress(7, 0, 100, 1_772_443_260_000, 9)
-	p.StateBudget = &scheduler.StateBudgetProgress{MaxRows: 30, OnExceed: "flag", Exceeded: true, Message: "state budget exceeded"}
+	p := report(7, 0, 100, 1_772_443_260_000, 9)
+	p.StateBudget = &progress.StateBudget{MaxRows: 30, OnExceed: "flag", Exceeded: true, Message: "state budget exceeded"}
 	tr.Observe(p) // after registering: read at scrape time
 
 	want := `
@@ -168,7 +168,7 @@ sluice_watermark_verdict{query="tile",query_id="qid-1",verdict="stalled_with_inp
 	// is an incident.
 	tr.SetState(ref, monitor.Recovering, errors.New("broker away"))
 	tr.SetState(ref, monitor.Starting, nil)
-	tr.Observe(progress(8, 30, 10, 1_772_443_260_000, 900))
+	tr.Observe(report(8, 30, 10, 1_772_443_260_000, 900))
 	now = t0.Add(5 * time.Minute)
 	if got := gather(t, reg, "sluice_query_restarts_total", "tile"); got != 1 {
 		t.Fatalf("restarts = %v", got)
@@ -288,13 +288,13 @@ func (failing) Get(context.Context, string) ([]byte, error) {
 func TestObserveCountsJoinUnmatchedRows(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := New(reg)
-	m.Observe(progress(7, 0, 100, 1_772_443_260_000, 9))
+	m.Observe(report(7, 0, 100, 1_772_443_260_000, 9))
 	if n := testutil.CollectAndCount(m.joinUnmatched); n != 0 {
 		t.Fatalf("a query without a join has %d unmatched-row series", n)
 	}
 	for _, n := range []int64{3, 4} {
-		p := progress(7, 0, 100, 1_772_443_260_000, 9)
-		p.Join = &scheduler.JoinProgress{ManifestID: "m1", NumRowsUnmatched: n}
+		p := report(7, 0, 100, 1_772_443_260_000, 9)
+		p.Join = &progress.Join{ManifestID: "m1", NumRowsUnmatched: n}
 		m.Observe(p)
 	}
 	if got := testutil.ToFloat64(m.joinUnmatched.WithLabelValues("tile", "qid-1")); got != 7 {

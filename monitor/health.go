@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice/scheduler"
+	"github.com/sluicehq/sluice/progress"
 )
 
 // Health is a query's single verdict for an operator: is it fine, is its
@@ -79,7 +79,7 @@ type HealthStatus struct {
 //   - Otherwise healthy.
 //
 // It is pure: every input is an argument.
-func ClassifyHealth(v View, ps []*scheduler.Progress, now time.Time, o HealthOptions) HealthStatus {
+func ClassifyHealth(v View, ps []*progress.Report, now time.Time, o HealthOptions) HealthStatus {
 	o = o.withDefaults()
 	ws := ClassifyWatermark(ps, now, o.Stall)
 	st := func(h Health, format string, args ...any) HealthStatus {

@@ -5,11 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/scheduler"
+	"github.com/sluicehq/sluice/progress"
 )
 
 // took sets p's triggerExecution duration.
-func took(p *scheduler.Progress, d time.Duration) *scheduler.Progress {
+func took(p *progress.Report, d time.Duration) *progress.Report {
 	p.DurationMs = map[string]int64{"triggerExecution": d.Milliseconds()}
 	return p
 }
@@ -22,7 +22,7 @@ func TestClassifyHealth(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		v      View
-		ps     []*scheduler.Progress
+		ps     []*progress.Report
 		now    int // seconds after t0
 		want   Health
 		reason string // a piece of the reason
@@ -33,35 +33,35 @@ func TestClassifyHealth(t *testing.T) {
 		{"pending", View{State: Pending}, nil, 0, Inactive, "PENDING"},
 		{"running, no batch yet", running, nil, 0, Healthy, "running"},
 		{"running, watermark advancing", running,
-			[]*scheduler.Progress{batch(0, 1000, 5, 0), batch(50, 2000, 5, 0)}, 60, Healthy, ""},
+			[]*progress.Report{batch(0, 1000, 5, 0), batch(50, 2000, 5, 0)}, 60, Healthy, ""},
 		{"stop producing: idle by watermark", running,
-			[]*scheduler.Progress{batch(0, 1000, 5, 0), batch(10, 2000, 5, 0)}, 600, IdleSource, "idle"},
+			[]*progress.Report{batch(0, 1000, 5, 0), batch(10, 2000, 5, 0)}, 600, IdleSource, "idle"},
 		{"stop producing, no watermark, lag zero: idle", running,
-			[]*scheduler.Progress{batch(0, 0, 5, 0), batch(10, 0, 5, 0)}, 600, IdleSource, "no new input"},
+			[]*progress.Report{batch(0, 0, 5, 0), batch(10, 0, 5, 0)}, 600, IdleSource, "no new input"},
 		{"no watermark, file source quiet: idle", running,
-			[]*scheduler.Progress{batch(0, 0, 5, -1)}, 600, IdleSource, "no new input"},
+			[]*progress.Report{batch(0, 0, 5, -1)}, 600, IdleSource, "no new input"},
 		{"no watermark, quiet for less than the stall: healthy", running,
-			[]*scheduler.Progress{batch(0, 0, 5, 0)}, 30, Healthy, ""},
+			[]*progress.Report{batch(0, 0, 5, 0)}, 30, Healthy, ""},
 		{"no batch for the stall while offsets wait: incident", running,
-			[]*scheduler.Progress{batch(0, 0, 5, 40)}, 600, IncidentHealth, "40 offsets wait"},
+			[]*progress.Report{batch(0, 0, 5, 40)}, 600, IncidentHealth, "40 offsets wait"},
 		{"watermark stalled while lag grows: incident", running,
-			[]*scheduler.Progress{batch(0, 1000, 5, 0), batch(10, 2000, 5, 10), batch(80, 2000, 5, 400)}, 100, IncidentHealth, "lag 10 → 400"},
+			[]*progress.Report{batch(0, 1000, 5, 0), batch(10, 2000, 5, 10), batch(80, 2000, 5, 400)}, 100, IncidentHealth, "lag 10 → 400"},
 		{"lag rising at each of the last 3 batches: incident", running,
-			[]*scheduler.Progress{batch(0, 1000, 5, 10), batch(10, 2000, 5, 20), batch(20, 3000, 5, 30), batch(30, 4000, 5, 40)}, 35, IncidentHealth, "10 → 40"},
+			[]*progress.Report{batch(0, 1000, 5, 10), batch(10, 2000, 5, 20), batch(20, 3000, 5, 30), batch(30, 4000, 5, 40)}, 35, IncidentHealth, "10 → 40"},
 		{"lag rising at only 2 of the last 3: healthy", running,
-			[]*scheduler.Progress{batch(0, 1000, 5, 10), batch(10, 2000, 5, 5), batch(20, 3000, 5, 30), batch(30, 4000, 5, 40)}, 35, Healthy, ""},
+			[]*progress.Report{batch(0, 1000, 5, 10), batch(10, 2000, 5, 5), batch(20, 3000, 5, 30), batch(30, 4000, 5, 40)}, 35, Healthy, ""},
 		{"3 batches slower than the trigger: incident", withTrigger,
-			[]*scheduler.Progress{took(batch(0, 1000, 5, 0), 11*time.Second), took(batch(11, 2000, 5, 0), 12*time.Second), took(batch(23, 3000, 5, 0), 15*time.Second)}, 40, IncidentHealth, "longer than the 10s trigger"},
+			[]*progress.Report{took(batch(0, 1000, 5, 0), 11*time.Second), took(batch(11, 2000, 5, 0), 12*time.Second), took(batch(23, 3000, 5, 0), 15*time.Second)}, 40, IncidentHealth, "longer than the 10s trigger"},
 		{"2 of 3 slower than the trigger: healthy", withTrigger,
-			[]*scheduler.Progress{took(batch(0, 1000, 5, 0), 11*time.Second), took(batch(11, 2000, 5, 0), 2*time.Second), took(batch(23, 3000, 5, 0), 15*time.Second)}, 40, Healthy, ""},
+			[]*progress.Report{took(batch(0, 1000, 5, 0), 11*time.Second), took(batch(11, 2000, 5, 0), 2*time.Second), took(batch(23, 3000, 5, 0), 15*time.Second)}, 40, Healthy, ""},
 		{"slow batches without a trigger: not judged", running,
-			[]*scheduler.Progress{took(batch(0, 1000, 5, 0), 11*time.Second), took(batch(11, 2000, 5, 0), 12*time.Second), took(batch(23, 3000, 5, 0), 15*time.Second)}, 40, Healthy, ""},
+			[]*progress.Report{took(batch(0, 1000, 5, 0), 11*time.Second), took(batch(11, 2000, 5, 0), 12*time.Second), took(batch(23, 3000, 5, 0), 15*time.Second)}, 40, Healthy, ""},
 		{"batch in flight past the stall: incident", inFlight,
-			[]*scheduler.Progress{batch(0, 0, 5, 0)}, 100, IncidentHealth, "batch 7 in flight"},
+			[]*progress.Report{batch(0, 0, 5, 0)}, 100, IncidentHealth, "batch 7 in flight"},
 		{"batch in flight within the stall: not idle", inFlight,
-			[]*scheduler.Progress{batch(0, 0, 5, 0)}, 65, Healthy, ""},
+			[]*progress.Report{batch(0, 0, 5, 0)}, 65, Healthy, ""},
 		{"in-flight limit is N triggers when longer than the stall", View{State: Running, Trigger: 30 * time.Second, InFlight: 1, InFlightSince: t0},
-			[]*scheduler.Progress{batch(0, 0, 5, 0)}, 80, Healthy, ""},
+			[]*progress.Report{batch(0, 0, 5, 0)}, 80, Healthy, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := ClassifyHealth(c.v, c.ps, t0.Add(time.Duration(c.now)*time.Second), opts)

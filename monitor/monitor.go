@@ -7,7 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
-	"github.com/sluicehq/sluice/scheduler"
+	"github.com/sluicehq/sluice/progress"
 )
 
 // State is a query's observed state.
@@ -63,7 +63,7 @@ type View struct {
 	// terminal state back to STARTING within this driver process.
 	Restarts int `json:"restarts"`
 	// Latest is the last committed batch's progress (nil before the first).
-	Latest *scheduler.Progress `json:"latest,omitempty"`
+	Latest *progress.Report `json:"latest,omitempty"`
 	// Trigger is the processingTime trigger interval (0: back to back or
 	// not a processingTime trigger).
 	Trigger time.Duration `json:"triggerNs,omitempty"`
@@ -104,14 +104,14 @@ type Tracker struct {
 
 	// lmu guards the listeners; Observe calls them outside mu.
 	lmu          sync.Mutex
-	listeners    map[int]func(*scheduler.Progress)
+	listeners    map[int]func(*progress.Report)
 	nextListener int
 }
 
 type entry struct {
 	view   View
-	recent []*scheduler.Progress // ring, oldest first after ordering
-	subs   map[chan *scheduler.Progress]struct{}
+	recent []*progress.Report // ring, oldest first after ordering
+	subs   map[chan *progress.Report]struct{}
 }
 
 // New returns an empty tracker.
@@ -128,7 +128,7 @@ func New(opts Options) *Tracker {
 func (t *Tracker) get(r Ref) *entry {
 	e, ok := t.queries[r.Name]
 	if !ok {
-		e = &entry{view: View{Ref: r, State: Pending, StateSince: t.now()}, subs: map[chan *scheduler.Progress]struct{}{}}
+		e = &entry{view: View{Ref: r, State: Pending, StateSince: t.now()}, subs: map[chan *progress.Report]struct{}{}}
 		t.queries[r.Name] = e
 	}
 	if r.ID != "" {
@@ -189,12 +189,12 @@ func (t *Tracker) SetState(r Ref, s State, err error) {
 }
 
 // Observe records a committed batch's progress and passes it to followers.
-func (t *Tracker) Observe(p *scheduler.Progress) {
+func (t *Tracker) Observe(p *progress.Report) {
 	t.observe(p)
 	t.notify(p)
 }
 
-func (t *Tracker) observe(p *scheduler.Progress) {
+func (t *Tracker) observe(p *progress.Report) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.get(Ref{Name: p.Name, ID: p.ID})
@@ -279,7 +279,7 @@ func (t *Tracker) List() []View {
 
 // Progress returns up to n of a query's most recent progress objects,
 // oldest first (n <= 0: all that are kept).
-func (t *Tracker) Progress(name string, n int) []*scheduler.Progress {
+func (t *Tracker) Progress(name string, n int) []*progress.Report {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e, ok := t.queries[name]
@@ -290,17 +290,17 @@ func (t *Tracker) Progress(name string, n int) []*scheduler.Progress {
 	if n > 0 && len(r) > n {
 		r = r[len(r)-n:]
 	}
-	return append([]*scheduler.Progress(nil), r...)
+	return append([]*progress.Report(nil), r...)
 }
 
 // Follow returns a channel that receives the query's progress objects as
 // batches commit, and a function that stops following. The channel is
 // buffered; a follower that falls behind misses objects.
-func (t *Tracker) Follow(r Ref) (<-chan *scheduler.Progress, func()) {
+func (t *Tracker) Follow(r Ref) (<-chan *progress.Report, func()) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.get(r)
-	ch := make(chan *scheduler.Progress, 64)
+	ch := make(chan *progress.Report, 64)
 	e.subs[ch] = struct{}{}
 	var once sync.Once
 	return ch, func() {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/ids"
-	"github.com/sluicehq/sluice/scheduler"
+	"github.com/sluicehq/sluice/progress"
 )
 
 func TestTrackerKeepsStateErrorAndBoundedProgress(t *testing.T) {
@@ -17,7 +17,7 @@ func TestTrackerKeepsStateErrorAndBoundedProgress(t *testing.T) {
 	tr.SetState(r, Starting, nil)
 	tr.SetState(r, Running, nil)
 	for i := ids.BatchID(0); i < 5; i++ {
-		tr.Observe(&scheduler.Progress{Name: "tile", ID: "id-1", BatchID: i})
+		tr.Observe(&progress.Report{Name: "tile", ID: "id-1", BatchID: i})
 	}
 	now = now.Add(time.Second)
 	tr.SetState(r, Recovering, errors.New("broker away"))
@@ -38,7 +38,7 @@ func TestTrackerKeepsStateErrorAndBoundedProgress(t *testing.T) {
 func TestFollowReceivesNewBatchesAndStops(t *testing.T) {
 	tr := New(Options{})
 	ch, stop := tr.Follow(Ref{Name: "q"})
-	tr.Observe(&scheduler.Progress{Name: "q", BatchID: 7})
+	tr.Observe(&progress.Report{Name: "q", BatchID: 7})
 	if p := <-ch; p.BatchID != 7 {
 		t.Fatalf("got batch %d", p.BatchID)
 	}
@@ -47,7 +47,7 @@ func TestFollowReceivesNewBatchesAndStops(t *testing.T) {
 	if _, open := <-ch; open {
 		t.Fatal("channel still open after stop")
 	}
-	tr.Observe(&scheduler.Progress{Name: "q", BatchID: 8}) // no panic on a stopped follower
+	tr.Observe(&progress.Report{Name: "q", BatchID: 8}) // no panic on a stopped follower
 }
 
 func TestChangedIsClosedByEachStateChange(t *testing.T) {
@@ -65,7 +65,7 @@ func TestChangedIsClosedByEachStateChange(t *testing.T) {
 	if closed(ch) {
 		t.Fatal("Changed is closed before any change")
 	}
-	tr.Observe(&scheduler.Progress{Name: "tile", BatchID: 0})
+	tr.Observe(&progress.Report{Name: "tile", BatchID: 0})
 	if closed(ch) {
 		t.Fatal("a batch's progress closed Changed; only state changes should")
 	}

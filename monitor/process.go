@@ -4,18 +4,18 @@ import (
 	"sort"
 
 	"github.com/sluicehq/sluice/objstore"
-	"github.com/sluicehq/sluice/scheduler"
+	"github.com/sluicehq/sluice/progress"
 )
 
 // Listen calls fn with every progress object Observe records, after it is
 // recorded, in the order Observe is called, none missed (unlike Follow, it
 // is for in-process consumers that keep up: counters, histograms). fn must
 // not block or call back into the Tracker. The returned function stops it.
-func (t *Tracker) Listen(fn func(*scheduler.Progress)) (stop func()) {
+func (t *Tracker) Listen(fn func(*progress.Report)) (stop func()) {
 	t.lmu.Lock()
 	defer t.lmu.Unlock()
 	if t.listeners == nil {
-		t.listeners = map[int]func(*scheduler.Progress){}
+		t.listeners = map[int]func(*progress.Report){}
 	}
 	t.nextListener++
 	id := t.nextListener
@@ -28,7 +28,7 @@ func (t *Tracker) Listen(fn func(*scheduler.Progress)) (stop func()) {
 }
 
 // notify passes p to the listeners (called by Observe, outside t.mu).
-func (t *Tracker) notify(p *scheduler.Progress) {
+func (t *Tracker) notify(p *progress.Report) {
 	t.lmu.Lock()
 	defer t.lmu.Unlock()
 	ids := make([]int, 0, len(t.listeners))

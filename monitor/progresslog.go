@@ -7,11 +7,11 @@ import (
 	"os"
 	"sync"
 
-	"github.com/sluicehq/sluice/scheduler"
+	"github.com/sluicehq/sluice/progress"
 )
 
 // ProgressFunc receives one batch's progress (engine.Options.Progress).
-type ProgressFunc = func(*scheduler.Progress)
+type ProgressFunc = func(*progress.Report)
 
 // Fanout calls each non-nil f in order with every progress.
 func Fanout(fs ...ProgressFunc) ProgressFunc {
@@ -21,7 +21,7 @@ func Fanout(fs ...ProgressFunc) ProgressFunc {
 			live = append(live, f)
 		}
 	}
-	return func(p *scheduler.Progress) {
+	return func(p *progress.Report) {
 		for _, f := range live {
 			f(p)
 		}
@@ -32,7 +32,7 @@ func Fanout(fs ...ProgressFunc) ProgressFunc {
 // one batch at a time when several queries share w.
 func LinePrinter(w io.Writer) ProgressFunc {
 	var mu sync.Mutex
-	return func(p *scheduler.Progress) {
+	return func(p *progress.Report) {
 		mu.Lock()
 		defer mu.Unlock()
 		fmt.Fprintln(w, p.Line())
@@ -53,7 +53,7 @@ func OpenJSONLog(path string) (ProgressFunc, func() error, error) {
 	}
 	var mu sync.Mutex
 	enc := json.NewEncoder(f)
-	return func(p *scheduler.Progress) {
+	return func(p *progress.Report) {
 		mu.Lock()
 		defer mu.Unlock()
 		_ = enc.Encode(p)

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/ids"
-	"github.com/sluicehq/sluice/scheduler"
+	"github.com/sluicehq/sluice/progress"
 )
 
 func TestProgressGoesToEveryConsumerAndTheJSONLogAppends(t *testing.T) {
@@ -22,9 +22,9 @@ func TestProgressGoesToEveryConsumerAndTheJSONLogAppends(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := Fanout(nil, LinePrinter(&lines), jsonLog, func(p *scheduler.Progress) { seen = append(seen, p.BatchID) })
+		f := Fanout(nil, LinePrinter(&lines), jsonLog, func(p *progress.Report) { seen = append(seen, p.BatchID) })
 		for b := ids.BatchID(0); b < 2; b++ {
-			f(&scheduler.Progress{Name: "tile", BatchID: ids.BatchID(round)*2 + b})
+			f(&progress.Report{Name: "tile", BatchID: ids.BatchID(round)*2 + b})
 		}
 		if err := closeLog(); err != nil {
 			t.Fatal(err)
@@ -44,7 +44,7 @@ func TestProgressGoesToEveryConsumerAndTheJSONLogAppends(t *testing.T) {
 	var batches []ids.BatchID
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		var p scheduler.Progress
+		var p progress.Report
 		if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
 			t.Fatalf("line %q: %v", sc.Text(), err)
 		}

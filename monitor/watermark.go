@@ -3,7 +3,7 @@ package monitor
 import (
 	"time"
 
-	"github.com/sluicehq/sluice/scheduler"
+	"github.com/sluicehq/sluice/progress"
 )
 
 // Verdict says whether a query's watermark is moving and, when it is not,
@@ -72,7 +72,7 @@ type WatermarkStatus struct {
 // data waits (lag above zero) and no batch since has read a row; Idle when
 // no batch since then read a row and no lag is reported; and
 // StalledWithInput otherwise (rows arrive but do not move it). It is pure: every input is an argument.
-func ClassifyWatermark(ps []*scheduler.Progress, now time.Time, stall time.Duration) WatermarkStatus {
+func ClassifyWatermark(ps []*progress.Report, now time.Time, stall time.Duration) WatermarkStatus {
 	if len(ps) == 0 {
 		return WatermarkStatus{Verdict: NoWatermark}
 	}
@@ -112,7 +112,7 @@ func ClassifyWatermark(ps []*scheduler.Progress, now time.Time, stall time.Durat
 	return st
 }
 
-func totalLag(p *scheduler.Progress) (int64, bool) {
+func totalLag(p *progress.Report) (int64, bool) {
 	var sum int64
 	ok := false
 	for _, s := range p.Sources {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/ids"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
 	"github.com/sluicehq/sluice/scheduler"
@@ -60,11 +61,11 @@ func (f *failing) WriteBatch(context.Context, ids.BatchID, []row.Row) error {
 func TestRetriesWaitOnTheInjectedClock(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2030, 5, 1, 12, 0, 0, 0, time.UTC)}
 	out := &failing{n: 2}
-	var progress []*scheduler.Progress
+	var reports []*progress.Report
 	began := time.Now()
 	runQueryWith(t, lines, 100, func(s *query.Spec) { s.Trigger = query.Trigger{Once: true} }, func(c *scheduler.Config) {
 		c.Clock, c.Writer, c.RetryBackoff = clock, out, time.Second
-		c.Progress = func(p *scheduler.Progress) { progress = append(progress, p) }
+		c.Progress = func(p *progress.Report) { reports = append(reports, p) }
 	})
 	if el := time.Since(began); el > 900*time.Millisecond {
 		t.Fatalf("run took %v of wall time: it slept for real", el)
@@ -72,15 +73,15 @@ func TestRetriesWaitOnTheInjectedClock(t *testing.T) {
 	if want := []time.Duration{time.Second, 2 * time.Second}; !slices.Equal(clock.sleeps, want) {
 		t.Fatalf("waits %v, want %v", clock.sleeps, want)
 	}
-	if len(progress) != 1 || progress[0].Attempts != 3 || out.writes != 1 {
-		t.Fatalf("progress %d reports (attempts %v), %d successful writes; want one batch written after 3 attempts", len(progress), attemptsOf(progress), out.writes)
+	if len(reports) != 1 || reports[0].Attempts != 3 || out.writes != 1 {
+		t.Fatalf("progress %d reports (attempts %v), %d successful writes; want one batch written after 3 attempts", len(reports), attemptsOf(reports), out.writes)
 	}
-	if got, want := progress[0].Timestamp, "2030-05-01T12:00:00Z"; got != want {
+	if got, want := reports[0].Timestamp, "2030-05-01T12:00:00Z"; got != want {
 		t.Fatalf("batch timestamp %s, want the clock's %s", got, want)
 	}
 }
 
-func attemptsOf(ps []*scheduler.Progress) string {
+func attemptsOf(ps []*progress.Report) string {
 	s := ""
 	for _, p := range ps {
 		s += fmt.Sprint(p.Attempts, " ")

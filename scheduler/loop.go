@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/join"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/statestore"
 )
@@ -553,7 +554,7 @@ func (q *Query) finish(ctx context.Context, lp *loop, e *checkpoint.OffsetEntry,
 	if rerun {
 		latest = nil
 	}
-	inRate := InputRowsPerSecond(res.InputRows, lp.lastBatchStart, started)
+	inRate := progress.InputRowsPerSecond(res.InputRows, lp.lastBatchStart, started)
 	lp.lastBatchStart = started
 	p := q.report(ctx, e, res, latest, rerun, skipSink, attempts, inRate, started, commitStart, done)
 	q.cleaner.committed(e.BatchID)

@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/join"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
 	"github.com/sluicehq/sluice/sink"
@@ -78,7 +79,7 @@ type Config struct {
 	// The batch loop's triggers, idle polls and retry back-offs wait on it.
 	Clock Clock
 	// Progress receives each batch's report.
-	Progress func(*Progress)
+	Progress func(*progress.Report)
 	// Idle, if set, is called when the loop finds nothing to run (no new
 	// data and no no-data batch due): once when a run starts idle, and
 	// again each time it becomes idle after running batches. With
@@ -524,10 +525,10 @@ func (q *Query) commitSink(ctx context.Context, e *checkpoint.OffsetEntry, res *
 	return res, skipSink, nil
 }
 
-func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *executor.BatchResult, latest source.Offset, rerun, skipped bool, attempts int, inRate float64, started, commitStart, done time.Time) *Progress {
+func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *executor.BatchResult, latest source.Offset, rerun, skipped bool, attempts int, inRate float64, started, commitStart, done time.Time) *progress.Report {
 	cfg := q.cfg
 	total := done.Sub(started)
-	p := &Progress{
+	p := &progress.Report{
 		ID: q.meta.QueryID, RunID: q.runID, Name: cfg.Spec.Name,
 		Timestamp:          started.UTC().Format(time.RFC3339Nano),
 		BatchID:            e.BatchID,
@@ -552,7 +553,7 @@ func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *exec
 	}
 	p.NumRowsTooFarAhead, p.WatermarkJumpMs, p.NumWatermarkJumps = res.TooFarAhead, q.jumpMs, q.jumps
 	if cfg.Spec.Join != nil {
-		p.Join = &JoinProgress{NumRowsUnmatched: res.JoinUnmatched}
+		p.Join = &progress.Join{NumRowsUnmatched: res.JoinUnmatched}
 		if m := e.Manifest; m != nil {
 			p.Join.ManifestID, p.Join.ManifestHash = m.ID, m.Hash
 		}
@@ -566,7 +567,7 @@ func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *exec
 		p.EventTime["max"] = fmtMicros(res.MaxEventTime)
 	}
 	var out int64
-	op := StateOperatorProgress{OperatorName: "stateStoreSave", NumShufflePartitions: len(res.Reduces), NumRowsDroppedByWatermark: res.DroppedByWatermark}
+	op := progress.StateOperator{OperatorName: "stateStoreSave", NumShufflePartitions: len(res.Reduces), NumRowsDroppedByWatermark: res.DroppedByWatermark}
 	for _, r := range res.Reduces {
 		out += r.NumOutputRows
 		op.NumRowsTotal += r.StateRows
@@ -585,16 +586,16 @@ func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *exec
 		if hll > 0 {
 			op.CustomMetrics = map[string]int64{
 				"approxCountDistinctSketches": op.NumRowsTotal * hll,
-				"approxCountDistinctMaxBytes": op.NumRowsTotal * hll * HLLSketchMaxBytes,
+				"approxCountDistinctMaxBytes": op.NumRowsTotal * hll * progress.HLLSketchMaxBytes,
 			}
 		}
-		p.StateOperators = []StateOperatorProgress{op}
+		p.StateOperators = []progress.StateOperator{op}
 		p.StateBudget = stateBudget(&cfg.Spec, &op)
 		if sb := p.StateBudget; sb != nil && sb.Exceeded {
 			cfg.Logger.Warn("state budget exceeded", "query", cfg.Spec.Name, "batch", e.BatchID, "detail", sb.Message)
 		}
 	}
-	sp := SourceProgress{Description: sourceDescription(cfg.Source), NumInputRows: res.InputRows, InputRowsPerSecond: inRate, ProcessedRowsPerSecond: p.ProcessedRowsPerSecond}
+	sp := progress.Source{Description: sourceDescription(cfg.Source), NumInputRows: res.InputRows, InputRowsPerSecond: inRate, ProcessedRowsPerSecond: p.ProcessedRowsPerSecond}
 	if len(e.Sources) > 0 {
 		sp.StartOffset, sp.EndOffset, sp.LatestOffset = e.Sources[0].Start, e.Sources[0].End, latest
 		if po, ok := cfg.Source.(source.ProgressOffsetter); ok {
@@ -620,8 +621,8 @@ func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *exec
 			}
 		}
 	}
-	p.Sources = []SourceProgress{sp}
-	p.Sink = SinkProgress{Description: sinkDescription(&cfg.Spec), NumOutputRows: out, Skipped: skipped}
+	p.Sources = []progress.Source{sp}
+	p.Sink = progress.Sink{Description: sinkDescription(&cfg.Spec), NumOutputRows: out, Skipped: skipped}
 	cfg.Logger.Debug(p.Line(), "query", cfg.Spec.Name, "batch", e.BatchID)
 	if cfg.Progress != nil {
 		cfg.Progress(p)
@@ -631,7 +632,7 @@ func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *exec
 
 // stateBudget checks the spec's stateBudget against the state operator
 // after a batch (nil when the spec sets none).
-func stateBudget(s *query.Spec, op *StateOperatorProgress) *StateBudgetProgress {
+func stateBudget(s *query.Spec, op *progress.StateOperator) *progress.StateBudget {
 	b := s.StateBudget
 	if b == nil {
 		return nil
@@ -640,7 +641,7 @@ func stateBudget(s *query.Spec, op *StateOperatorProgress) *StateBudgetProgress 
 	if on == "" {
 		on = query.OnExceedFlag
 	}
-	sb := &StateBudgetProgress{MaxRows: b.MaxRows, MaxBytes: b.MaxBytes, OnExceed: on, Exceeded: b.Exceeded(op.NumRowsTotal, op.MemoryUsedBytes)}
+	sb := &progress.StateBudget{MaxRows: b.MaxRows, MaxBytes: b.MaxBytes, OnExceed: on, Exceeded: b.Exceeded(op.NumRowsTotal, op.MemoryUsedBytes)}
 	if sb.Exceeded {
 		sb.Message = fmt.Sprintf("state budget exceeded: operator %s (%s) holds %d rows, %d bytes; budget %s",
 			op.OperatorName, s.StateSchemaDescription(), op.NumRowsTotal, op.MemoryUsedBytes, b)

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
 	"github.com/sluicehq/sluice/scheduler"
@@ -72,13 +73,13 @@ func line(course string, minute float64) string {
 
 // runQuery runs a tile-like query over lines with the given trigger and
 // returns its progress and output per batch.
-func runQuery(t *testing.T, lines []string, perBatch int, mutate func(*query.Spec)) ([]*scheduler.Progress, map[ids.BatchID][]row.Row) {
+func runQuery(t *testing.T, lines []string, perBatch int, mutate func(*query.Spec)) ([]*progress.Report, map[ids.BatchID][]row.Row) {
 	t.Helper()
 	return runQueryWith(t, lines, perBatch, mutate, nil)
 }
 
 // runQueryWith is runQuery with a hook on the scheduler's config.
-func runQueryWith(t *testing.T, lines []string, perBatch int, mutate func(*query.Spec), config func(*scheduler.Config)) ([]*scheduler.Progress, map[ids.BatchID][]row.Row) {
+func runQueryWith(t *testing.T, lines []string, perBatch int, mutate func(*query.Spec), config func(*scheduler.Config)) ([]*progress.Report, map[ids.BatchID][]row.Row) {
 	t.Helper()
 	spec := query.Spec{
 		Name: "t",
@@ -97,10 +98,10 @@ func runQueryWith(t *testing.T, lines []string, perBatch int, mutate func(*query
 	store := objstore.NewMem()
 	src := &listSource{lines: lines, perBatch: perBatch}
 	out := &collect{batches: map[ids.BatchID][]row.Row{}}
-	var progress []*scheduler.Progress
+	var reports []*progress.Report
 	cfg := scheduler.Config{
 		Spec: spec, Checkpoint: store, Source: src, Writer: out,
-		Progress: func(p *scheduler.Progress) { progress = append(progress, p) },
+		Progress: func(p *progress.Report) { reports = append(reports, p) },
 	}
 	if config != nil {
 		config(&cfg)
@@ -119,10 +120,10 @@ func runQueryWith(t *testing.T, lines []string, perBatch int, mutate func(*query
 	if err := q.Run(context.Background(), &executor.Local{Env: env}); err != nil {
 		t.Fatal(err)
 	}
-	return progress, out.batches
+	return reports, out.batches
 }
 
-func kinds(ps []*scheduler.Progress) string {
+func kinds(ps []*progress.Report) string {
 	s := ""
 	for _, p := range ps {
 		if p.NoData {
@@ -227,7 +228,7 @@ func runIdleTrigger(t *testing.T, ctx context.Context, store objstore.Store, src
 	batches := 0
 	q, err := scheduler.Open(ctx, scheduler.Config{
 		Spec: spec, Checkpoint: store, Source: src, Writer: &collect{batches: map[ids.BatchID][]row.Row{}},
-		Progress: func(*scheduler.Progress) { batches++ },
+		Progress: func(*progress.Report) { batches++ },
 		Idle: func(i scheduler.Idle) {
 			idles = append(idles, i)
 			onIdle(len(idles))
@@ -354,7 +355,7 @@ func TestInputRowsPerSecondEdges(t *testing.T) {
 		{0, t0, t0.Add(time.Second), 0},             // a no-data batch
 		{3, t0, t0.Add(1500 * time.Millisecond), 2}, // fractional seconds
 	} {
-		if got := scheduler.InputRowsPerSecond(c.rows, c.prev, c.start); got != c.want {
+		if got := progress.InputRowsPerSecond(c.rows, c.prev, c.start); got != c.want {
 			t.Errorf("InputRowsPerSecond(%d, %v, %v) = %v, want %v", c.rows, c.prev, c.start, got, c.want)
 		}
 	}

@@ -11,9 +11,9 @@ import (
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/monitor"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
-	"github.com/sluicehq/sluice/scheduler"
 )
 
 // page is what the status page template renders.
@@ -126,7 +126,7 @@ func (s *server) pageData() page {
 	return p
 }
 
-func toRow(p *scheduler.Progress) batchRow {
+func toRow(p *progress.Report) batchRow {
 	r := batchRow{ID: p.BatchID, Rows: p.NumInputRows, Out: p.Sink.NumOutputRows, Attempts: p.Attempts, NoData: p.NoData, Rerun: p.Rerun,
 		InRate: rate(p.InputRowsPerSecond), ProcRate: rate(p.ProcessedRowsPerSecond), Total: dur(p.DurationMs["triggerExecution"])}
 	r.Kind = "data"
@@ -174,13 +174,13 @@ func toRow(p *scheduler.Progress) batchRow {
 
 // charts draws the query's history: rates, duration by phase, watermark
 // against max event time, state rows and source lag.
-func charts(ps []*scheduler.Progress) []chart {
+func charts(ps []*progress.Report) []chart {
 	n := len(ps)
 	var xl [2]string
 	if n > 0 {
 		xl = [2]string{fmt.Sprintf("batch %d", ps[0].BatchID), fmt.Sprintf("batch %d", ps[n-1].BatchID)}
 	}
-	vals := func(f func(*scheduler.Progress) (float64, bool)) []float64 {
+	vals := func(f func(*progress.Report) (float64, bool)) []float64 {
 		out := make([]float64, n)
 		for i, p := range ps {
 			if v, ok := f(p); ok {
@@ -191,15 +191,15 @@ func charts(ps []*scheduler.Progress) []chart {
 		}
 		return out
 	}
-	phase := func(name string) func(*scheduler.Progress) (float64, bool) {
-		return func(p *scheduler.Progress) (float64, bool) { v, ok := p.DurationMs[name]; return float64(v) / 1000, ok }
+	phase := func(name string) func(*progress.Report) (float64, bool) {
+		return func(p *progress.Report) (float64, bool) { v, ok := p.DurationMs[name]; return float64(v) / 1000, ok }
 	}
-	other := func(p *scheduler.Progress) (float64, bool) {
+	other := func(p *progress.Report) (float64, bool) {
 		v := p.DurationMs["triggerExecution"] - p.DurationMs["map"] - p.DurationMs["reduce"] - p.DurationMs["commitOffsets"]
 		return float64(max(v, 0)) / 1000, true
 	}
 	var maxSeen float64
-	maxEvent := func(p *scheduler.Progress) (float64, bool) {
+	maxEvent := func(p *progress.Report) (float64, bool) {
 		if s, ok := p.EventTime["max"]; ok {
 			if us, ok := row.ParseTimestamp([]byte(s)); ok {
 				maxSeen = math.Max(maxSeen, float64(us)/1e6)
@@ -215,8 +215,8 @@ func charts(ps []*scheduler.Progress) []chart {
 	}
 	out := []chart{
 		{Title: "Input and processing rate (rows/s)", XLabels: xl, Series: []series{
-			{Name: "input rows/s", Class: "s1", Values: vals(func(p *scheduler.Progress) (float64, bool) { return p.InputRowsPerSecond, true })},
-			{Name: "processed rows/s", Class: "s2", Values: vals(func(p *scheduler.Progress) (float64, bool) { return p.ProcessedRowsPerSecond, true })},
+			{Name: "input rows/s", Class: "s1", Values: vals(func(p *progress.Report) (float64, bool) { return p.InputRowsPerSecond, true })},
+			{Name: "processed rows/s", Class: "s2", Values: vals(func(p *progress.Report) (float64, bool) { return p.ProcessedRowsPerSecond, true })},
 		}},
 		{Title: "Batch duration by phase (s)", XLabels: xl, Stacked: true, FmtY: seconds, Series: []series{
 			{Name: "map", Class: "s1", Values: vals(phase("map"))},
@@ -226,16 +226,16 @@ func charts(ps []*scheduler.Progress) []chart {
 		}},
 		{Title: "Watermark and max event time", XLabels: xl, FmtY: clock, Series: []series{
 			{Name: "max event time seen", Class: "s2", Values: vals(maxEvent)},
-			{Name: "watermark", Class: "s1", Values: vals(func(p *scheduler.Progress) (float64, bool) {
+			{Name: "watermark", Class: "s1", Values: vals(func(p *progress.Report) (float64, bool) {
 				return float64(p.BatchWatermarkMs) / 1000, p.BatchWatermarkMs != 0
 			})},
 		}},
 		{Title: "Input rows per batch", XLabels: xl, Stacked: true, Series: []series{
-			{Name: "rows", Class: "s1", Values: vals(func(p *scheduler.Progress) (float64, bool) { return float64(p.NumInputRows), true })},
+			{Name: "rows", Class: "s1", Values: vals(func(p *progress.Report) (float64, bool) { return float64(p.NumInputRows), true })},
 		}},
 	}
 	if hasState {
-		out = append(out, chart{Title: "State rows", XLabels: xl, Series: []series{{Name: "state rows", Class: "s3", Values: vals(func(p *scheduler.Progress) (float64, bool) {
+		out = append(out, chart{Title: "State rows", XLabels: xl, Series: []series{{Name: "state rows", Class: "s3", Values: vals(func(p *progress.Report) (float64, bool) {
 			var t int64
 			for _, s := range p.StateOperators {
 				t += s.NumRowsTotal
@@ -245,11 +245,11 @@ func charts(ps []*scheduler.Progress) []chart {
 	}
 	if hasLag {
 		out = append(out, chart{Title: "Source lag (offsets)", XLabels: xl, Series: []series{
-			{Name: "total", Class: "s4", Values: vals(func(p *scheduler.Progress) (float64, bool) {
+			{Name: "total", Class: "s4", Values: vals(func(p *progress.Report) (float64, bool) {
 				l, ok := metrics.SourceLag(p)
 				return float64(l.Total), ok
 			})},
-			{Name: "max partition", Class: "s2", Values: vals(func(p *scheduler.Progress) (float64, bool) { l, ok := metrics.SourceLag(p); return float64(l.Max), ok })},
+			{Name: "max partition", Class: "s2", Values: vals(func(p *progress.Report) (float64, bool) { l, ok := metrics.SourceLag(p); return float64(l.Max), ok })},
 		}})
 	}
 	return out

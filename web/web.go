@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicehq/sluice/monitor"
-	"github.com/sluicehq/sluice/scheduler"
+	"github.com/sluicehq/sluice/progress"
 )
 
 //go:embed assets
@@ -182,7 +182,7 @@ func (s *server) apiProgress(w http.ResponseWriter, r *http.Request) {
 	}
 	ps := s.opts.Tracker.Progress(name, n)
 	if ps == nil {
-		ps = []*scheduler.Progress{}
+		ps = []*progress.Report{}
 	}
 	writeJSON(w, ps)
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/monitor"
-	"github.com/sluicehq/sluice/scheduler"
+	"github.com/sluicehq/sluice/progress"
 )
 
 var t0 = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
@@ -36,13 +36,13 @@ func get(t *testing.T, srv *httptest.Server, path string) (int, string, http.Hea
 }
 
 func observe(tr *monitor.Tracker, name string, batch ids.BatchID, sec int, rows, lag int64, wmMs int64) {
-	tr.Observe(&scheduler.Progress{
+	tr.Observe(&progress.Report{
 		Name: name, ID: "id-" + name, BatchID: batch, Timestamp: t0.Add(time.Duration(sec) * time.Second).Format(time.RFC3339Nano),
 		NumInputRows: rows, InputRowsPerSecond: float64(rows), ProcessedRowsPerSecond: float64(rows) * 4,
 		DurationMs:       map[string]int64{"map": 30, "reduce": 20, "addBatch": 70, "commitOffsets": 10, "triggerExecution": 80},
 		BatchWatermarkMs: wmMs, EventTime: map[string]string{"max": "2026-03-02T09:31:00Z", "watermark": "x"},
-		StateOperators: []scheduler.StateOperatorProgress{{NumRowsTotal: 12}},
-		Sources:        []scheduler.SourceProgress{{Metrics: map[string]int64{"totalLag": lag, "lag.t-0": lag}}},
+		StateOperators: []progress.StateOperator{{NumRowsTotal: 12}},
+		Sources:        []progress.Source{{Metrics: map[string]int64{"totalLag": lag, "lag.t-0": lag}}},
 	})
 }
 
@@ -133,7 +133,7 @@ func TestHandlerServesHealthReadinessMetricsAndThePage(t *testing.T) {
 		t.Fatalf("/api/queries: %s", body)
 	}
 	_, body, _ = get(t, srv, "/api/queries/tile/progress?n=2")
-	var ps []scheduler.Progress
+	var ps []progress.Report
 	if err := json.Unmarshal([]byte(body), &ps); err != nil || len(ps) != 2 || ps[1].BatchID != 44 {
 		t.Fatalf("progress n=2: %v %s", err, body)
 	}
@@ -225,10 +225,10 @@ func TestPageShowsTheStateBudget(t *testing.T) {
 	tr := monitor.New(monitor.Options{Now: func() time.Time { return t0 }})
 	for _, c := range []struct {
 		name string
-		sb   *scheduler.StateBudgetProgress
+		sb   *progress.StateBudget
 	}{
-		{"over", &scheduler.StateBudgetProgress{MaxRows: 10, OnExceed: "stop", Exceeded: true, Message: "state budget exceeded: operator stateStoreSave holds 12 rows"}},
-		{"within", &scheduler.StateBudgetProgress{MaxRows: 100, MaxBytes: 4096, OnExceed: "flag"}},
+		{"over", &progress.StateBudget{MaxRows: 10, OnExceed: "stop", Exceeded: true, Message: "state budget exceeded: operator stateStoreSave holds 12 rows"}},
+		{"within", &progress.StateBudget{MaxRows: 100, MaxBytes: 4096, OnExceed: "flag"}},
 	} {
 		tr.SetState(monitor.Ref{Name: c.name, ID: "id-" + c.name}, monitor.Running, nil)
 		observe(tr, c.name, 1, 0, 5, 0, 0)

@@ -23,9 +23,9 @@ import (
 	"github.com/sluicehq/sluice/internal/cliflags"
 	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/monitor"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/proto/sluicepb"
 	"github.com/sluicehq/sluice/query"
-	"github.com/sluicehq/sluice/scheduler"
 	"github.com/sluicehq/sluice/source/catalog"
 )
 
@@ -308,22 +308,22 @@ func newStopCmd() *cobra.Command {
 
 // queryJSON is a query as list and status print it in JSON.
 type queryJSON struct {
-	Name        string              `json:"name"`
-	ID          string              `json:"id"`
-	Desired     string              `json:"desired"`
-	Generation  int64               `json:"generation"`
-	State       string              `json:"state"`
-	StateSince  string              `json:"stateSince,omitempty"`
-	LastError   string              `json:"lastError,omitempty"`
-	LastErrorAt string              `json:"lastErrorAt,omitempty"`
-	ChangedBy   string              `json:"changedBy"`
-	ChangedAt   string              `json:"changedAt"`
-	Restarts    int                 `json:"restarts"`
-	Latest      *scheduler.Progress `json:"latest,omitempty"`
+	Name        string           `json:"name"`
+	ID          string           `json:"id"`
+	Desired     string           `json:"desired"`
+	Generation  int64            `json:"generation"`
+	State       string           `json:"state"`
+	StateSince  string           `json:"stateSince,omitempty"`
+	LastError   string           `json:"lastError,omitempty"`
+	LastErrorAt string           `json:"lastErrorAt,omitempty"`
+	ChangedBy   string           `json:"changedBy"`
+	ChangedAt   string           `json:"changedAt"`
+	Restarts    int              `json:"restarts"`
+	Latest      *progress.Report `json:"latest,omitempty"`
 	// LastData is the last batch that read data (Latest may be a no-data
 	// batch).
-	LastData  *scheduler.Progress `json:"lastData,omitempty"`
-	Executors *int32              `json:"executors,omitempty"`
+	LastData  *progress.Report `json:"lastData,omitempty"`
+	Executors *int32           `json:"executors,omitempty"`
 	// Health is the driver's verdict: healthy, idle, incident or
 	// inactive, with its reason.
 	Health *monitor.HealthStatus `json:"health,omitempty"`
@@ -334,7 +334,7 @@ func toJSON(q *sluicepb.QueryInfo) queryJSON {
 		LastError: q.LastError, LastErrorAt: q.LastErrorAt, ChangedBy: q.ChangedBy, ChangedAt: q.ChangedAt}
 	var v struct {
 		monitor.View
-		LastData *scheduler.Progress `json:"lastData"`
+		LastData *progress.Report `json:"lastData"`
 	}
 	if len(q.ViewJson) > 0 && json.Unmarshal(q.ViewJson, &v) == nil {
 		out.Latest, out.Restarts, out.LastData, out.Health = v.Latest, v.Restarts, v.LastData, v.Health
@@ -458,7 +458,7 @@ func writeStatus(w io.Writer, q queryJSON) error {
 
 // writeStateCost adds the state's memory, the approx_count_distinct
 // sketches' share of it, and the state budget.
-func writeStateCost(row func(k, v string), p *scheduler.Progress) {
+func writeStateCost(row func(k, v string), p *progress.Report) {
 	var bytes, rows, sketches, sketchMax int64
 	for _, op := range p.StateOperators {
 		bytes += op.MemoryUsedBytes
@@ -538,7 +538,7 @@ func newProgressCmd() *cobra.Command {
 				fmt.Fprintln(out, string(ev.ProgressJson))
 				continue
 			}
-			var p scheduler.Progress
+			var p progress.Report
 			if err := json.Unmarshal(ev.ProgressJson, &p); err != nil {
 				return err
 			}

@@ -14,8 +14,8 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/tiletest"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
-	"github.com/sluicehq/sluice/scheduler"
 	"github.com/sluicehq/sluice/sink/parquet"
 )
 
@@ -102,9 +102,9 @@ func compactLive(t *testing.T, policy bool) {
 	spec.Sink.Parquet.CompactClosedDates = policy
 
 	var mu sync.Mutex
-	var last *scheduler.Progress
+	var last *progress.Report
 	var rowsRead int64 // input rows of every batch so far: the run is done when it read them all
-	job, err := engine.Build(context.Background(), spec, engine.Options{Progress: func(p *scheduler.Progress) {
+	job, err := engine.Build(context.Background(), spec, engine.Options{Progress: func(p *progress.Report) {
 		mu.Lock()
 		last = p
 		rowsRead += p.NumInputRows

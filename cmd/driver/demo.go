@@ -14,8 +14,8 @@ import (
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
-	"github.com/sluicehq/sluice/scheduler"
 	"github.com/sluicehq/sluice/sink/parquet"
 	"github.com/sluicehq/sluice/source/generator"
 )
@@ -41,7 +41,7 @@ talking gRPC on loopback, a local checkpoint and Parquet output in --dir.
 				return err
 			}
 			printed := map[ids.BatchID]bool{}
-			progress := func(p *scheduler.Progress) {
+			progress := func(p *progress.Report) {
 				if p.Sink.NumOutputRows > 0 {
 					printBatchWindows(cmd.Context(), out, sinkStore, p.ID, p.BatchID, printed)
 				}

@@ -15,7 +15,7 @@ import (
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/syncbuf"
 	"github.com/sluicehq/sluice/monitor"
-	"github.com/sluicehq/sluice/scheduler"
+	"github.com/sluicehq/sluice/progress"
 )
 
 func TestServeHTTPServesTheTrackerAndStops(t *testing.T) {
@@ -57,7 +57,7 @@ func TestServeHTTPServesTheTrackerAndStops(t *testing.T) {
 	r := monitor.Ref{Name: "tile", ID: "qid"}
 	tr.SetState(r, monitor.Running, nil)
 	for i := range 3 {
-		tr.Observe(&scheduler.Progress{Name: "tile", ID: "qid", BatchID: ids.BatchID(i), NumInputRows: 10, Timestamp: time.Now().Format(time.RFC3339Nano),
+		tr.Observe(&progress.Report{Name: "tile", ID: "qid", BatchID: ids.BatchID(i), NumInputRows: 10, Timestamp: time.Now().Format(time.RFC3339Nano),
 			DurationMs: map[string]int64{"triggerExecution": 5}})
 	}
 	_, body := get("/metrics")
@@ -79,5 +79,5 @@ func TestServeHTTPServesTheTrackerAndStops(t *testing.T) {
 	if _, err := http.Get(base + "/healthz"); err == nil {
 		t.Fatal("still serving after stop")
 	}
-	tr.Observe(&scheduler.Progress{Name: "tile", ID: "qid", BatchID: 3}) // no listener left behind to panic
+	tr.Observe(&progress.Report{Name: "tile", ID: "qid", BatchID: 3}) // no listener left behind to panic
 }

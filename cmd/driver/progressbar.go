@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/scheduler"
+	"github.com/sluicehq/sluice/progress"
 )
 
 // offsetPosition reads a source offset as one number: the sum over
@@ -51,7 +51,7 @@ type drainBar struct {
 }
 
 // observe folds in one batch's progress at now.
-func (b *drainBar) observe(p *scheduler.Progress, now time.Time) {
+func (b *drainBar) observe(p *progress.Report, now time.Time) {
 	if b.began.IsZero() {
 		b.began = now
 		if t, err := time.Parse(time.RFC3339Nano, p.Timestamp); err == nil && t.Before(now) {
@@ -125,7 +125,7 @@ type barPrinter struct {
 	now func() time.Time
 }
 
-func (b *barPrinter) print(p *scheduler.Progress) {
+func (b *barPrinter) print(p *progress.Report) {
 	now := b.now()
 	b.bar.observe(p, now)
 	fmt.Fprintf(b.w, "\r\033[K%s\n%s", p.Line(), b.bar.line(now, 30))

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/scheduler"
+	"github.com/sluicehq/sluice/progress"
 )
 
 func TestOffsetPositionReadsKafkaAndGeneratorOffsets(t *testing.T) {
@@ -31,8 +31,8 @@ func TestOffsetPositionReadsKafkaAndGeneratorOffsets(t *testing.T) {
 func TestDrainBarCountsOffsetsDoneOfTheRunsTarget(t *testing.T) {
 	t0 := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	var b drainBar
-	batch := func(start, end, latest string, rows int64) *scheduler.Progress {
-		return &scheduler.Progress{Timestamp: t0.Format(time.RFC3339Nano), NumInputRows: rows, Sources: []scheduler.SourceProgress{{
+	batch := func(start, end, latest string, rows int64) *progress.Report {
+		return &progress.Report{Timestamp: t0.Format(time.RFC3339Nano), NumInputRows: rows, Sources: []progress.Source{{
 			StartOffset: json.RawMessage(start), EndOffset: json.RawMessage(end), LatestOffset: json.RawMessage(latest)}}}
 	}
 	b.observe(batch(`{"t":{"0":100,"1":100}}`, `{"t":{"0":350,"1":350}}`, `{"t":{"0":1100,"1":1100}}`, 500), t0.Add(time.Second))
@@ -50,7 +50,7 @@ func TestDrainBarCountsOffsetsDoneOfTheRunsTarget(t *testing.T) {
 func TestDrainBarWithoutNumericOffsetsShowsRowsOnly(t *testing.T) {
 	t0 := time.Unix(0, 0)
 	var b drainBar
-	b.observe(&scheduler.Progress{NumInputRows: 2000, Sources: []scheduler.SourceProgress{{StartOffset: json.RawMessage(`{"seen":[]}`)}}}, t0)
+	b.observe(&progress.Report{NumInputRows: 2000, Sources: []progress.Source{{StartOffset: json.RawMessage(`{"seen":[]}`)}}}, t0)
 	if got := b.line(t0.Add(2*time.Second), 10); got != "2000 rows, 1.0k rows/s" {
 		t.Fatalf("got %q", got)
 	}

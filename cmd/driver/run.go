@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
 	"github.com/sluicehq/sluice/scheduler"
@@ -133,7 +134,7 @@ func runSpecTracked(cmd *cobra.Command, spec query.Spec, opts engine.Options, tr
 		printLine = bp.print
 		defer bp.finish()
 	}
-	opts.Progress = func(p *scheduler.Progress) {
+	opts.Progress = func(p *progress.Report) {
 		printLine(p)
 		if next != nil {
 			next(p)

@@ -4,16 +4,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/scheduler"
+	"github.com/sluicehq/sluice/progress"
 )
 
 // driver status shows the state's memory, the approx_count_distinct
 // sketches' cost and the state budget.
 func TestStatusShowsStateCostAndBudget(t *testing.T) {
-	p := &scheduler.Progress{BatchID: 3, EventTime: map[string]string{},
-		StateOperators: []scheduler.StateOperatorProgress{{NumRowsTotal: 40, MemoryUsedBytes: 40 * 300,
-			CustomMetrics: map[string]int64{"approxCountDistinctSketches": 80, "approxCountDistinctMaxBytes": 80 * scheduler.HLLSketchMaxBytes}}},
-		StateBudget: &scheduler.StateBudgetProgress{MaxRows: 30, OnExceed: "stop", Exceeded: true, Message: "state budget exceeded: operator stateStoreSave holds 40 rows"}}
+	p := &progress.Report{BatchID: 3, EventTime: map[string]string{},
+		StateOperators: []progress.StateOperator{{NumRowsTotal: 40, MemoryUsedBytes: 40 * 300,
+			CustomMetrics: map[string]int64{"approxCountDistinctSketches": 80, "approxCountDistinctMaxBytes": 80 * progress.HLLSketchMaxBytes}}},
+		StateBudget: &progress.StateBudget{MaxRows: 30, OnExceed: "stop", Exceeded: true, Message: "state budget exceeded: operator stateStoreSave holds 40 rows"}}
 	var b strings.Builder
 	if err := writeStatus(&b, queryJSON{Name: "tile", Latest: p}); err != nil {
 		t.Fatal(err)
@@ -25,7 +25,7 @@ func TestStatusShowsStateCostAndBudget(t *testing.T) {
 			t.Errorf("status lacks %q:\n%s", want, b.String())
 		}
 	}
-	p.StateBudget, p.StateOperators[0].CustomMetrics = &scheduler.StateBudgetProgress{MaxBytes: 1 << 20, OnExceed: "flag"}, nil
+	p.StateBudget, p.StateOperators[0].CustomMetrics = &progress.StateBudget{MaxBytes: 1 << 20, OnExceed: "flag"}, nil
 	b.Reset()
 	_ = writeStatus(&b, queryJSON{Name: "tile", Latest: p})
 	if !strings.Contains(b.String(), "within maxBytes 1048576, onExceed flag") || strings.Contains(b.String(), "approx_count_distinct") {

@@ -18,8 +18,8 @@ import (
 
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
-	"github.com/sluicehq/sluice/scheduler"
 	"github.com/sluicehq/sluice/source/generator"
 )
 
@@ -78,7 +78,7 @@ type Options struct {
 	// once the cluster is up, before the query starts.
 	Announce func(spec query.Spec, broker string)
 	// Progress, if set, receives each batch's progress.
-	Progress func(*scheduler.Progress)
+	Progress func(*progress.Report)
 }
 
 // Run runs the embedded cluster and the tile on it until ctx ends, which

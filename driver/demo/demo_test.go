@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
-	"github.com/sluicehq/sluice/scheduler"
 	"github.com/sluicehq/sluice/sink/parquet"
 )
 
@@ -22,16 +22,16 @@ func TestEmbeddedClusterClosesWindowsAndResumes(t *testing.T) {
 		t.Skip("runs a broker, a driver and two executors")
 	}
 	dir := t.TempDir()
-	run := func() (first, last scheduler.Progress, broker string) {
+	run := func() (first, last progress.Report, broker string) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		var mu sync.Mutex
-		var seen []scheduler.Progress
+		var seen []progress.Report
 		err := Run(ctx, Options{
 			Dir:      dir,
 			Announce: func(_ query.Spec, addr string) { broker = addr },
-			Progress: func(p *scheduler.Progress) {
+			Progress: func(p *progress.Report) {
 				mu.Lock()
 				defer mu.Unlock()
 				seen = append(seen, *p)

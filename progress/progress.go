@@ -1,4 +1,4 @@
-package scheduler
+package progress
 
 import (
 	"encoding/json"
@@ -6,30 +6,28 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/ids"
-	"github.com/sluicehq/sluice/row"
 )
 
-// Progress is one batch's report, shaped like Spark's
+// Report is one batch's report, shaped like Spark's
 // StreamingQueryProgress.
-type Progress struct {
-	ID                     string                  `json:"id"`
-	RunID                  string                  `json:"runId"`
-	Name                   string                  `json:"name"`
-	Timestamp              string                  `json:"timestamp"`
-	BatchID                ids.BatchID             `json:"batchId"`
-	Rerun                  bool                    `json:"rerun,omitempty"`
-	NoData                 bool                    `json:"noData,omitempty"`
-	NumInputRows           int64                   `json:"numInputRows"`
-	InputRowsPerSecond     float64                 `json:"inputRowsPerSecond"`
-	ProcessedRowsPerSecond float64                 `json:"processedRowsPerSecond"`
-	DurationMs             map[string]int64        `json:"durationMs"`
-	EventTime              map[string]string       `json:"eventTime"`
-	StateOperators         []StateOperatorProgress `json:"stateOperators"`
-	Sources                []SourceProgress        `json:"sources"`
-	Sink                   SinkProgress            `json:"sink"`
-	NumRowsMalformed       int64                   `json:"numRowsMalformed"`
+type Report struct {
+	ID                     string            `json:"id"`
+	RunID                  string            `json:"runId"`
+	Name                   string            `json:"name"`
+	Timestamp              string            `json:"timestamp"`
+	BatchID                ids.BatchID       `json:"batchId"`
+	Rerun                  bool              `json:"rerun,omitempty"`
+	NoData                 bool              `json:"noData,omitempty"`
+	NumInputRows           int64             `json:"numInputRows"`
+	InputRowsPerSecond     float64           `json:"inputRowsPerSecond"`
+	ProcessedRowsPerSecond float64           `json:"processedRowsPerSecond"`
+	DurationMs             map[string]int64  `json:"durationMs"`
+	EventTime              map[string]string `json:"eventTime"`
+	StateOperators         []StateOperator   `json:"stateOperators"`
+	Sources                []Source          `json:"sources"`
+	Sink                   Sink              `json:"sink"`
+	NumRowsMalformed       int64             `json:"numRowsMalformed"`
 	// BadRecords is where this batch's malformed records went (empty when
 	// there were none).
 	BadRecords string `json:"badRecords,omitempty"`
@@ -57,23 +55,23 @@ type Progress struct {
 	ShuffleBytes int64 `json:"shuffleBytes,omitempty"`
 	// StateBudget is the query's stateBudget checked against the state
 	// after this batch (absent when the query sets none).
-	StateBudget *StateBudgetProgress `json:"stateBudget,omitempty"`
+	StateBudget *StateBudget `json:"stateBudget,omitempty"`
 	// Join reports the stream-static join (absent without one).
-	Join *JoinProgress `json:"join,omitempty"`
+	Join *Join `json:"join,omitempty"`
 }
 
-// JoinProgress reports a batch's stream-static join: the snapshot it
+// Join reports a batch's stream-static join: the snapshot it
 // joined against (from its offset-log entry) and the rows whose key found
 // no dimension row (kept with nulls by a left join, dropped by an inner
 // one).
-type JoinProgress struct {
+type Join struct {
 	ManifestID       string `json:"manifestId"`
 	ManifestHash     string `json:"manifestHash"`
 	NumRowsUnmatched int64  `json:"numRowsUnmatched"`
 }
 
-// StateBudgetProgress reports the state budget after a batch.
-type StateBudgetProgress struct {
+// StateBudget reports the state budget after a batch.
+type StateBudget struct {
 	MaxRows  int64  `json:"maxRows,omitempty"`
 	MaxBytes int64  `json:"maxBytes,omitempty"`
 	OnExceed string `json:"onExceed"`
@@ -84,8 +82,8 @@ type StateBudgetProgress struct {
 	Message string `json:"message,omitempty"`
 }
 
-// StateOperatorProgress reports one stateful operator.
-type StateOperatorProgress struct {
+// StateOperator reports one stateful operator.
+type StateOperator struct {
 	OperatorName              string `json:"operatorName"`
 	NumRowsTotal              int64  `json:"numRowsTotal"`
 	NumRowsUpdated            int64  `json:"numRowsUpdated"`
@@ -107,8 +105,8 @@ type StateOperatorProgress struct {
 // HyperLogLog sketch of approx_count_distinct.
 const HLLSketchMaxBytes = 1 << 14
 
-// SourceProgress reports one source.
-type SourceProgress struct {
+// Source reports one source.
+type Source struct {
 	Description            string           `json:"description"`
 	StartOffset            json.RawMessage  `json:"startOffset"`
 	EndOffset              json.RawMessage  `json:"endOffset"`
@@ -119,15 +117,15 @@ type SourceProgress struct {
 	Metrics                map[string]int64 `json:"metrics,omitempty"`
 }
 
-// SinkProgress reports the sink.
-type SinkProgress struct {
+// Sink reports the sink.
+type Sink struct {
 	Description   string `json:"description"`
 	NumOutputRows int64  `json:"numOutputRows"`
 	Skipped       bool   `json:"skipped,omitempty"`
 }
 
 // Line renders the progress as one human-readable line.
-func (p *Progress) Line() string {
+func (p *Report) Line() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "batch %d", p.BatchID)
 	switch {
@@ -180,9 +178,3 @@ func InputRowsPerSecond(rows int64, prev, start time.Time) float64 {
 	}
 	return float64(rows) / start.Sub(prev).Seconds()
 }
-
-func fmtWatermark(w eventtime.Watermark) string { return row.FormatTimestamp(int64(w)) }
-
-func fmtMicros(us int64) string { return row.FormatTimestamp(us) }
-
-func ms(d time.Duration) int64 { return d.Milliseconds() }
