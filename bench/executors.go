@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/syncbuf"
+	"github.com/sluicehq/sluice/internal/testutil/syncbuf"
 	"github.com/sluicehq/sluice/query"
 )
 

@@ -22,7 +22,7 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/ids"
-	"github.com/sluicehq/sluice/internal/s3test"
+	"github.com/sluicehq/sluice/internal/testutil/s3test"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"

@@ -23,8 +23,8 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/ids"
-	"github.com/sluicehq/sluice/internal/s3test"
-	"github.com/sluicehq/sluice/internal/syncbuf"
+	"github.com/sluicehq/sluice/internal/testutil/s3test"
+	"github.com/sluicehq/sluice/internal/testutil/syncbuf"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"

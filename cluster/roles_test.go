@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/internal/testutil/tlstest"
 	"github.com/sluicehq/sluice/internal/tlsconf"
-	"github.com/sluicehq/sluice/internal/tlstest"
 	"github.com/sluicehq/sluice/proto/sluicepb"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/ids"
-	"github.com/sluicehq/sluice/internal/tiletest"
+	"github.com/sluicehq/sluice/internal/testutil/tiletest"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/sink/parquet"

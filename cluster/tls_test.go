@@ -14,10 +14,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluicehq/sluice/internal/syncbuf"
-	"github.com/sluicehq/sluice/internal/tiletest"
+	"github.com/sluicehq/sluice/internal/testutil/syncbuf"
+	"github.com/sluicehq/sluice/internal/testutil/tiletest"
+	"github.com/sluicehq/sluice/internal/testutil/tlstest"
 	"github.com/sluicehq/sluice/internal/tlsconf"
-	"github.com/sluicehq/sluice/internal/tlstest"
 	"github.com/sluicehq/sluice/proto/sluicepb"
 	"github.com/sluicehq/sluice/query"
 )

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/sluicehq/sluice/internal/validatecases"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/testutil/validatecases"
 
 	"sigs.k8s.io/yaml"
 

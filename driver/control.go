@@ -12,12 +12,12 @@ import (
 
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/driver/registry"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/proto/sluicepb"
 	"github.com/sluicehq/sluice/query"
-	"github.com/sluicehq/sluice/registry"
 	"github.com/sluicehq/sluice/scheduler"
 )
 

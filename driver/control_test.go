@@ -12,8 +12,8 @@ import (
 
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/driver/registry"
 	"github.com/sluicehq/sluice/query"
-	"github.com/sluicehq/sluice/registry"
 	"github.com/sluicehq/sluice/scheduler"
 )
 

@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/driver/policy"
+	"github.com/sluicehq/sluice/driver/registry"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/objstore"
-	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/query"
-	"github.com/sluicehq/sluice/registry"
 )
 
 func TestSubmitPolicyCheckpointInUseAndAudit(t *testing.T) {

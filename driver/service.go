@@ -12,13 +12,13 @@ import (
 
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/driver/policy"
+	"github.com/sluicehq/sluice/driver/registry"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/monitor"
-	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
-	"github.com/sluicehq/sluice/registry"
 )
 
 // ErrLeaseLost is returned by Run when another driver took the lease: this

@@ -12,13 +12,13 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/driver/registry"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/ids"
-	"github.com/sluicehq/sluice/internal/tiletest"
+	"github.com/sluicehq/sluice/internal/testutil/tiletest"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
-	"github.com/sluicehq/sluice/registry"
 	"github.com/sluicehq/sluice/sink/parquet"
 )
 

@@ -7,11 +7,11 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/driver/policy"
+	"github.com/sluicehq/sluice/driver/registry"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/objstore"
-	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/query"
-	"github.com/sluicehq/sluice/registry"
 	"github.com/sluicehq/sluice/scheduler"
 	"github.com/sluicehq/sluice/source/catalog"
 )

@@ -25,9 +25,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"sigs.k8s.io/yaml"
 
-	"github.com/sluicehq/sluice/internal/kafkatest"
-	"github.com/sluicehq/sluice/internal/s3test"
-	"github.com/sluicehq/sluice/internal/tiletest"
+	"github.com/sluicehq/sluice/internal/testutil/kafkatest"
+	"github.com/sluicehq/sluice/internal/testutil/s3test"
+	"github.com/sluicehq/sluice/internal/testutil/tiletest"
 	"github.com/sluicehq/sluice/objstore"
 )
 

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluicehq/sluice/internal/tiletest"
+	"github.com/sluicehq/sluice/internal/testutil/tiletest"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/proto/sluicepb"
 	"github.com/sluicehq/sluice/query"

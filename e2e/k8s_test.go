@@ -25,8 +25,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice/checkpoint"
-	"github.com/sluicehq/sluice/internal/s3test"
-	"github.com/sluicehq/sluice/internal/tiletest"
+	"github.com/sluicehq/sluice/internal/testutil/s3test"
+	"github.com/sluicehq/sluice/internal/testutil/tiletest"
 	"github.com/sluicehq/sluice/objstore"
 )
 

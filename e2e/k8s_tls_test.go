@@ -13,8 +13,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/sluicehq/sluice/internal/tiletest"
-	"github.com/sluicehq/sluice/internal/tlstest"
+	"github.com/sluicehq/sluice/internal/testutil/tiletest"
+	"github.com/sluicehq/sluice/internal/testutil/tlstest"
 	"github.com/sluicehq/sluice/objstore"
 )
 

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/s3test"
+	"github.com/sluicehq/sluice/internal/testutil/s3test"
 	"github.com/sluicehq/sluice/query"
 )
 

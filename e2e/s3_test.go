@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/s3test"
-	"github.com/sluicehq/sluice/internal/tiletest"
+	"github.com/sluicehq/sluice/internal/testutil/s3test"
+	"github.com/sluicehq/sluice/internal/testutil/tiletest"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"

@@ -24,12 +24,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice/checkpoint"
-	"github.com/sluicehq/sluice/internal/kafkatest"
-	"github.com/sluicehq/sluice/internal/s3test"
-	"github.com/sluicehq/sluice/internal/tiletest"
+	"github.com/sluicehq/sluice/driver/registry"
+	"github.com/sluicehq/sluice/internal/testutil/kafkatest"
+	"github.com/sluicehq/sluice/internal/testutil/s3test"
+	"github.com/sluicehq/sluice/internal/testutil/tiletest"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
-	"github.com/sluicehq/sluice/registry"
 )
 
 // svc is one `driver serve` process of the service tests and its

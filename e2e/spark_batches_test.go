@@ -13,8 +13,8 @@ import (
 
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/ids"
-	"github.com/sluicehq/sluice/internal/kafkatest"
-	"github.com/sluicehq/sluice/internal/tiletest"
+	"github.com/sluicehq/sluice/internal/testutil/kafkatest"
+	"github.com/sluicehq/sluice/internal/testutil/tiletest"
 	"github.com/sluicehq/sluice/query"
 )
 

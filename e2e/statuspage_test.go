@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/ids"
-	"github.com/sluicehq/sluice/internal/tiletest"
+	"github.com/sluicehq/sluice/internal/testutil/tiletest"
 	"github.com/sluicehq/sluice/query"
 )
 

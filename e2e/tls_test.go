@@ -27,11 +27,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	sluicecluster "github.com/sluicehq/sluice/cluster"
-	"github.com/sluicehq/sluice/internal/faultproxy"
-	"github.com/sluicehq/sluice/internal/kafkatest"
-	"github.com/sluicehq/sluice/internal/tiletest"
+	"github.com/sluicehq/sluice/internal/testutil/faultproxy"
+	"github.com/sluicehq/sluice/internal/testutil/kafkatest"
+	"github.com/sluicehq/sluice/internal/testutil/tiletest"
+	"github.com/sluicehq/sluice/internal/testutil/tlstest"
 	"github.com/sluicehq/sluice/internal/tlsconf"
-	"github.com/sluicehq/sluice/internal/tlstest"
 	"github.com/sluicehq/sluice/proto/sluicepb"
 	"github.com/sluicehq/sluice/query"
 )

@@ -2,14 +2,15 @@ package explain_test
 
 import (
 	"errors"
-	"github.com/sluicehq/sluice/internal/rewrite"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/testutil/rewrite"
+
 	"github.com/sluicehq/sluice/explain"
-	"github.com/sluicehq/sluice/internal/validatecases"
+	"github.com/sluicehq/sluice/internal/testutil/validatecases"
 	"github.com/sluicehq/sluice/query"
 )
 

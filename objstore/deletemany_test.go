@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/s3test"
+	"github.com/sluicehq/sluice/internal/testutil/s3test"
 	"github.com/sluicehq/sluice/objstore"
 )
 

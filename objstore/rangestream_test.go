@@ -7,7 +7,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/s3test"
+	"github.com/sluicehq/sluice/internal/testutil/s3test"
 	"github.com/sluicehq/sluice/objstore"
 )
 

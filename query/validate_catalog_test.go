@@ -7,7 +7,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
-	"github.com/sluicehq/sluice/internal/validatecases"
+	"github.com/sluicehq/sluice/internal/testutil/validatecases"
 	. "github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/source/catalog"
 )

@@ -11,7 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/ids"
-	"github.com/sluicehq/sluice/internal/syncbuf"
+	"github.com/sluicehq/sluice/internal/testutil/syncbuf"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/scheduler"

@@ -1,9 +1,10 @@
 package main
 
 import (
-	"github.com/sluicehq/sluice/internal/rewrite"
 	"path/filepath"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/testutil/rewrite"
 
 	"github.com/sluicehq/sluice/internal/clidoc"
 )

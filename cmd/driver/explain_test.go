@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/validatecases"
+	"github.com/sluicehq/sluice/internal/testutil/validatecases"
 )
 
 // execute runs the driver's command tree in this process.

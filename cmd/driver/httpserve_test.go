@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/ids"
-	"github.com/sluicehq/sluice/internal/syncbuf"
+	"github.com/sluicehq/sluice/internal/testutil/syncbuf"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/progress"
 )

@@ -13,14 +13,14 @@ import (
 
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/driver"
+	"github.com/sluicehq/sluice/driver/policy"
+	"github.com/sluicehq/sluice/driver/registry"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/fault"
 	"github.com/sluicehq/sluice/internal/cliflags"
 	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/objstore"
-	"github.com/sluicehq/sluice/policy"
-	"github.com/sluicehq/sluice/registry"
 )
 
 // defaultRegistry is the registry of a driver given no --registry: a

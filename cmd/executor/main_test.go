@@ -1,10 +1,11 @@
 package main
 
 import (
-	"github.com/sluicehq/sluice/internal/rewrite"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/testutil/rewrite"
 
 	"github.com/sluicehq/sluice/internal/clidoc"
 )

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/tlstest"
+	"github.com/sluicehq/sluice/internal/testutil/tlstest"
 )
 
 // handshake connects a client using clientCfg to a server using serverCfg

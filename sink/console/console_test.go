@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/sluicehq/sluice/internal/rewrite"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testutil/rewrite"
 
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/s3test"
+	"github.com/sluicehq/sluice/internal/testutil/s3test"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/row"
 )

@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/sluicehq/sluice/internal/kafkatest"
+	"github.com/sluicehq/sluice/internal/testutil/kafkatest"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/source"
 )

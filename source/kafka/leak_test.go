@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/sluicehq/sluice/internal/kafkatest"
+	"github.com/sluicehq/sluice/internal/testutil/kafkatest"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/source"
 )

@@ -8,7 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/sluicehq/sluice/internal/kafkatest"
+	"github.com/sluicehq/sluice/internal/testutil/kafkatest"
 	"github.com/sluicehq/sluice/query"
 )
 

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/s3test"
+	"github.com/sluicehq/sluice/internal/testutil/s3test"
 )
 
 func TestBinaryPicksTheNewestCachedVersion(t *testing.T) {

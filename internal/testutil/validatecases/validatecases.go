@@ -17,7 +17,7 @@ import (
 // Path is the absolute path of query/testdata/validate.txt.
 func Path() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "query", "testdata", "validate.txt")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "query", "testdata", "validate.txt")
 }
 
 // Each calls fn for every validate case with the spec document (JSON, or
