@@ -54,7 +54,7 @@ var costParts = []struct{ prefix, part string }{
 	{"google.golang.org/protobuf", partRPC},
 	{"github.com/sluicehq/sluice/proto", partRPC},
 	{"github.com/sluicehq/sluice/cluster", partRPC},
-	{"github.com/sluicehq/sluice/executor", "engine control (executor, scheduler)"},
+	{"github.com/sluicehq/sluice/task", "engine control (executor, scheduler)"},
 	{"github.com/sluicehq/sluice/scheduler", "engine control (executor, scheduler)"},
 	{"github.com/sluicehq/sluice/", "engine control (executor, scheduler)"},
 	// The reference: its map update and merge are its aggregation; the

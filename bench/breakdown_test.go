@@ -52,8 +52,8 @@ func TestCostBreakdownAttributesByInnermostNamedFrame(t *testing.T) {
 	writeProfile(t, eng, map[string]int64{
 		// decode's allocation is decode's; the state store's fsync is the
 		// state store's, not the object store's caller further out.
-		"runtime.mallocgc;github.com/sluicehq/sluice/row.(*Decoder).Decode;github.com/sluicehq/sluice/executor.RunMap":           400_000_000,
-		"syscall.Syscall;github.com/sluicehq/sluice/statestore.(*memStore).Commit;github.com/sluicehq/sluice/executor.RunReduce": 300_000_000,
+		"runtime.mallocgc;github.com/sluicehq/sluice/row.(*Decoder).Decode;github.com/sluicehq/sluice/task.RunMap":           400_000_000,
+		"syscall.Syscall;github.com/sluicehq/sluice/statestore.(*memStore).Commit;github.com/sluicehq/sluice/task.RunReduce": 300_000_000,
 		"runtime.gcBgMarkWorker": 100_000_000,
 		// The broker's encoding is franz-go's kmsg: still the broker's.
 		"github.com/twmb/franz-go/pkg/kmsg.(*FetchResponse).AppendTo;github.com/twmb/franz-go/pkg/kfake.(*Cluster).handleFetch": 900_000_000,

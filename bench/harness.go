@@ -13,7 +13,6 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/eventtime"
-	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/progress"
@@ -21,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/row"
 	"github.com/sluicehq/sluice/sink/parquet"
 	"github.com/sluicehq/sluice/source/generator"
+	"github.com/sluicehq/sluice/task"
 )
 
 // Tile query constants.
@@ -69,7 +69,7 @@ func tileSpec(src query.Source, dir string, trigger query.Trigger) query.Spec {
 // same list, with the same unused columns marked.
 func decoderFields() []row.Field {
 	spec := tileSpec(query.Source{Generator: &query.GeneratorSource{}}, "", query.Trigger{}).WithDefaults()
-	return executor.ValueFields(&spec)
+	return task.ValueFields(&spec)
 }
 
 // Lines holds JSON lines back to back; line i is Data[Ends[i-1]:Ends[i]].

@@ -6,10 +6,10 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/testutil/tiletest"
 	"github.com/sluicehq/sluice/progress"
+	"github.com/sluicehq/sluice/task"
 )
 
 // BenchmarkNoDataBatchOnTwoExecutors times RunBatch of a batch with no new
@@ -38,7 +38,7 @@ func BenchmarkNoDataBatchOnTwoExecutors(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		plan := executor.BatchPlan{Batch: last.BatchID + 1 + ids.BatchID(i), Partitions: job.Spec.ShufflePartitions}
+		plan := task.BatchPlan{Batch: last.BatchID + 1 + ids.BatchID(i), Partitions: job.Spec.ShufflePartitions}
 		if _, err := r.RunBatch(ctx, plan); err != nil {
 			b.Fatal(err)
 		}

@@ -1,7 +1,7 @@
 // Package cluster runs a query's batches on executor processes over gRPC:
 // the driver's side (Membership of registered executors with heartbeats and
 // draining, the DriverService they call, and Runner, which implements
-// executor.Runner by sending map and reduce tasks to executors) and the
+// task.Runner by sending map and reduce tasks to executors) and the
 // executor's side (Node: registration, heartbeats, ExecutorService and
 // ShuffleService, draining on shutdown). Every service checks a shared
 // token (auth.go).
@@ -16,11 +16,11 @@
 //	driver (Runner)                          executors (Node)
 //	assign partitions (sticky)
 //	PrepareQuery on each member  --------->  build the task Env once
-//	RunMapTask per split         --------->  executor.RunMap, then push each
+//	RunMapTask per split         --------->  task.RunMap, then push each
 //	  (retried on another executor            partition's partials to its
 //	   when a task fails)                     owner (ShuffleService)
 //	RunReduceTask per partition  --------->  wait for the accepted attempt of
-//	                                          every map task, executor.RunReduce
+//	                                          every map task, task.RunReduce
 //	collect files, rows, metrics <---------
 //	ReleaseBatch                 --------->  drop the batch's shuffle data
 //
@@ -28,7 +28,7 @@
 // logged offsets, and the next attempt assigns the lost executor's
 // partitions to the others.
 //
-// Overlap: Runner is an executor.PhasedRunner, so with availableNow or
+// Overlap: Runner is an task.PhasedRunner, so with availableNow or
 // processingTime 0 the scheduler starts the next batch's map tasks while
 // a batch reduces and commits, as in one process. Such a task runs with
 // RunMapTaskRequest.ahead: it pushes its partials (keyed by batch, so the
@@ -69,7 +69,7 @@
 // gets its share of partitions at the next batch.
 //
 // Limits (memory is bounded per batch, never by the stream's length):
-//   - a map task holds its split's partial table (executor.RunMap returns
+//   - a map task holds its split's partial table (task.RunMap returns
 //     it whole) and one chunk (shuffle.DefaultChunkBytes) per owner stream;
 //     gRPC flow control holds the sender back when an owner is slow;
 //   - an owner holds pushed partials in memory up to --shuffle-memory

@@ -22,7 +22,6 @@ import (
 	"github.com/sluicehq/sluice/agg"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/eventtime"
-	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/join"
@@ -34,6 +33,7 @@ import (
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/source/catalog"
 	"github.com/sluicehq/sluice/statestore"
+	"github.com/sluicehq/sluice/task"
 )
 
 // NodeOptions configure an executor process's node.
@@ -137,8 +137,8 @@ type aheadKey struct {
 
 // aheadMap is a map task run ahead: what FinishMapTasks finishes.
 type aheadMap struct {
-	task executor.MapTask
-	res  *executor.MapResult // its Bad records only
+	task task.MapTask
+	res  *task.MapResult // its Bad records only
 }
 
 // dropAheadLocked forgets q's maps run ahead of other runs, or of batches
@@ -624,12 +624,12 @@ func (s *executorService) RunMapTask(ctx context.Context, req *sluicepb.RunMapTa
 	if err := n.acquire(ctx); err != nil {
 		return nil, taskError(ctx, err)
 	}
-	task := executor.MapTask{
+	mt := task.MapTask{
 		Batch: batch, Index: int(req.MapIndex), Split: source.Split{ID: req.Split.GetId(), Desc: req.Split.GetDesc()},
 		Late: eventtime.Watermark(req.LateWatermarkUs), Partitions: int(req.Partitions), BatchTimestampMs: req.BatchTimestampMs,
 		Manifest: join.Ref{ID: req.ManifestId, Hash: req.ManifestHash}, Ahead: req.Ahead,
 	}
-	res, err := executor.RunMap(ctx, q.env.Env, task)
+	res, err := task.RunMap(ctx, q.env.Env, mt)
 	n.releaseSlot()
 	if err != nil {
 		n.counters.failures.Add(1)
@@ -651,7 +651,7 @@ func (s *executorService) RunMapTask(ctx context.Context, req *sluicepb.RunMapTa
 		if q.ahead == nil {
 			q.ahead = map[aheadKey]*aheadMap{}
 		}
-		q.ahead[aheadKey{run: req.RunId, batch: batch, attempt: req.Attempt}] = &aheadMap{task: task, res: &executor.MapResult{Index: res.Index, Bad: res.Bad}}
+		q.ahead[aheadKey{run: req.RunId, batch: batch, attempt: req.Attempt}] = &aheadMap{task: mt, res: &task.MapResult{Index: res.Index, Bad: res.Bad}}
 		n.mu.Unlock()
 	}
 	n.counters.maps.Add(1)
@@ -751,7 +751,7 @@ func (s *executorService) runReduceTask(ctx context.Context, req *sluicepb.RunRe
 	if err != nil {
 		return nil, status.Errorf(codes.DataLoss, "reduce partition %d of batch %d: %v", p, batch, err)
 	}
-	rr, err := executor.RunReduce(ctx, env, executor.ReduceTask{
+	rr, err := task.RunReduce(ctx, env, task.ReduceTask{
 		Batch: batch, Partition: p, SkipSink: req.SkipSink,
 		StateAttempt: statestore.AttemptID(req.RunId, batch, req.MapAttempts),
 		Watermark:    eventtime.Batch{Late: eventtime.Watermark(req.LateWatermarkUs), Evict: eventtime.Watermark(req.EvictWatermarkUs)},
@@ -787,7 +787,7 @@ func (s *executorService) FinishMapTasks(ctx context.Context, req *sluicepb.Fini
 		if m == nil {
 			return nil, status.Errorf(codes.NotFound, "batch %d: map attempt %d was not run ahead here (or its batch was released)", batch, a)
 		}
-		if err := executor.FinishMap(ctx, q.env.Env, m.task, m.res); err != nil {
+		if err := task.FinishMap(ctx, q.env.Env, m.task, m.res); err != nil {
 			n.counters.failures.Add(1)
 			return nil, taskError(ctx, err)
 		}

@@ -19,13 +19,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/proto/sluicepb"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
 	"github.com/sluicehq/sluice/shuffle"
 	"github.com/sluicehq/sluice/statestore"
+	"github.com/sluicehq/sluice/task"
 )
 
 // RunnerOptions configure a query's cluster runner.
@@ -52,7 +52,7 @@ type RunnerOptions struct {
 }
 
 // Runner runs a query's batches on the driver's executors. It implements
-// executor.Runner; the scheduler calls RunBatch for one batch at a time.
+// task.Runner; the scheduler calls RunBatch for one batch at a time.
 type Runner struct {
 	d        *Driver
 	opts     RunnerOptions
@@ -76,7 +76,7 @@ type RunnerStats struct {
 	MapRetries     int64
 }
 
-var _ executor.Runner = (*Runner)(nil)
+var _ task.Runner = (*Runner)(nil)
 
 // NewRunner returns a runner for one query on d's executors.
 func (d *Driver) NewRunner(opts RunnerOptions) (*Runner, error) {
@@ -147,7 +147,7 @@ func (r *Runner) waitForExecutors(ctx context.Context, batch ids.BatchID, need i
 // batchRun is one batch on the executors, from StartMaps to Reduce.
 type batchRun struct {
 	r           *Runner
-	plan        executor.BatchPlan
+	plan        task.BatchPlan
 	ahead       bool
 	hold        *BatchHold
 	owners      []ExecutorID
@@ -170,13 +170,13 @@ type batchRun struct {
 	finishOnce sync.Once
 }
 
-var _ executor.PhasedRunner = (*Runner)(nil)
+var _ task.PhasedRunner = (*Runner)(nil)
 
 // RunBatch runs the plan's map tasks on the live executors, shuffles their
 // partials to the partitions' owners and runs a reduce task per partition
 // on its owner. Losing an owner fails the batch (the scheduler retries it
 // whole, and the next call assigns partitions anew).
-func (r *Runner) RunBatch(ctx context.Context, plan executor.BatchPlan) (*executor.BatchResult, error) {
+func (r *Runner) RunBatch(ctx context.Context, plan task.BatchPlan) (*task.BatchResult, error) {
 	out, err := r.TakeMaps(ctx, plan, r.StartMaps(ctx, plan, false))
 	if err != nil {
 		return nil, err
@@ -189,16 +189,16 @@ func (r *Runner) RunBatch(ctx context.Context, plan executor.BatchPlan) (*execut
 // after the one reducing, not logged yet) the executors push the
 // partials but set nothing aside and call no hook until TakeMaps has
 // them finish the tasks.
-func (r *Runner) StartMaps(ctx context.Context, plan executor.BatchPlan, ahead bool) *executor.StartedMaps {
+func (r *Runner) StartMaps(ctx context.Context, plan task.BatchPlan, ahead bool) *task.StartedMaps {
 	b := &batchRun{r: r, plan: plan, ahead: ahead, byID: map[ExecutorID]Member{}, parent: ctx,
 		log: r.opts.Logger.With("query", r.opts.Spec.Name, "batch", plan.Batch)}
 	b.ctx, b.cancel = context.WithCancelCause(ctx)
-	return executor.StartMapsWith(b.ctx, ahead, b, b.start, b.finish)
+	return task.StartMapsWith(b.ctx, ahead, b, b.start, b.finish)
 }
 
 // TakeMaps waits for the map tasks; those run ahead are finished on their
 // executors now that the batch is logged.
-func (r *Runner) TakeMaps(ctx context.Context, plan executor.BatchPlan, m *executor.StartedMaps) (*executor.MapOutput, error) {
+func (r *Runner) TakeMaps(ctx context.Context, plan task.BatchPlan, m *task.StartedMaps) (*task.MapOutput, error) {
 	b := m.State().(*batchRun)
 	if err := m.Wait(ctx); err != nil {
 		b.finish()
@@ -211,10 +211,10 @@ func (r *Runner) TakeMaps(ctx context.Context, plan executor.BatchPlan, m *execu
 			return nil, b.fail(err)
 		}
 	}
-	out := &executor.MapOutput{State: b, Done: b.finish}
+	out := &task.MapOutput{State: b, Done: b.finish}
 	res := &out.Result
 	for i, m := range b.metrics {
-		res.AddMap(&executor.MapResult{
+		res.AddMap(&task.MapResult{
 			Index: i, InputRows: m.InputRows, Malformed: m.Malformed, DroppedByWatermark: m.DroppedByWatermark, TooFarAhead: m.TooFarAhead, JoinUnmatched: m.JoinUnmatched,
 			MinEventTime: m.MinEventTimeUs, MaxEventTime: m.MaxEventTimeUs, HasEventTime: m.HasEventTime,
 		})
@@ -229,7 +229,7 @@ func (r *Runner) TakeMaps(ctx context.Context, plan executor.BatchPlan, m *execu
 
 // Reduce runs a reduce task per partition on its owner over the map
 // tasks' accepted attempts, then releases the batch's shuffle data.
-func (r *Runner) Reduce(ctx context.Context, plan executor.BatchPlan, out *executor.MapOutput) (*executor.BatchResult, error) {
+func (r *Runner) Reduce(ctx context.Context, plan task.BatchPlan, out *task.MapOutput) (*task.BatchResult, error) {
 	b := out.State.(*batchRun)
 	defer b.finish()
 	stop := context.AfterFunc(ctx, func() { b.cancel(context.Cause(ctx)) })
@@ -612,8 +612,8 @@ func (b *batchRun) runMap(ctx context.Context, i int) (uint64, ExecutorID, *slui
 	return 0, "", nil, fmt.Errorf("batch %d: map task %d (split %s) failed %d times: %w", b.plan.Batch, i, sp.ID, len(tried), lastErr)
 }
 
-func (b *batchRun) runReduces(ctx context.Context, plan executor.BatchPlan, accepted []uint64) ([]*executor.ReduceResult, error) {
-	out := make([]*executor.ReduceResult, plan.Partitions)
+func (b *batchRun) runReduces(ctx context.Context, plan task.BatchPlan, accepted []uint64) ([]*task.ReduceResult, error) {
+	out := make([]*task.ReduceResult, plan.Partitions)
 	g, gctx := errgroup.WithContext(ctx)
 	for p := range ids.PartitionID(plan.Partitions) {
 		m := b.byID[b.owners[p]]
@@ -649,7 +649,7 @@ func (b *batchRun) runReduces(ctx context.Context, plan executor.BatchPlan, acce
 			if err != nil {
 				return fmt.Errorf("batch %d: reduce partition %d on executor %s: %w", plan.Batch, p, m.ID, err)
 			}
-			rr := &executor.ReduceResult{
+			rr := &task.ReduceResult{
 				Partition: p, Files: resp.Files, NumOutputRows: resp.NumOutputRows, StateRows: resp.StateRows,
 				Updated: resp.Updated, Removed: resp.Removed, MemoryBytes: resp.MemoryBytes, StateWrites: int(resp.StateWrites),
 				StateAttempt: statestore.AttemptID(req.RunId, plan.Batch, req.MapAttempts),

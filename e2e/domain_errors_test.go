@@ -14,7 +14,6 @@ import (
 
 	sluicecluster "github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/testutil/kafkatest"
 	"github.com/sluicehq/sluice/internal/testutil/syncbuf"
@@ -23,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/source/kafka"
 	"github.com/sluicehq/sluice/statestore"
+	"github.com/sluicehq/sluice/task"
 )
 
 // domainRun is how one run of a query ended.
@@ -39,11 +39,11 @@ type domainRun struct {
 // beforeTasks calls fn with each batch's plan, once the driver has planned
 // and split it, before its tasks run.
 type beforeTasks struct {
-	next executor.Runner
-	fn   func(executor.BatchPlan)
+	next task.Runner
+	fn   func(task.BatchPlan)
 }
 
-func (b beforeTasks) RunBatch(ctx context.Context, plan executor.BatchPlan) (*executor.BatchResult, error) {
+func (b beforeTasks) RunBatch(ctx context.Context, plan task.BatchPlan) (*task.BatchResult, error) {
 	if b.fn != nil {
 		b.fn(plan)
 	}
@@ -54,7 +54,7 @@ func (b beforeTasks) RunBatch(ctx context.Context, plan executor.BatchPlan) (*ex
 // in this process (distributed false), or with this process as the driver
 // and one real executor process (cmd/executor) running every task. before
 // is called with each batch's plan before its tasks run.
-func runDomain(t *testing.T, spec query.Spec, opts engine.Options, distributed bool, before func(executor.BatchPlan)) domainRun {
+func runDomain(t *testing.T, spec query.Spec, opts engine.Options, distributed bool, before func(task.BatchPlan)) domainRun {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -71,7 +71,7 @@ func runDomain(t *testing.T, spec query.Spec, opts engine.Options, distributed b
 	run := domainRun{}
 	start := time.Now()
 	if !distributed {
-		run.err = job.RunWith(ctx, beforeTasks{next: &executor.Local{Env: job.Env.Env}, fn: before})
+		run.err = job.RunWith(ctx, beforeTasks{next: &task.Local{Env: job.Env.Env}, fn: before})
 	} else {
 		drv, err := sluicecluster.NewDriver(sluicecluster.DriverOptions{Listen: "127.0.0.1:0", Logger: log})
 		if err != nil {
@@ -116,7 +116,7 @@ func TestDataLossFoundByAnExecutorStopsTheQueryAsInOneProcess(t *testing.T) {
 		spec := kafkaChaosSpec(c.Addr, localPlace(t), query.Trigger{AvailableNow: true}, 0)
 		// The driver planned and split batch 0 (offsets 0..500), the
 		// records go, then the tasks read.
-		return runDomain(t, spec, engine.Options{SourceRetryFor: retryFor}, distributed, func(plan executor.BatchPlan) {
+		return runDomain(t, spec, engine.Options{SourceRetryFor: retryFor}, distributed, func(plan task.BatchPlan) {
 			if plan.Batch == 0 {
 				c.DeleteRecords(chaosTopic, 1, 300)
 			}

@@ -21,7 +21,6 @@ import (
 
 	"github.com/sluicehq/sluice/agg"
 	"github.com/sluicehq/sluice/eventtime"
-	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/join"
 	"github.com/sluicehq/sluice/objstore"
@@ -35,6 +34,7 @@ import (
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/source/catalog"
 	"github.com/sluicehq/sluice/statestore"
+	"github.com/sluicehq/sluice/task"
 )
 
 // Store roles passed to Options.WrapStore.
@@ -125,7 +125,7 @@ func (o *Options) open(ctx context.Context, role, uri string) (objstore.Store, e
 
 // Env is a query's task environment in one process, with what it opened.
 type Env struct {
-	*executor.Env
+	*task.Env
 	// Checkpoint is the checkpoint store; ParquetSink is set for the
 	// Parquet sink.
 	Checkpoint  objstore.Store
@@ -154,7 +154,7 @@ func (e *Env) Close() error {
 // is the checkpoint's query id.
 func NewEnv(ctx context.Context, spec *query.Spec, queryID string, opts Options) (_ *Env, err error) {
 	opts.defaults()
-	env := &Env{Env: &executor.Env{QueryID: queryID, Spec: spec, Logger: opts.Logger, Hook: opts.Hook}}
+	env := &Env{Env: &task.Env{QueryID: queryID, Spec: spec, Logger: opts.Logger, Hook: opts.Hook}}
 	defer func() {
 		if err != nil {
 			env.Close()
@@ -345,11 +345,11 @@ func openSource(ctx context.Context, spec *query.Spec, opts Options) (source.Sou
 
 // Run runs the job in this process until its trigger stops or ctx ends.
 func (j *Job) Run(ctx context.Context) error {
-	return j.Query.Run(ctx, &executor.Local{Env: j.Env.Env, Parallelism: j.opts.Parallelism})
+	return j.Query.Run(ctx, &task.Local{Env: j.Env.Env, Parallelism: j.opts.Parallelism})
 }
 
 // RunWith runs the job's batches on runner.
-func (j *Job) RunWith(ctx context.Context, runner executor.Runner) error {
+func (j *Job) RunWith(ctx context.Context, runner task.Runner) error {
 	return j.Query.Run(ctx, runner)
 }
 

@@ -10,12 +10,12 @@ import (
 
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/internal/testutil/s3test"
 	"github.com/sluicehq/sluice/internal/testutil/tiletest"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
+	"github.com/sluicehq/sluice/task"
 )
 
 // BenchmarkNoDataBatch reports the median triggerExecution of no-data
@@ -94,7 +94,7 @@ func median(xs []float64) float64 {
 
 // startCluster starts a driver service and two executor nodes over gRPC on
 // loopback, in this process, and returns a runner for job.
-func startCluster(b *testing.B, ctx context.Context, job *engine.Job, opts engine.Options) executor.Runner {
+func startCluster(b *testing.B, ctx context.Context, job *engine.Job, opts engine.Options) task.Runner {
 	drv, err := cluster.NewDriver(cluster.DriverOptions{Listen: "127.0.0.1:0"})
 	if err != nil {
 		b.Fatal(err)

@@ -15,7 +15,7 @@
 // next batch is planned from the last commit (docs/semantics.md, "Restart").
 //
 // Overlap: with availableNow or processingTime 0, on a runner that can
-// start map tasks before their batch is logged (executor.PhasedRunner: the
+// start map tasks before their batch is logged (task.PhasedRunner: the
 // in-process one and the cluster's), a batch runs as map tasks then
 // reduce tasks, and once its map tasks end the next batch is planned and
 // its map tasks started while this one reduces and commits. What makes that safe: the next

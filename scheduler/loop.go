@@ -11,12 +11,12 @@ import (
 	"github.com/sluicehq/sluice/agg"
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/eventtime"
-	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/join"
 	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/statestore"
+	"github.com/sluicehq/sluice/task"
 )
 
 // Clock tells the time and waits. The batch loop takes every time it
@@ -67,8 +67,8 @@ type aheadBatch struct {
 	// trigger started.
 	planNow, started time.Time
 	entry            *checkpoint.OffsetEntry
-	plan             executor.BatchPlan
-	maps             *executor.StartedMaps
+	plan             task.BatchPlan
+	maps             *task.StartedMaps
 }
 
 // drop stops a's map tasks, if any; nil is fine.
@@ -97,7 +97,7 @@ func (q *Query) stepConfig() stepConfig {
 	// The next batch is planned, and its map tasks run, while one reduces
 	// and commits when it is due at once and its map tasks need nothing
 	// logged (a join's snapshot is taken when a batch is planned).
-	if _, phased := q.runner.(executor.PhasedRunner); phased && cfg.Manifests == nil {
+	if _, phased := q.runner.(task.PhasedRunner); phased && cfg.Manifests == nil {
 		c.Overlap = s.Trigger.AvailableNow || s.Trigger.ProcessingTime == 0 && !s.Trigger.Once
 	}
 	if w := s.Watermark; w != nil {
@@ -113,7 +113,7 @@ func (q *Query) stepConfig() stepConfig {
 //
 // Run performs the actions the step (step.go) decides, and tells it how
 // each went.
-func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
+func (q *Query) Run(ctx context.Context, runner task.Runner) error {
 	cfg := q.cfg
 	clock := cfg.Clock
 	q.runner = runner
@@ -156,7 +156,7 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 		entry       *checkpoint.OffsetEntry
 		rerun       bool
 		started     time.Time
-		result      *executor.BatchResult
+		result      *task.BatchResult
 		skipSink    bool
 		attempts    int
 		commitStart time.Time
@@ -166,9 +166,9 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 		// Overlap: the in-flight batch's plan and map tasks (started
 		// ahead, or run by actRunMaps) and their output; the batch
 		// planned ahead.
-		plan    executor.BatchPlan
-		running *executor.StartedMaps
-		maps    *executor.MapOutput
+		plan    task.BatchPlan
+		running *task.StartedMaps
+		maps    *task.MapOutput
 		ahead   *aheadBatch
 	)
 	defer func() {
@@ -297,7 +297,7 @@ func (q *Query) Run(ctx context.Context, runner executor.Runner) error {
 				}
 			}
 			attempts = a.Attempt
-			pr := q.runner.(executor.PhasedRunner)
+			pr := q.runner.(task.PhasedRunner)
 			if running == nil {
 				// Not started ahead (or a retry): start them now.
 				var err error
@@ -455,7 +455,7 @@ func (q *Query) startAhead(ctx context.Context, a *aheadBatch, act action) error
 	if a.plan, err = q.batchPlan(ctx, a.entry, batchWatermarks(a.entry)); err != nil {
 		return err
 	}
-	a.maps = q.runner.(executor.PhasedRunner).StartMaps(ctx, a.plan, true)
+	a.maps = q.runner.(task.PhasedRunner).StartMaps(ctx, a.plan, true)
 	return nil
 }
 
@@ -485,7 +485,7 @@ func batchWatermarks(e *checkpoint.OffsetEntry) eventtime.Batch {
 
 // watermarkMoved records (and logs) a batch that moved the watermark by
 // more than watermark.maxJump.
-func (q *Query) watermarkMoved(e *checkpoint.OffsetEntry, a action, res *executor.BatchResult) {
+func (q *Query) watermarkMoved(e *checkpoint.OffsetEntry, a action, res *task.BatchResult) {
 	cfg := q.cfg
 	if cfg.Spec.Watermark == nil {
 		return
@@ -502,7 +502,7 @@ func (q *Query) watermarkMoved(e *checkpoint.OffsetEntry, a action, res *executo
 }
 
 // commitEntry is batch e's commits/N entry.
-func (q *Query) commitEntry(e *checkpoint.OffsetEntry, res *executor.BatchResult, nextWM eventtime.Watermark) *checkpoint.CommitEntry {
+func (q *Query) commitEntry(e *checkpoint.OffsetEntry, res *task.BatchResult, nextWM eventtime.Watermark) *checkpoint.CommitEntry {
 	ce := &checkpoint.CommitEntry{BatchID: e.BatchID, NextBatchWatermark: nextWM, RunID: q.runID}
 	if q.layout != nil {
 		// Which partitions' state files make version N+1: a delta (or a
@@ -533,7 +533,7 @@ func (q *Query) commitEntry(e *checkpoint.OffsetEntry, res *executor.BatchResult
 // finish does what follows batch e's commit: the hook, the source's
 // clean-up, the progress report and retention. The error stops the run
 // (a state budget with onExceed: stop).
-func (q *Query) finish(ctx context.Context, lp *loop, e *checkpoint.OffsetEntry, res *executor.BatchResult, rerun, skipSink bool, attempts int, started, commitStart time.Time) error {
+func (q *Query) finish(ctx context.Context, lp *loop, e *checkpoint.OffsetEntry, res *task.BatchResult, rerun, skipSink bool, attempts int, started, commitStart time.Time) error {
 	cfg := q.cfg
 	q.hook("after-commit", e.BatchID)
 	if c, ok := cfg.Source.(source.Committer); ok && len(e.Sources) > 0 && !e.NoData {

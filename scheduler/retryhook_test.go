@@ -7,13 +7,13 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/checkpoint"
-	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
 	"github.com/sluicehq/sluice/scheduler"
 	"github.com/sluicehq/sluice/statestore"
+	"github.com/sluicehq/sluice/task"
 )
 
 // flaky fails its first write, then collects.
@@ -63,8 +63,8 @@ func TestOnRetryIsToldOfARetriedBatchAndNewQueryIDIsRecorded(t *testing.T) {
 	if q.QueryID() != "3f0c2d9e-1b7a-4c55-9e0f-6a1b2c3d4e5f" {
 		t.Fatalf("query id %s, want the given one", q.QueryID())
 	}
-	env := &executor.Env{QueryID: q.QueryID(), Spec: &spec, Source: src, BadRecords: store, State: statestore.NewMemory(store, statestore.MemoryOptions{})}
-	if err := q.Run(context.Background(), &executor.Local{Env: env}); err != nil {
+	env := &task.Env{QueryID: q.QueryID(), Spec: &spec, Source: src, BadRecords: store, State: statestore.NewMemory(store, statestore.MemoryOptions{})}
+	if err := q.Run(context.Background(), &task.Local{Env: env}); err != nil {
 		t.Fatal(err)
 	}
 	if len(retries) != 1 || retries[0].batch != 0 || retries[0].attempt != 1 || retries[0].err == nil {

@@ -15,7 +15,6 @@ import (
 	"github.com/sluicehq/sluice/agg"
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/eventtime"
-	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/join"
 	"github.com/sluicehq/sluice/objstore"
@@ -25,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/sink"
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/statestore"
+	"github.com/sluicehq/sluice/task"
 )
 
 // ErrProductionGuard is returned when a production query would start in a
@@ -126,7 +126,7 @@ type Query struct {
 	layout *agg.Layout
 	runID  string
 	conf   map[string]string
-	runner executor.Runner
+	runner task.Runner
 	// jumps counts the batches of this run that moved the watermark by
 	// more than watermark.maxJump; jumpMs is the current batch's move when
 	// it did. Used only by the batch loop.
@@ -386,7 +386,7 @@ func (q *Query) batchManifest(ctx context.Context, e *checkpoint.OffsetEntry) (j
 }
 
 // attempt runs the batch's tasks and commits its sink output.
-func (q *Query) attempt(ctx context.Context, e *checkpoint.OffsetEntry, wm eventtime.Batch) (*executor.BatchResult, bool, error) {
+func (q *Query) attempt(ctx context.Context, e *checkpoint.OffsetEntry, wm eventtime.Batch) (*task.BatchResult, bool, error) {
 	plan, err := q.batchPlan(ctx, e, wm)
 	if err != nil {
 		return nil, false, err
@@ -403,11 +403,11 @@ func (q *Query) attempt(ctx context.Context, e *checkpoint.OffsetEntry, wm event
 
 // reduceAttempt runs the batch's reduce tasks over its map tasks' output
 // (Overlap) and commits its sink output.
-func (q *Query) reduceAttempt(ctx context.Context, e *checkpoint.OffsetEntry, plan executor.BatchPlan, maps *executor.MapOutput) (*executor.BatchResult, bool, error) {
+func (q *Query) reduceAttempt(ctx context.Context, e *checkpoint.OffsetEntry, plan task.BatchPlan, maps *task.MapOutput) (*task.BatchResult, bool, error) {
 	if err := q.sinkPlan(ctx, &plan); err != nil {
 		return nil, false, err
 	}
-	res, err := q.runner.(executor.PhasedRunner).Reduce(ctx, plan, maps)
+	res, err := q.runner.(task.PhasedRunner).Reduce(ctx, plan, maps)
 	if err != nil {
 		return nil, false, err
 	}
@@ -416,13 +416,13 @@ func (q *Query) reduceAttempt(ctx context.Context, e *checkpoint.OffsetEntry, pl
 
 // batchPlan is the logged batch e as the runner takes it: its splits (a
 // function of its logged offsets), state partitions and join snapshot.
-func (q *Query) batchPlan(ctx context.Context, e *checkpoint.OffsetEntry, wm eventtime.Batch) (executor.BatchPlan, error) {
+func (q *Query) batchPlan(ctx context.Context, e *checkpoint.OffsetEntry, wm eventtime.Batch) (task.BatchPlan, error) {
 	cfg := q.cfg
 	var splits []source.Split
 	if len(e.Sources) > 0 {
 		var err error
 		if splits, err = cfg.Source.Splits(ctx, e.Sources[0].Start, e.Sources[0].End); err != nil {
-			return executor.BatchPlan{}, fmt.Errorf("batch %d: split offsets: %w", e.BatchID, err)
+			return task.BatchPlan{}, fmt.Errorf("batch %d: split offsets: %w", e.BatchID, err)
 		}
 	}
 	parts, _ := strconv.Atoi(e.Conf["shufflePartitions"])
@@ -431,9 +431,9 @@ func (q *Query) batchPlan(ctx context.Context, e *checkpoint.OffsetEntry, wm eve
 	}
 	manifest, err := q.batchManifest(ctx, e)
 	if err != nil {
-		return executor.BatchPlan{}, err
+		return task.BatchPlan{}, err
 	}
-	return executor.BatchPlan{Batch: e.BatchID, Splits: splits, Watermark: wm, Partitions: parts, BatchTimestampMs: e.BatchTimestampMs, RunID: q.runID, Manifest: manifest}, nil
+	return task.BatchPlan{Batch: e.BatchID, Splits: splits, Watermark: wm, Partitions: parts, BatchTimestampMs: e.BatchTimestampMs, RunID: q.runID, Manifest: manifest}, nil
 }
 
 // sinkHas reports whether the sink log already holds the batch (a re-run
@@ -452,7 +452,7 @@ func (q *Query) sinkHas(ctx context.Context, batch ids.BatchID) (bool, error) {
 // sinkPlan sets what the plan's reduce tasks do with their output: skip
 // the sink when its log has the batch, and return small outputs to the
 // driver (GatherBelow) when the file sink gathers them.
-func (q *Query) sinkPlan(ctx context.Context, plan *executor.BatchPlan) error {
+func (q *Query) sinkPlan(ctx context.Context, plan *task.BatchPlan) error {
 	var err error
 	if plan.SkipSink, err = q.sinkHas(ctx, plan.Batch); err != nil {
 		return err
@@ -465,7 +465,7 @@ func (q *Query) sinkPlan(ctx context.Context, plan *executor.BatchPlan) error {
 }
 
 // commitSink commits the batch's sink output once its tasks ran.
-func (q *Query) commitSink(ctx context.Context, e *checkpoint.OffsetEntry, res *executor.BatchResult, plan executor.BatchPlan) (*executor.BatchResult, bool, error) {
+func (q *Query) commitSink(ctx context.Context, e *checkpoint.OffsetEntry, res *task.BatchResult, plan task.BatchPlan) (*task.BatchResult, bool, error) {
 	cfg := q.cfg
 	skipSink := plan.SkipSink
 	var gathered []string
@@ -525,7 +525,7 @@ func (q *Query) commitSink(ctx context.Context, e *checkpoint.OffsetEntry, res *
 	return res, skipSink, nil
 }
 
-func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *executor.BatchResult, latest source.Offset, rerun, skipped bool, attempts int, inRate float64, started, commitStart, done time.Time) *progress.Report {
+func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *task.BatchResult, latest source.Offset, rerun, skipped bool, attempts int, inRate float64, started, commitStart, done time.Time) *progress.Report {
 	cfg := q.cfg
 	total := done.Sub(started)
 	p := &progress.Report{

@@ -12,7 +12,6 @@ import (
 
 	"github.com/sluicehq/sluice/agg"
 	"github.com/sluicehq/sluice/eventtime"
-	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/progress"
@@ -21,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/scheduler"
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/statestore"
+	"github.com/sluicehq/sluice/task"
 )
 
 // listSource serves a fixed list of JSON lines; an offset is the index of
@@ -110,14 +110,14 @@ func runQueryWith(t *testing.T, lines []string, perBatch int, mutate func(*query
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &executor.Env{QueryID: q.QueryID(), Spec: &spec, Source: src, BadRecords: store,
+	env := &task.Env{QueryID: q.QueryID(), Spec: &spec, Source: src, BadRecords: store,
 		State: statestore.NewMemory(store, statestore.MemoryOptions{})}
 	if spec.Aggregate != nil {
 		if env.Layout, err = agg.Compile(&spec); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := q.Run(context.Background(), &executor.Local{Env: env}); err != nil {
+	if err := q.Run(context.Background(), &task.Local{Env: env}); err != nil {
 		t.Fatal(err)
 	}
 	return reports, out.batches
@@ -238,12 +238,12 @@ func runIdleTrigger(t *testing.T, ctx context.Context, store objstore.Store, src
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &executor.Env{QueryID: q.QueryID(), Spec: &spec, Source: src, BadRecords: store,
+	env := &task.Env{QueryID: q.QueryID(), Spec: &spec, Source: src, BadRecords: store,
 		State: statestore.NewMemory(store, statestore.MemoryOptions{})}
 	if env.Layout, err = agg.Compile(&spec); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.Run(ctx, &executor.Local{Env: env}); err != nil {
+	if err := q.Run(ctx, &task.Local{Env: env}); err != nil {
 		t.Fatal(err)
 	}
 	return idles, batches

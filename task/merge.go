@@ -1,4 +1,4 @@
-package executor
+package task
 
 // AddMap folds a map task's metrics into the batch's, as Local does; for
 // runners outside this package (the cluster runner) that rebuild a

@@ -1,4 +1,4 @@
-// Package executor runs the tasks of a micro-batch: map tasks read one
+// Package task runs the tasks of a micro-batch: map tasks read one
 // source split, decode it against the schema, set malformed records aside,
 // track event time and fold rows into partial aggregates hashed by key to
 // state partitions; reduce tasks load a state partition at the batch's
@@ -11,4 +11,4 @@
 // batch is logged (ahead: they write nothing, and call no hook, until
 // TakeMaps), and its reduce tasks run on their output, which lets the
 // scheduler read the next batch while one commits.
-package executor
+package task

@@ -1,4 +1,4 @@
-package executor
+package task
 
 import (
 	"github.com/sluicehq/sluice/query"
