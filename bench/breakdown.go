@@ -44,7 +44,7 @@ var costParts = []struct{ prefix, part string }{
 	{"github.com/sluicehq/sluice/source/", "source read"},
 	{"github.com/twmb/franz-go", "source read"},
 	{"github.com/sluicehq/sluice/agg.", "aggregate"},
-	{"github.com/sluicehq/sluice/shuffle", "shuffle"},
+	{"github.com/sluicehq/sluice/executor/shuffle", "shuffle"},
 	{"github.com/sluicehq/sluice/statestore", "state store"},
 	{"github.com/sluicehq/sluice/sink/", "sink (Parquet)"},
 	{"github.com/parquet-go/", "sink (Parquet)"},

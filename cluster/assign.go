@@ -3,10 +3,9 @@ package cluster
 import (
 	"slices"
 	"sort"
-)
 
-// ExecutorID names a registered executor; the driver assigns it.
-type ExecutorID string
+	"github.com/sluicehq/sluice/ids"
+)
 
 // Assign decides which executor owns each of n state partitions for the
 // next batch, given last batch's owners (prev[p] owns p; prev may be
@@ -22,18 +21,18 @@ type ExecutorID string
 //     members below their share, lowest partition and member first.
 //
 // It returns nil when members is empty.
-func Assign(prev []ExecutorID, members []ExecutorID, n int) []ExecutorID {
+func Assign(prev []ids.ExecutorID, members []ids.ExecutorID, n int) []ids.ExecutorID {
 	ms := slices.Clone(members)
 	slices.Sort(ms)
 	ms = slices.Compact(ms)
 	if len(ms) == 0 || n <= 0 {
 		return nil
 	}
-	isMember := make(map[ExecutorID]bool, len(ms))
+	isMember := make(map[ids.ExecutorID]bool, len(ms))
 	for _, m := range ms {
 		isMember[m] = true
 	}
-	kept := make(map[ExecutorID][]int, len(ms))
+	kept := make(map[ids.ExecutorID][]int, len(ms))
 	for p := 0; p < n && p < len(prev); p++ {
 		if isMember[prev[p]] {
 			kept[prev[p]] = append(kept[prev[p]], p)
@@ -43,15 +42,15 @@ func Assign(prev []ExecutorID, members []ExecutorID, n int) []ExecutorID {
 	// The extra partitions go to the members that keep the most already.
 	rank := slices.Clone(ms)
 	sort.SliceStable(rank, func(i, j int) bool { return len(kept[rank[i]]) > len(kept[rank[j]]) })
-	target := make(map[ExecutorID]int, len(ms))
+	target := make(map[ids.ExecutorID]int, len(ms))
 	for i, m := range rank {
 		target[m] = base
 		if i < extra {
 			target[m]++
 		}
 	}
-	out := make([]ExecutorID, n)
-	have := make(map[ExecutorID]int, len(ms))
+	out := make([]ids.ExecutorID, n)
+	have := make(map[ids.ExecutorID]int, len(ms))
 	for _, m := range ms {
 		for _, p := range kept[m] {
 			if have[m] < target[m] {
@@ -77,7 +76,7 @@ func Assign(prev []ExecutorID, members []ExecutorID, n int) []ExecutorID {
 }
 
 // Moves counts the partitions whose owner differs between two assignments.
-func Moves(prev, next []ExecutorID) int {
+func Moves(prev, next []ids.ExecutorID) int {
 	n := 0
 	for p := range next {
 		if p >= len(prev) || prev[p] != next[p] {

@@ -6,18 +6,20 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+
+	"github.com/sluicehq/sluice/ids"
 )
 
-func executors(s ...string) []ExecutorID {
-	out := make([]ExecutorID, len(s))
+func executors(s ...string) []ids.ExecutorID {
+	out := make([]ids.ExecutorID, len(s))
 	for i, x := range s {
-		out[i] = ExecutorID(x)
+		out[i] = ids.ExecutorID(x)
 	}
 	return out
 }
 
-func counts(a []ExecutorID) map[ExecutorID]int {
-	c := map[ExecutorID]int{}
+func counts(a []ids.ExecutorID) map[ids.ExecutorID]int {
+	c := map[ids.ExecutorID]int{}
 	for _, e := range a {
 		c[e]++
 	}
@@ -27,9 +29,9 @@ func counts(a []ExecutorID) map[ExecutorID]int {
 func TestAssignmentExamples(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
-		prev, members []ExecutorID
+		prev, members []ids.ExecutorID
 		n             int
-		want          []ExecutorID
+		want          []ids.ExecutorID
 	}{
 		{"first batch spreads evenly", nil, executors("a", "b", "c"), 4, executors("a", "a", "b", "c")},
 		{"unchanged membership moves nothing", executors("c", "a", "b", "a"), executors("a", "b", "c"), 4, executors("c", "a", "b", "a")},
@@ -56,13 +58,13 @@ func TestAssignmentIsBalancedStickyAndMovesOnlyWhatItMust(t *testing.T) {
 	for trial := range 300 {
 		n := 1 + r.IntN(40)
 		pool := executors("a", "b", "c", "d", "e", "f", "g")
-		var members []ExecutorID
+		var members []ids.ExecutorID
 		for _, m := range pool {
 			if r.IntN(2) == 0 {
 				members = append(members, m)
 			}
 		}
-		var prev []ExecutorID
+		var prev []ids.ExecutorID
 		for step := range 8 {
 			next := Assign(prev, members, n)
 			where := fmt.Sprintf("trial %d step %d: Assign(%v, %v, %d) = %v", trial, step, prev, members, n, next)

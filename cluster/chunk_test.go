@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/executor/shuffle"
 	"github.com/sluicehq/sluice/internal/testutil/tiletest"
 	"github.com/sluicehq/sluice/query"
-	"github.com/sluicehq/sluice/shuffle"
 )
 
 // Rows larger than one gRPC message (each over MaxMessageBytes) go

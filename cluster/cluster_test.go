@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/testutil/tiletest"
 	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/objstore"
@@ -271,7 +272,7 @@ func TestTileOnThreeExecutorsEqualsOracleAndOneProcessFiles(t *testing.T) {
 	if st.InputRows != 6000 || st.ShuffleBytes == 0 {
 		t.Fatalf("stats %+v", st)
 	}
-	owners := map[ExecutorID]bool{}
+	owners := map[ids.ExecutorID]bool{}
 	for _, o := range r.Owners() {
 		owners[o] = true
 	}

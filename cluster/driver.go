@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/proto/sluicepb"
 )
@@ -206,11 +207,11 @@ func (s *driverService) Register(ctx context.Context, req *sluicepb.RegisterRequ
 }
 
 func (s *driverService) Heartbeat(ctx context.Context, req *sluicepb.HeartbeatRequest) (*sluicepb.HeartbeatResponse, error) {
-	return &sluicepb.HeartbeatResponse{Known: s.d.Members.Heartbeat(s.d.opts.Now(), ExecutorID(req.ExecutorId), req.Address)}, nil
+	return &sluicepb.HeartbeatResponse{Known: s.d.Members.Heartbeat(s.d.opts.Now(), ids.ExecutorID(req.ExecutorId), req.Address)}, nil
 }
 
 func (s *driverService) Deregister(ctx context.Context, req *sluicepb.DeregisterRequest) (*sluicepb.DeregisterResponse, error) {
-	if err := s.d.Members.Drain(ctx, ExecutorID(req.ExecutorId)); err != nil {
+	if err := s.d.Members.Drain(ctx, ids.ExecutorID(req.ExecutorId)); err != nil {
 		return nil, status.Error(codes.DeadlineExceeded, err.Error())
 	}
 	return &sluicepb.DeregisterResponse{}, nil

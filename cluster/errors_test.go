@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluicehq/sluice/shuffle"
+	"github.com/sluicehq/sluice/executor/shuffle"
 )
 
 // The driver reads UNAVAILABLE as "this executor is lost" unless a

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/join"
 	"github.com/sluicehq/sluice/proto/sluicepb"
 	"github.com/sluicehq/sluice/row"
@@ -114,7 +115,7 @@ func statusOf(err error, code codes.Code) error {
 // gRPC status it arrived as (status.Code, status.Convert).
 type RemoteError struct {
 	// Executor is the executor the task failed on.
-	Executor ExecutorID
+	Executor ids.ExecutorID
 	// Kind is the DomainError kind (KindDataLoss, ...).
 	Kind string
 	// Message is the task's error text on the executor.
@@ -137,7 +138,7 @@ func (e *RemoteError) GRPCStatus() *status.Status { return e.st }
 // decodeDomain returns err, received from executor id, as a *RemoteError
 // when its status carries a DomainError of a known kind; any other error
 // is returned as it is.
-func decodeDomain(err error, id ExecutorID) error {
+func decodeDomain(err error, id ids.ExecutorID) error {
 	if err == nil {
 		return nil
 	}

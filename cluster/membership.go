@@ -7,11 +7,13 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/ids"
 )
 
 // Member is a registered executor.
 type Member struct {
-	ID ExecutorID
+	ID ids.ExecutorID
 	// Address serves ExecutorService and ShuffleService.
 	Address string
 	Name    string
@@ -30,7 +32,7 @@ type Membership struct {
 
 	mu      sync.Mutex
 	seq     int
-	members map[ExecutorID]*member
+	members map[ids.ExecutorID]*member
 	changed chan struct{}
 }
 
@@ -49,7 +51,7 @@ func NewMembership(timeout time.Duration, logger *slog.Logger, onRemove func(Mem
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Membership{timeout: timeout, logger: logger, onRemove: onRemove, members: map[ExecutorID]*member{}, changed: make(chan struct{})}
+	return &Membership{timeout: timeout, logger: logger, onRemove: onRemove, members: map[ids.ExecutorID]*member{}, changed: make(chan struct{})}
 }
 
 func (ms *Membership) notify() {
@@ -69,7 +71,7 @@ func (ms *Membership) Register(now time.Time, address, name string, slots int) M
 		}
 	}
 	ms.seq++
-	m := &member{Member: Member{ID: ExecutorID(fmt.Sprintf("exec-%d", ms.seq)), Address: address, Name: name, Slots: slots}, lastSeen: now, gone: make(chan struct{})}
+	m := &member{Member: Member{ID: ids.ExecutorID(fmt.Sprintf("exec-%d", ms.seq)), Address: address, Name: name, Slots: slots}, lastSeen: now, gone: make(chan struct{})}
 	ms.members[m.ID] = m
 	ms.notify()
 	ms.mu.Unlock()
@@ -86,7 +88,7 @@ func (ms *Membership) Register(now time.Time, address, name string, slots int) M
 // driver numbers executors afresh, so an executor registered with the old
 // one may send an id the new one gave another): it must register again.
 // An empty address (an executor that does not send it) matches any.
-func (ms *Membership) Heartbeat(now time.Time, id ExecutorID, address string) bool {
+func (ms *Membership) Heartbeat(now time.Time, id ids.ExecutorID, address string) bool {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	m := ms.members[id]
@@ -117,7 +119,7 @@ func (ms *Membership) Expire(now time.Time) []Member {
 
 // Remove drops id from the membership (it failed a call, or drained);
 // unknown ids are ignored.
-func (ms *Membership) Remove(id ExecutorID, reason string) {
+func (ms *Membership) Remove(id ids.ExecutorID, reason string) {
 	ms.mu.Lock()
 	if ms.members[id] == nil {
 		ms.mu.Unlock()
@@ -130,7 +132,7 @@ func (ms *Membership) Remove(id ExecutorID, reason string) {
 }
 
 // leave removes a drained executor.
-func (ms *Membership) leave(id ExecutorID) {
+func (ms *Membership) leave(id ids.ExecutorID) {
 	ms.mu.Lock()
 	if ms.members[id] == nil {
 		ms.mu.Unlock()
@@ -142,7 +144,7 @@ func (ms *Membership) leave(id ExecutorID) {
 	ms.removed(m)
 }
 
-func (ms *Membership) removeLocked(id ExecutorID) Member {
+func (ms *Membership) removeLocked(id ids.ExecutorID) Member {
 	m := ms.members[id]
 	delete(ms.members, id)
 	close(m.gone)
@@ -162,7 +164,7 @@ func (ms *Membership) removed(m Member) {
 
 // Gone returns a channel closed when id leaves the membership (closed
 // already for unknown ids).
-func (ms *Membership) Gone(id ExecutorID) <-chan struct{} {
+func (ms *Membership) Gone(id ids.ExecutorID) <-chan struct{} {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	if m := ms.members[id]; m != nil {
@@ -174,7 +176,7 @@ func (ms *Membership) Gone(id ExecutorID) <-chan struct{} {
 }
 
 // IsMember reports whether id is registered (draining or not).
-func (ms *Membership) IsMember(id ExecutorID) bool {
+func (ms *Membership) IsMember(id ids.ExecutorID) bool {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	return ms.members[id] != nil
@@ -240,7 +242,7 @@ func (l *BatchHold) Release() {
 
 // Drain stops giving id new batches, waits until no running batch uses it
 // (or ctx ends), then removes it.
-func (ms *Membership) Drain(ctx context.Context, id ExecutorID) error {
+func (ms *Membership) Drain(ctx context.Context, id ids.ExecutorID) error {
 	ms.mu.Lock()
 	m := ms.members[id]
 	if m == nil {

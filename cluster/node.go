@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/agg"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/eventtime"
+	"github.com/sluicehq/sluice/executor/shuffle"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/join"
@@ -29,7 +30,6 @@ import (
 	"github.com/sluicehq/sluice/proto/sluicepb"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
-	"github.com/sluicehq/sluice/shuffle"
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/source/catalog"
 	"github.com/sluicehq/sluice/statestore"
@@ -92,7 +92,7 @@ type Node struct {
 	endLife context.CancelFunc
 
 	mu        sync.Mutex
-	id        ExecutorID
+	id        ids.ExecutorID
 	interval  time.Duration
 	queries   map[string]*queryEnv
 	prepareMu sync.Mutex
@@ -220,7 +220,7 @@ func NewNode(opts NodeOptions) (*Node, error) {
 func (n *Node) Addr() string { return n.opts.Advertise }
 
 // ID returns the id the driver gave the node ("" before registering).
-func (n *Node) ID() ExecutorID {
+func (n *Node) ID() ids.ExecutorID {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.id
@@ -316,7 +316,7 @@ func (n *Node) register(ctx context.Context, driver sluicepb.DriverServiceClient
 		cancel()
 		if err == nil {
 			n.mu.Lock()
-			n.id = ExecutorID(resp.ExecutorId)
+			n.id = ids.ExecutorID(resp.ExecutorId)
 			n.interval = time.Duration(resp.HeartbeatIntervalMs) * time.Millisecond
 			n.mu.Unlock()
 			n.newRegistration()

@@ -19,11 +19,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/executor/shuffle"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/proto/sluicepb"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
-	"github.com/sluicehq/sluice/shuffle"
 	"github.com/sluicehq/sluice/statestore"
 	"github.com/sluicehq/sluice/task"
 )
@@ -62,8 +62,8 @@ type Runner struct {
 
 	mu       sync.Mutex
 	started  bool
-	owners   []ExecutorID
-	prepared map[ExecutorID]bool
+	owners   []ids.ExecutorID
+	prepared map[ids.ExecutorID]bool
 	stats    RunnerStats
 }
 
@@ -94,7 +94,7 @@ func (d *Driver) NewRunner(opts RunnerOptions) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode query %s for executors: %w", opts.Spec.Name, err)
 	}
-	return &Runner{d: d, opts: opts, specJSON: js, runID: newRunID(), prepared: map[ExecutorID]bool{}}, nil
+	return &Runner{d: d, opts: opts, specJSON: js, runID: newRunID(), prepared: map[ids.ExecutorID]bool{}}, nil
 }
 
 func newRunID() string {
@@ -111,10 +111,10 @@ func (r *Runner) Stats() RunnerStats {
 }
 
 // Owners returns the partition owners of the last batch.
-func (r *Runner) Owners() []ExecutorID {
+func (r *Runner) Owners() []ids.ExecutorID {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]ExecutorID(nil), r.owners...)
+	return append([]ids.ExecutorID(nil), r.owners...)
 }
 
 // waitForExecutors waits until need executors take batches, ctx ends or
@@ -150,8 +150,8 @@ type batchRun struct {
 	plan        task.BatchPlan
 	ahead       bool
 	hold        *BatchHold
-	owners      []ExecutorID
-	byID        map[ExecutorID]Member
+	owners      []ids.ExecutorID
+	byID        map[ids.ExecutorID]Member
 	protoOwners []*sluicepb.PartitionOwner
 	log         *slog.Logger
 
@@ -164,7 +164,7 @@ type batchRun struct {
 	// The map tasks' results: the accepted attempt of each, the executor
 	// that ran it, its metrics.
 	accepted []uint64
-	ranOn    []ExecutorID
+	ranOn    []ids.ExecutorID
 	metrics  []*sluicepb.MapMetrics
 
 	finishOnce sync.Once
@@ -190,7 +190,7 @@ func (r *Runner) RunBatch(ctx context.Context, plan task.BatchPlan) (*task.Batch
 // partials but set nothing aside and call no hook until TakeMaps has
 // them finish the tasks.
 func (r *Runner) StartMaps(ctx context.Context, plan task.BatchPlan, ahead bool) *task.StartedMaps {
-	b := &batchRun{r: r, plan: plan, ahead: ahead, byID: map[ExecutorID]Member{}, parent: ctx,
+	b := &batchRun{r: r, plan: plan, ahead: ahead, byID: map[ids.ExecutorID]Member{}, parent: ctx,
 		log: r.opts.Logger.With("query", r.opts.Spec.Name, "batch", plan.Batch)}
 	b.ctx, b.cancel = context.WithCancelCause(ctx)
 	return task.StartMapsWith(b.ctx, ahead, b, b.start, b.finish)
@@ -280,7 +280,7 @@ func (b *batchRun) start(ctx context.Context) error {
 	if len(b.hold.Members) == 0 {
 		return fmt.Errorf("batch %d: no executor available", plan.Batch)
 	}
-	var execs []ExecutorID
+	var execs []ids.ExecutorID
 	for _, m := range b.hold.Members {
 		b.byID[m.ID] = m
 		execs = append(execs, m.ID)
@@ -318,8 +318,8 @@ func (b *batchRun) fail(err error) error {
 // finishAhead has each executor finish the map attempts it ran ahead, in
 // task order.
 func (b *batchRun) finishAhead() error {
-	byExec := map[ExecutorID][]uint64{}
-	var execs []ExecutorID
+	byExec := map[ids.ExecutorID][]uint64{}
+	var execs []ids.ExecutorID
 	for i, id := range b.ranOn {
 		if byExec[id] == nil {
 			execs = append(execs, id)
@@ -358,9 +358,9 @@ func (b *batchRun) finish() {
 	})
 }
 
-func describeOwners(owners []ExecutorID) string {
-	parts := map[ExecutorID][]string{}
-	var execs []ExecutorID
+func describeOwners(owners []ids.ExecutorID) string {
+	parts := map[ids.ExecutorID][]string{}
+	var execs []ids.ExecutorID
 	for p, id := range owners {
 		if parts[id] == nil {
 			execs = append(execs, id)
@@ -383,7 +383,7 @@ func describeOwners(owners []ExecutorID) string {
 // it and its reduces cannot run, so waiting for them is pointless (and a
 // push to a hung owner would wait forever).
 func (b *batchRun) watchOwners(ctx context.Context, abort context.CancelCauseFunc) {
-	seen := map[ExecutorID]bool{}
+	seen := map[ids.ExecutorID]bool{}
 	for _, id := range b.owners {
 		if seen[id] {
 			continue
@@ -402,7 +402,7 @@ func (b *batchRun) watchOwners(ctx context.Context, abort context.CancelCauseFun
 
 // lostError says an executor was lost during a call.
 type lostError struct {
-	id  ExecutorID
+	id  ids.ExecutorID
 	err error
 }
 
@@ -492,7 +492,7 @@ func (b *batchRun) prepare(ctx context.Context, m Member) error {
 	return nil
 }
 
-func (b *batchRun) ownsPartitions(id ExecutorID) []ids.PartitionID {
+func (b *batchRun) ownsPartitions(id ids.ExecutorID) []ids.PartitionID {
 	var ps []ids.PartitionID
 	for p := range ids.PartitionID(len(b.owners)) {
 		if b.owners[p] == id {
@@ -504,7 +504,7 @@ func (b *batchRun) ownsPartitions(id ExecutorID) []ids.PartitionID {
 
 // pick returns the executor for map task i's next launch: a member not
 // tried yet, else any member still registered.
-func (b *batchRun) pick(i int, tried map[ExecutorID]bool) (Member, bool) {
+func (b *batchRun) pick(i int, tried map[ids.ExecutorID]bool) (Member, bool) {
 	var fresh, any []Member
 	for _, m := range b.hold.Members {
 		if !b.r.d.Members.IsMember(m.ID) {
@@ -527,7 +527,7 @@ func (b *batchRun) pick(i int, tried map[ExecutorID]bool) (Member, bool) {
 
 func (b *batchRun) runMaps(ctx context.Context) error {
 	n := len(b.plan.Splits)
-	b.accepted, b.ranOn, b.metrics = make([]uint64, n), make([]ExecutorID, n), make([]*sluicepb.MapMetrics, n)
+	b.accepted, b.ranOn, b.metrics = make([]uint64, n), make([]ids.ExecutorID, n), make([]*sluicepb.MapMetrics, n)
 	g, gctx := errgroup.WithContext(ctx)
 	for i := range n {
 		g.Go(func() error {
@@ -542,9 +542,9 @@ func (b *batchRun) runMaps(ctx context.Context) error {
 // runMap launches map task i until an attempt succeeds. A task whose push
 // to an owner failed, or whose executor owned partitions and was lost,
 // fails the batch: its partitions need a new owner.
-func (b *batchRun) runMap(ctx context.Context, i int) (uint64, ExecutorID, *sluicepb.MapMetrics, error) {
+func (b *batchRun) runMap(ctx context.Context, i int) (uint64, ids.ExecutorID, *sluicepb.MapMetrics, error) {
 	sp := b.plan.Splits[i]
-	tried := map[ExecutorID]bool{}
+	tried := map[ids.ExecutorID]bool{}
 	var lastErr error
 	for launch := 0; launch < b.r.opts.MapAttempts; launch++ {
 		m, ok := b.pick(i, tried)
@@ -584,7 +584,7 @@ func (b *batchRun) runMap(ctx context.Context, i int) (uint64, ExecutorID, *slui
 			return 0, "", nil, fmt.Errorf("batch %d: map task %d (split %s) on executor %s: %w", b.plan.Batch, i, sp.ID, m.ID, err)
 		}
 		if f := shuffleFailure(err); f != nil {
-			b.r.d.Members.Remove(ExecutorID(f.ExecutorId), fmt.Sprintf("map task %d of batch %d could not push partials to it: %s", i, b.plan.Batch, status.Convert(err).Message()))
+			b.r.d.Members.Remove(ids.ExecutorID(f.ExecutorId), fmt.Sprintf("map task %d of batch %d could not push partials to it: %s", i, b.plan.Batch, status.Convert(err).Message()))
 			return 0, "", nil, fmt.Errorf("batch %d: map task %d on executor %s: owner %s (%s) unreachable; the batch needs a new assignment: %w",
 				b.plan.Batch, i, m.ID, f.ExecutorId, f.Address, err)
 		}

@@ -38,7 +38,7 @@ func TestTileOn64ExecutorsWith256StatePartitionsWritesOnlyWhatChanged(t *testing
 	if d := tiletest.Diff(want, sinkWindows(t, spec.Sink.Parquet.Path)); d != "" {
 		t.Fatalf("output differs from the oracle:\n%s", d)
 	}
-	perOwner := map[ExecutorID]int{}
+	perOwner := map[ids.ExecutorID]int{}
 	for _, o := range r.Owners() {
 		perOwner[o]++
 	}

@@ -33,7 +33,7 @@ type domainRun struct {
 	logs    string        // the driver side's log
 	// executor is the id the executor process registered as ("" in one
 	// process).
-	executor sluicecluster.ExecutorID
+	executor ids.ExecutorID
 }
 
 // beforeTasks calls fn with each batch's plan, once the driver has planned

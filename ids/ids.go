@@ -35,3 +35,8 @@ func ParseBatchID(s string) (BatchID, error) {
 	n, err := strconv.ParseInt(s, 10, 64)
 	return BatchID(n), err
 }
+
+// ExecutorID names a registered executor; the driver assigns it at
+// registration, and it names the executor in task assignments, shuffle
+// owners and errors that crossed the wire.
+type ExecutorID string
