@@ -53,7 +53,9 @@ var costParts = []struct{ prefix, part string }{
 	{"google.golang.org/grpc", partRPC},
 	{"google.golang.org/protobuf", partRPC},
 	{"github.com/sluicehq/sluice/proto", partRPC},
-	{"github.com/sluicehq/sluice/cluster", partRPC},
+	{"github.com/sluicehq/sluice/driver/dispatch", partRPC},
+	{"github.com/sluicehq/sluice/executor.", partRPC},
+	{"github.com/sluicehq/sluice/wire", partRPC},
 	{"github.com/sluicehq/sluice/task", "engine control (executor, scheduler)"},
 	{"github.com/sluicehq/sluice/scheduler", "engine control (executor, scheduler)"},
 	{"github.com/sluicehq/sluice/", "engine control (executor, scheduler)"},
@@ -70,7 +72,8 @@ var costParts = []struct{ prefix, part string }{
 
 const partBroker = "broker (kfake, same process)"
 
-// partRPC is the cluster's own work: gRPC, protobuf and package cluster.
+// partRPC is the cluster's own work: gRPC, protobuf, the driver's
+// dispatch, the executor process and the wire codec.
 const partRPC = "cluster RPC (gRPC, protobuf, task dispatch)"
 
 // remedies says, per part, what would cut the engine's excess there.

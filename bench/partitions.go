@@ -19,8 +19,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/driver/dispatch"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/source/kafka"
@@ -187,7 +188,7 @@ func execLabel(e int) string {
 // runOnExecutors runs spec on n executors in this process: a driver and n
 // cluster nodes talking gRPC over loopback, two slots each.
 func runOnExecutors(ctx context.Context, spec query.Spec, n int, dir string) (*EngineRun, error) {
-	drv, err := cluster.NewDriver(cluster.DriverOptions{Listen: "127.0.0.1:0"})
+	drv, err := dispatch.NewDriver(dispatch.DriverOptions{Listen: "127.0.0.1:0"})
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +202,7 @@ func runOnExecutors(ctx context.Context, spec query.Spec, n int, dir string) (*E
 		wg.Wait()
 	}()
 	for i := range n {
-		node, err := cluster.NewNode(cluster.NodeOptions{Driver: drv.Addr(), Listen: "127.0.0.1:0", Slots: 2,
+		node, err := executor.NewNode(executor.NodeOptions{Driver: drv.Addr(), Listen: "127.0.0.1:0", Slots: 2,
 			DataDir: filepath.Join(dir, fmt.Sprintf("executor-%d", i))})
 		if err != nil {
 			return nil, err
@@ -215,7 +216,7 @@ func runOnExecutors(ctx context.Context, spec query.Spec, n int, dir string) (*E
 		return nil, fmt.Errorf("build engine: %w", err)
 	}
 	rec.baseline()
-	r, err := drv.NewRunner(cluster.RunnerOptions{QueryID: job.Query.QueryID(), Spec: job.Spec, MinExecutors: n})
+	r, err := drv.NewRunner(dispatch.RunnerOptions{QueryID: job.Query.QueryID(), Spec: job.Spec, MinExecutors: n})
 	if err != nil {
 		job.Close()
 		return nil, err

@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/checkpoint"
-	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/driver/registry"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/monitor"
@@ -19,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/proto/sluicepb"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/scheduler"
+	"github.com/sluicehq/sluice/wire/rpcauth"
 )
 
 // Error reasons carried in a google.rpc.ErrorInfo (see control.proto).
@@ -119,11 +119,11 @@ func FromStatus(err error) error {
 	return out
 }
 
-// actor is the authenticated caller of a call (cluster.PrincipalFrom) with
+// actor is the authenticated caller of a call (rpcauth.PrincipalFrom) with
 // what the client says.
 func actor(ctx context.Context, changedBy, reason string) Actor {
 	a := Actor{ChangedBy: changedBy, Reason: reason}
-	if p, ok := cluster.PrincipalFrom(ctx); ok {
+	if p, ok := rpcauth.PrincipalFrom(ctx); ok {
 		a.Principal, a.Role = p.Name, string(p.Role)
 	}
 	return a
@@ -137,8 +137,8 @@ func specFor(ctx context.Context, text string) []byte {
 	if text == "" {
 		return nil
 	}
-	p, ok := cluster.PrincipalFrom(ctx)
-	if !ok || p.Role != cluster.RoleViewer {
+	p, ok := rpcauth.PrincipalFrom(ctx)
+	if !ok || p.Role != rpcauth.RoleViewer {
 		return []byte(text)
 	}
 	return redactSpec(text)

@@ -11,10 +11,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/checkpoint"
-	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/driver/registry"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/scheduler"
+	"github.com/sluicehq/sluice/wire/rpcauth"
 )
 
 func TestErrorsCrossGRPCAndBack(t *testing.T) {
@@ -63,8 +63,8 @@ outputMode: append
 sink: {console: {}}
 checkpointLocation: /tmp/cp
 `
-	viewer := cluster.WithPrincipal(context.Background(), cluster.Principal{Name: "vera", Role: cluster.RoleViewer})
-	operator := cluster.WithPrincipal(context.Background(), cluster.Principal{Name: "olga", Role: cluster.RoleOperator})
+	viewer := rpcauth.WithPrincipal(context.Background(), rpcauth.Principal{Name: "vera", Role: rpcauth.RoleViewer})
+	operator := rpcauth.WithPrincipal(context.Background(), rpcauth.Principal{Name: "olga", Role: rpcauth.RoleOperator})
 	got := string(specFor(viewer, text))
 	if strings.Contains(got, "hunter2") || !strings.Contains(got, "[redacted]") || !strings.Contains(got, "PLAIN") {
 		t.Fatalf("a viewer's spec:\n%s", got)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/checkpoint"
-	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/driver/dispatch"
 	"github.com/sluicehq/sluice/driver/policy"
 	"github.com/sluicehq/sluice/driver/registry"
 	"github.com/sluicehq/sluice/engine"
@@ -34,7 +34,7 @@ type Options struct {
 	Lease registry.LeaseConfig
 	// Cluster, if set, runs queries on its executors; nil runs them in
 	// this process (tests, labs).
-	Cluster      *cluster.Driver
+	Cluster      *dispatch.Driver
 	MinExecutors int
 	// Engine is the base of every query's engine options (store settings,
 	// logger, fault hook, progress sink, source retry).
@@ -455,7 +455,7 @@ func (s *Service) runQuery(ctx context.Context, r *run, rec registry.Record, ref
 	if s.opts.Cluster == nil {
 		return job.Run(ctx)
 	}
-	runner, err := s.opts.Cluster.NewRunner(cluster.RunnerOptions{QueryID: job.Query.QueryID(), Spec: job.Spec, Logger: opts.Logger, Hook: opts.Hook, MinExecutors: s.opts.MinExecutors, Abandon: r.stopped})
+	runner, err := s.opts.Cluster.NewRunner(dispatch.RunnerOptions{QueryID: job.Query.QueryID(), Spec: job.Spec, Logger: opts.Logger, Hook: opts.Hook, MinExecutors: s.opts.MinExecutors, Abandon: r.stopped})
 	if err != nil {
 		return err
 	}
@@ -476,4 +476,4 @@ func (s *Service) runOf(name string) *run {
 }
 
 // SetCluster sets the cluster queries run on (before Run).
-func (s *Service) SetCluster(d *cluster.Driver) { s.opts.Cluster = d }
+func (s *Service) SetCluster(d *dispatch.Driver) { s.opts.Cluster = d }

@@ -11,9 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/driver/dispatch"
 	"github.com/sluicehq/sluice/driver/registry"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/testutil/tiletest"
 	"github.com/sluicehq/sluice/monitor"
@@ -389,7 +390,7 @@ func TestGracefulStopAbandonsABatchWaitingForExecutors(t *testing.T) {
 	dir := t.TempDir()
 	l := newLab(t, dir)
 	l.add(t, 200)
-	drv, err := cluster.NewDriver(cluster.DriverOptions{Listen: "127.0.0.1:0"})
+	drv, err := dispatch.NewDriver(dispatch.DriverOptions{Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,7 +480,7 @@ func TestGracefulStopAbandonsABatchWaitingForExecutors(t *testing.T) {
 	if l.check(t) == "" {
 		t.Fatal("the output already equals the oracle before any batch ran on an executor")
 	}
-	node, err := cluster.NewNode(cluster.NodeOptions{Driver: drv.Addr(), Listen: "127.0.0.1:0", DataDir: t.TempDir(), Engine: engine.Options{Parallelism: 2}})
+	node, err := executor.NewNode(executor.NodeOptions{Driver: drv.Addr(), Listen: "127.0.0.1:0", DataDir: t.TempDir(), Engine: engine.Options{Parallelism: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}

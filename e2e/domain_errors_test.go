@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	sluicecluster "github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/driver/dispatch"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/testutil/kafkatest"
@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/source/kafka"
 	"github.com/sluicehq/sluice/statestore"
 	"github.com/sluicehq/sluice/task"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // domainRun is how one run of a query ended.
@@ -73,7 +74,7 @@ func runDomain(t *testing.T, spec query.Spec, opts engine.Options, distributed b
 	if !distributed {
 		run.err = job.RunWith(ctx, beforeTasks{next: &task.Local{Env: job.Env.Env}, fn: before})
 	} else {
-		drv, err := sluicecluster.NewDriver(sluicecluster.DriverOptions{Listen: "127.0.0.1:0", Logger: log})
+		drv, err := dispatch.NewDriver(dispatch.DriverOptions{Listen: "127.0.0.1:0", Logger: log})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,7 +90,7 @@ func runDomain(t *testing.T, spec query.Spec, opts engine.Options, distributed b
 			t.Fatalf("the executor did not register: %v\n%s", err, exec.Logs())
 		}
 		run.executor = live[0].ID
-		runner, err := drv.NewRunner(sluicecluster.RunnerOptions{QueryID: job.Query.QueryID(), Spec: job.Spec, Logger: log, MinExecutors: 1})
+		runner, err := drv.NewRunner(dispatch.RunnerOptions{QueryID: job.Query.QueryID(), Spec: job.Spec, Logger: log, MinExecutors: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,12 +132,12 @@ func TestDataLossFoundByAnExecutorStopsTheQueryAsInOneProcess(t *testing.T) {
 	}
 	t.Logf("one process: %v (%v)", local.err, local.took)
 	t.Logf("executor %s: %v (%v)", remote.executor, remote.err, remote.took)
-	var re *sluicecluster.RemoteError
+	var re *wire.RemoteError
 	if !errors.Is(remote.err, source.ErrDataLoss) || !errors.As(remote.err, &re) {
 		t.Fatalf("with an executor the query ended with %T %v, want an error matching source.ErrDataLoss from the executor\n%s", remote.err, remote.err, remote.logs)
 	}
-	if re.Kind != sluicecluster.KindDataLoss || re.Executor != remote.executor {
-		t.Errorf("remote error kind %q from %q, want %s from %s", re.Kind, re.Executor, sluicecluster.KindDataLoss, remote.executor)
+	if re.Kind != wire.KindDataLoss || re.Executor != remote.executor {
+		t.Errorf("remote error kind %q from %q, want %s from %s", re.Kind, re.Executor, wire.KindDataLoss, remote.executor)
 	}
 	// The executor found the same loss: topic, partition, wanted and
 	// earliest offsets, in the same words.
@@ -192,8 +193,8 @@ func TestCorruptStateFoundByAnExecutorFailsAsInOneProcess(t *testing.T) {
 	if !errors.Is(local.err, statestore.ErrCorrupt) {
 		t.Fatalf("in one process the query ended with %v, want statestore.ErrCorrupt", local.err)
 	}
-	var re *sluicecluster.RemoteError
-	if !errors.Is(remote.err, statestore.ErrCorrupt) || !errors.As(remote.err, &re) || re.Kind != sluicecluster.KindStateCorrupt {
+	var re *wire.RemoteError
+	if !errors.Is(remote.err, statestore.ErrCorrupt) || !errors.As(remote.err, &re) || re.Kind != wire.KindStateCorrupt {
 		t.Fatalf("with an executor the query ended with %T %v, want statestore.ErrCorrupt from the executor\n%s", remote.err, remote.err, remote.logs)
 	}
 	if !strings.Contains(remote.err.Error(), "not a state file") {

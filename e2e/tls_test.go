@@ -26,7 +26,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	sluicecluster "github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/internal/testutil/faultproxy"
 	"github.com/sluicehq/sluice/internal/testutil/kafkatest"
 	"github.com/sluicehq/sluice/internal/testutil/tiletest"
@@ -34,6 +33,7 @@ import (
 	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/proto/sluicepb"
 	"github.com/sluicehq/sluice/query"
+	"github.com/sluicehq/sluice/wire/rpcauth"
 )
 
 const e2eToken = "e2e-secret-cluster-token-7f3a9c"
@@ -451,7 +451,7 @@ func TestHealthPortsAnswerProbesWithoutACertificateUnderMutualTLS(t *testing.T) 
 
 // grpcCall makes one call with the token and cfg (nil: plaintext).
 func grpcCall(t *testing.T, addr string, cfg *tls.Config, driver bool) error {
-	conn, err := grpc.NewClient(addr, sluicecluster.DialOptions(e2eToken, cfg)...)
+	conn, err := grpc.NewClient(addr, rpcauth.DialOptions(e2eToken, cfg)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -541,7 +541,7 @@ func TestSafeDefaultsOnRealProcesses(t *testing.T) {
 	}
 	refused("driver on 0.0.0.0 with nothing", NewProc(t, "driver", bins.driver, "serve", "--listen", "0.0.0.0:0", "--query", spec), "not loopback", "--tls-ca", "--token-file", "--insecure")
 	refused("executor on 0.0.0.0 with nothing", NewProc(t, "executor", bins.executor, "--driver", "127.0.0.1:1", "--data-dir", "d", "--listen", "0.0.0.0:0"), "not loopback", "--insecure")
-	refused("whitespace SLUICE_TOKEN", NewProc(t, "driver", bins.driver, "serve", "--query", spec).Env(sluicecluster.TokenEnv+"= \t "), sluicecluster.TokenEnv, "empty")
+	refused("whitespace SLUICE_TOKEN", NewProc(t, "driver", bins.driver, "serve", "--query", spec).Env(rpcauth.TokenEnv+"= \t "), rpcauth.TokenEnv, "empty")
 	blank := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(blank, []byte("\n \n"), 0o600)
 	refused("whitespace token file", NewProc(t, "executor", bins.executor, "--driver", "127.0.0.1:1", "--data-dir", "d", "--token-file", blank), "--token-file", "empty")
@@ -586,7 +586,7 @@ func TestHundredMiBFromAnUnauthenticatedPeerIsRefusedWithinTheBound(t *testing.T
 	time.Sleep(time.Second) // let the process settle before measuring
 	pid := driver.cmd.Process.Pid
 	base := vmRSS(t, pid)
-	conn, err := grpc.NewClient(addr, sluicecluster.DialOptions("", nil)...)
+	conn, err := grpc.NewClient(addr, rpcauth.DialOptions("", nil)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -603,8 +603,8 @@ func TestHundredMiBFromAnUnauthenticatedPeerIsRefusedWithinTheBound(t *testing.T
 		peak = max(peak, vmRSS(t, pid))
 	}
 	growth := peak - base
-	t.Logf("driver VmRSS %d MiB before, %d MiB peak after three 100 MiB messages (growth %d KiB, bound %d MiB)", base>>20, peak>>20, growth>>10, sluicecluster.MaxMessageBytes>>20)
-	if growth > sluicecluster.MaxMessageBytes+(4<<20) {
-		t.Fatalf("the driver's RSS grew by %d MiB, more than the %d MiB bound plus 4 MiB slack", growth>>20, sluicecluster.MaxMessageBytes>>20)
+	t.Logf("driver VmRSS %d MiB before, %d MiB peak after three 100 MiB messages (growth %d KiB, bound %d MiB)", base>>20, peak>>20, growth>>10, rpcauth.MaxMessageBytes>>20)
+	if growth > rpcauth.MaxMessageBytes+(4<<20) {
+		t.Fatalf("the driver's RSS grew by %d MiB, more than the %d MiB bound plus 4 MiB slack", growth>>20, rpcauth.MaxMessageBytes>>20)
 	}
 }

@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/driver/dispatch"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/internal/testutil/s3test"
 	"github.com/sluicehq/sluice/internal/testutil/tiletest"
 	"github.com/sluicehq/sluice/objstore"
@@ -95,19 +96,19 @@ func median(xs []float64) float64 {
 // startCluster starts a driver service and two executor nodes over gRPC on
 // loopback, in this process, and returns a runner for job.
 func startCluster(b *testing.B, ctx context.Context, job *engine.Job, opts engine.Options) task.Runner {
-	drv, err := cluster.NewDriver(cluster.DriverOptions{Listen: "127.0.0.1:0"})
+	drv, err := dispatch.NewDriver(dispatch.DriverOptions{Listen: "127.0.0.1:0"})
 	if err != nil {
 		b.Fatal(err)
 	}
 	go drv.Serve(ctx)
 	for i := 0; i < 2; i++ {
-		node, err := cluster.NewNode(cluster.NodeOptions{Driver: drv.Addr(), Listen: "127.0.0.1:0", DataDir: b.TempDir(), Engine: engine.Options{Store: opts.Store}})
+		node, err := executor.NewNode(executor.NodeOptions{Driver: drv.Addr(), Listen: "127.0.0.1:0", DataDir: b.TempDir(), Engine: engine.Options{Store: opts.Store}})
 		if err != nil {
 			b.Fatal(err)
 		}
 		go node.Run(ctx)
 	}
-	runner, err := drv.NewRunner(cluster.RunnerOptions{QueryID: job.Query.QueryID(), Spec: job.Spec, MinExecutors: 2})
+	runner, err := drv.NewRunner(dispatch.RunnerOptions{QueryID: job.Query.QueryID(), Spec: job.Spec, MinExecutors: 2})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -18,8 +18,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/driver"
+	"github.com/sluicehq/sluice/driver/dispatch"
 	"github.com/sluicehq/sluice/internal/cliflags"
 	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/monitor"
@@ -27,6 +27,7 @@ import (
 	"github.com/sluicehq/sluice/proto/sluicepb"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/source/catalog"
+	"github.com/sluicehq/sluice/wire/rpcauth"
 )
 
 // Exit codes of the client commands.
@@ -58,11 +59,11 @@ type clientFlags struct {
 func (c *clientFlags) add(fs *pflag.FlagSet, defaultOutput string) {
 	def := os.Getenv(ServerEnv)
 	if def == "" {
-		def = cluster.DefaultDriverListen
+		def = dispatch.DefaultDriverListen
 	}
 	fs.StringVar(&c.server, "server", def, "driver address HOST:PORT (env $"+ServerEnv+")")
 	c.tls.RegisterCerts(fs)
-	fs.StringVar(&c.tokenFile, "token-file", "", "file holding this client's token: a viewer or operator token, or the cluster token where the driver has no roles (default: $"+cluster.TokenEnv+")")
+	fs.StringVar(&c.tokenFile, "token-file", "", "file holding this client's token: a viewer or operator token, or the cluster token where the driver has no roles (default: $"+rpcauth.TokenEnv+")")
 	fs.StringVarP(&c.output, "output", "o", defaultOutput, "output format: table or json")
 }
 
@@ -127,7 +128,7 @@ func (c *clientFlags) dial() (sluicepb.ControlServiceClient, func(), error) {
 	if err := c.check(); err != nil {
 		return nil, nil, err
 	}
-	tok, err := cluster.LoadToken(c.tokenFile)
+	tok, err := rpcauth.LoadToken(c.tokenFile)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -135,7 +136,7 @@ func (c *clientFlags) dial() (sluicepb.ControlServiceClient, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	conn, err := grpc.NewClient(c.server, cluster.DialOptions(tok, src.ClientConfig())...)
+	conn, err := grpc.NewClient(c.server, rpcauth.DialOptions(tok, src.ClientConfig())...)
 	if err != nil {
 		return nil, nil, usageErr("--server %q: %v", c.server, err)
 	}
@@ -155,7 +156,7 @@ func (c *clientFlags) callErr(err error, name string) error {
 	case codes.DeadlineExceeded:
 		return &cliError{code: exitError, msg: fmt.Sprintf("the driver at %s did not answer in time", c.server)}
 	case codes.Unauthenticated:
-		return &cliError{code: exitRefused, msg: fmt.Sprintf("refused by the driver at %s: wrong or missing cluster token or role token (give the CLI a viewer or operator token, or the cluster token where the driver has no roles, with --token-file or %s): %s", c.server, cluster.TokenEnv, st.Message())}
+		return &cliError{code: exitRefused, msg: fmt.Sprintf("refused by the driver at %s: wrong or missing cluster token or role token (give the CLI a viewer or operator token, or the cluster token where the driver has no roles, with --token-file or %s): %s", c.server, rpcauth.TokenEnv, st.Message())}
 	case codes.PermissionDenied:
 		// A role that does not allow the call, or the location policy:
 		// the message names the role or the field, value and rule.

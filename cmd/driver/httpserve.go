@@ -10,12 +10,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/pflag"
 
-	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/driver/dispatch"
 	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/web"
+	"github.com/sluicehq/sluice/wire/rpcauth"
 )
 
 // httpConfig is the driver's HTTP port: address and metrics options.
@@ -34,7 +35,7 @@ type httpConfig struct {
 	Health monitor.HealthOptions
 	// Auth, if set with role credentials, requires a viewer or operator
 	// credential for everything but /healthz and /readyz.
-	Auth *cluster.Authenticator
+	Auth *rpcauth.Authenticator
 }
 
 // healthAddrUsage is --health-addr's help, the driver's and the
@@ -116,7 +117,7 @@ func countStores(tr *monitor.Tracker) func(role string, s objstore.Store) objsto
 
 // trackExecutors keeps tr's count of registered executors current until
 // ctx ends.
-func trackExecutors(ctx context.Context, tr *monitor.Tracker, drv *cluster.Driver) {
+func trackExecutors(ctx context.Context, tr *monitor.Tracker, drv *dispatch.Driver) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/driver"
+	"github.com/sluicehq/sluice/driver/dispatch"
 	"github.com/sluicehq/sluice/driver/policy"
 	"github.com/sluicehq/sluice/driver/registry"
 	"github.com/sluicehq/sluice/engine"
@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/wire/rpcauth"
 )
 
 // defaultRegistry is the registry of a driver given no --registry: a
@@ -29,7 +30,7 @@ import (
 const defaultRegistry = "sluice-registry"
 
 func newServeCmd() *cobra.Command {
-	var opts cluster.DriverOptions
+	var opts dispatch.DriverOptions
 	var files []string
 	var tokenFile, progressJSON, registryURI, queriesDir string
 	var hc httpConfig
@@ -110,7 +111,7 @@ rather than being refused as a standby.`,
 			if err != nil {
 				return fmt.Errorf("--registry: %w", err)
 			}
-			tok, err := cluster.LoadToken(tokenFile)
+			tok, err := rpcauth.LoadToken(tokenFile)
 			if err != nil {
 				return err
 			}
@@ -119,16 +120,16 @@ rather than being refused as a standby.`,
 				return err
 			}
 			if tok == "" && (opts.TLS == nil || !opts.TLS.Mutual()) {
-				log.Warn("no cluster token (--token-file or " + cluster.TokenEnv + ") and no mutual TLS (--tls-ca): any process that reaches the listen address can join; fine on loopback only")
+				log.Warn("no cluster token (--token-file or " + rpcauth.TokenEnv + ") and no mutual TLS (--tls-ca): any process that reaches the listen address can join; fine on loopback only")
 			}
-			roles := &cluster.Roles{Logger: log}
+			roles := &rpcauth.Roles{Logger: log}
 			for _, f := range viewerTokens {
-				if err := roles.AddTokensFile(f, cluster.RoleViewer); err != nil {
+				if err := roles.AddTokensFile(f, rpcauth.RoleViewer); err != nil {
 					return fmt.Errorf("--viewer-tokens-file: %w", err)
 				}
 			}
 			for _, f := range operatorTokens {
-				if err := roles.AddTokensFile(f, cluster.RoleOperator); err != nil {
+				if err := roles.AddTokensFile(f, rpcauth.RoleOperator); err != nil {
 					return fmt.Errorf("--operator-tokens-file: %w", err)
 				}
 			}
@@ -153,7 +154,7 @@ rather than being refused as a standby.`,
 			} else {
 				log.Warn("no --policy: submitted queries may read and write any location the executors can (lab freedom)")
 			}
-			auth := &cluster.Authenticator{Token: tok, Roles: roles, Mutual: opts.TLS != nil && opts.TLS.Mutual()}
+			auth := &rpcauth.Authenticator{Token: tok, Roles: roles, Mutual: opts.TLS != nil && opts.TLS.Mutual()}
 			hook, err := fault.FromEnv()
 			if err != nil {
 				return err
@@ -172,7 +173,7 @@ rather than being refused as a standby.`,
 			if hc.Addr != "" {
 				engineOpts.WrapStore = countStores(tr)
 			}
-			var drv *cluster.Driver
+			var drv *dispatch.Driver
 			svc := driver.New(driver.Options{
 				Registry:     registry.New(regStore, registry.Options{}),
 				Tracker:      tr,
@@ -185,7 +186,7 @@ rather than being refused as a standby.`,
 			})
 			control := &driver.Control{S: svc, Executors: func() int { return len(drv.Members.Live()) }}
 			opts.Token, opts.Roles, opts.Logger, opts.Control = tok, roles, log, control
-			drv, err = cluster.NewDriver(opts)
+			drv, err = dispatch.NewDriver(opts)
 			if err != nil {
 				return err
 			}
@@ -239,9 +240,9 @@ rather than being refused as a standby.`,
 	f.StringVar(&queriesDir, "queries-dir", "", "submit the specs of this directory at start and on change")
 	f.BoolVar(&prune, "prune", false, "with --queries-dir: a removed file stops its query")
 	f.StringArrayVar(&files, "query", nil, "submit this query spec (YAML or JSON) at start; repeatable")
-	f.StringVar(&opts.Listen, "listen", cluster.DefaultDriverListen, "address to serve executors and the CLI on")
+	f.StringVar(&opts.Listen, "listen", dispatch.DefaultDriverListen, "address to serve executors and the CLI on")
 	addHTTPFlags(f, &hc, "")
-	f.StringVar(&tokenFile, "token-file", "", "file holding the cluster token (default: $"+cluster.TokenEnv+"); with role credentials it is the executors' alone")
+	f.StringVar(&tokenFile, "token-file", "", "file holding the cluster token (default: $"+rpcauth.TokenEnv+"); with role credentials it is the executors' alone")
 	f.StringArrayVar(&viewerTokens, "viewer-tokens-file", nil, "file of viewer credentials, one \"NAME TOKEN\" per line: list, status, progress, history, the HTTP port; repeatable")
 	f.StringArrayVar(&operatorTokens, "operator-tokens-file", nil, "file of operator credentials, one \"NAME TOKEN\" per line: a viewer's rights plus submit and stop; repeatable")
 	f.StringArrayVar(&principalRoles, "principal-role", nil, "with mutual TLS: CN=ROLE maps a client certificate's common name to viewer or operator; repeatable")

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/web"
@@ -18,7 +18,7 @@ import (
 // while registered with the driver, with a valid lease) on addr, and
 // /healthz and /readyz alone in plaintext on healthAddr; either may be
 // empty.
-func serveHTTP(ctx context.Context, addr, healthAddr string, src *tlsconf.Source, node *cluster.Node, driver string, log *slog.Logger) (stop func(), err error) {
+func serveHTTP(ctx context.Context, addr, healthAddr string, src *tlsconf.Source, node *executor.Node, driver string, log *slog.Logger) (stop func(), err error) {
 	stats := func() metrics.ExecutorStats {
 		s := node.Stats()
 		return metrics.ExecutorStats{

@@ -18,13 +18,14 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/fault"
 	"github.com/sluicehq/sluice/internal/cliflags"
 	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/statestore"
+	"github.com/sluicehq/sluice/wire/rpcauth"
 )
 
 func main() {
@@ -38,7 +39,7 @@ func main() {
 }
 
 func newRoot() *cobra.Command {
-	var opts cluster.NodeOptions
+	var opts executor.NodeOptions
 	var tokenFile, logLevel, httpAddr, healthAddr, cpuProfile string
 	var stateMemoryLimit int64
 	var s3 objstore.S3Options
@@ -60,7 +61,7 @@ func newRoot() *cobra.Command {
 			}
 			defer func() { err = errors.Join(err, stopProfile()) }()
 			opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
-			tok, err := cluster.LoadToken(tokenFile)
+			tok, err := rpcauth.LoadToken(tokenFile)
 			if err != nil {
 				return err
 			}
@@ -76,7 +77,7 @@ func newRoot() *cobra.Command {
 				return fmt.Errorf("--state-memory-limit %d is negative: give bytes, or 0 for no limit", stateMemoryLimit)
 			}
 			opts.Engine = engine.Options{Hook: hook, Store: objstore.Options{S3: s3}, StateMemoryLimit: statestore.NewMemoryLimit(stateMemoryLimit)}
-			node, err := cluster.NewNode(opts)
+			node, err := executor.NewNode(opts)
 			if err != nil {
 				return err
 			}
@@ -95,7 +96,7 @@ func newRoot() *cobra.Command {
 	f.StringVar(&opts.Listen, "listen", "127.0.0.1:0", "address to serve tasks and shuffle on")
 	f.StringVar(&opts.Advertise, "advertise", "", "address the driver and other executors dial (default: the bound --listen address)")
 	f.StringVar(&opts.DataDir, "data-dir", "", "directory for local caches: state partitions and shuffle spill files (required)")
-	f.StringVar(&tokenFile, "token-file", "", "file holding the cluster token (default: $"+cluster.TokenEnv+")")
+	f.StringVar(&tokenFile, "token-file", "", "file holding the cluster token (default: $"+rpcauth.TokenEnv+")")
 	f.IntVar(&opts.Slots, "slots", 0, "tasks run at once (default: number of CPUs)")
 	f.Int64Var(&opts.ShuffleMemory, "shuffle-memory", 0, "bytes of shuffle data held in memory before spilling to --data-dir (default 256 MiB)")
 	f.Int64Var(&stateMemoryLimit, "state-memory-limit", 0, "bytes of state the in-memory state store (stateStore: memory) may hold for all queries on this executor; past it a batch fails with advice to switch to stateStore: pebble (0: no limit)")

@@ -16,8 +16,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/driver/dispatch"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/source/generator"
@@ -99,7 +100,7 @@ func Run(ctx context.Context, opts Options) error {
 	var tok [16]byte
 	_, _ = rand.Read(tok[:])
 	token := hex.EncodeToString(tok[:])
-	drv, err := cluster.NewDriver(cluster.DriverOptions{Listen: "127.0.0.1:0", Token: token, Logger: log})
+	drv, err := dispatch.NewDriver(dispatch.DriverOptions{Listen: "127.0.0.1:0", Token: token, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -110,7 +111,7 @@ func Run(ctx context.Context, opts Options) error {
 
 	nodeCtx, stopNodes := context.WithCancel(context.Background())
 	for i := 0; i < executors; i++ {
-		node, err := cluster.NewNode(cluster.NodeOptions{
+		node, err := executor.NewNode(executor.NodeOptions{
 			Driver: drv.Addr(), Listen: "127.0.0.1:0", DataDir: filepath.Join(opts.Dir, fmt.Sprintf("executor-%d", i)),
 			Token: token, Logger: log.With("executor", i),
 		})
@@ -151,13 +152,13 @@ func Run(ctx context.Context, opts Options) error {
 }
 
 // serve builds the query and runs it on the driver's executors.
-func serve(ctx context.Context, drv *cluster.Driver, spec query.Spec, minExecutors int, opts engine.Options) error {
+func serve(ctx context.Context, drv *dispatch.Driver, spec query.Spec, minExecutors int, opts engine.Options) error {
 	job, err := engine.Build(ctx, spec, opts)
 	if err != nil {
 		return err
 	}
 	defer job.Close()
-	runner, err := drv.NewRunner(cluster.RunnerOptions{QueryID: job.Query.QueryID(), Spec: job.Spec, Logger: opts.Logger, Hook: opts.Hook, MinExecutors: minExecutors})
+	runner, err := drv.NewRunner(dispatch.RunnerOptions{QueryID: job.Query.QueryID(), Spec: job.Spec, Logger: opts.Logger, Hook: opts.Hook, MinExecutors: minExecutors})
 	if err != nil {
 		return err
 	}

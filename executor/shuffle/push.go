@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/proto/sluicepb"
 	"github.com/sluicehq/sluice/row"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // Owner is the executor that owns a state partition during a batch.
@@ -39,7 +40,7 @@ type Pusher struct {
 	Local *Buffer
 	// Dial returns a ShuffleService client for an owner's address.
 	Dial func(address string) (sluicepb.ShuffleServiceClient, error)
-	// ChunkBytes is the target chunk size (default DefaultChunkBytes).
+	// ChunkBytes is the target chunk size (default wire.DefaultChunkBytes).
 	ChunkBytes int
 	// PieceBytes bounds one message's data (default DefaultPieceBytes): a
 	// chunk larger than that (one record larger than the chunk target)
@@ -68,12 +69,12 @@ func (o *Output) partitions() int {
 }
 
 // encode hands partition p's records to c.
-func (o *Output) encode(p ids.PartitionID, c *Chunker) (records int64, err error) {
+func (o *Output) encode(p ids.PartitionID, c *wire.Chunker) (records int64, err error) {
 	if o.Layout != nil {
 		var scratch []byte
 		for _, e := range o.Partials[p] {
 			var b []byte
-			b, scratch = AppendEntry(c.Buf(), o.Layout, e, scratch)
+			b, scratch = wire.AppendEntry(c.Buf(), o.Layout, e, scratch)
 			if err := c.Done(b); err != nil {
 				return records, err
 			}
@@ -82,7 +83,7 @@ func (o *Output) encode(p ids.PartitionID, c *Chunker) (records int64, err error
 		return records, nil
 	}
 	for _, r := range o.Rows[p] {
-		if err := c.Done(AppendRow(c.Buf(), r)); err != nil {
+		if err := c.Done(wire.AppendRow(c.Buf(), r)); err != nil {
 			return records, err
 		}
 		records++
@@ -143,7 +144,7 @@ func (ps *Pusher) pushLocal(tag Tag, out *Output, parts []ids.PartitionID) (Push
 	w := ps.Local.NewWriter(tag)
 	defer w.Abort()
 	for _, p := range parts {
-		c := NewChunker(ps.ChunkBytes, func(b []byte) error {
+		c := wire.NewChunker(ps.ChunkBytes, func(b []byte) error {
 			st.Bytes += int64(len(b))
 			return w.Append(p, b)
 		})
@@ -199,7 +200,7 @@ func (ps *Pusher) pushRemote(ctx context.Context, tag Tag, out *Output, o Owner,
 	for _, p := range parts {
 		// Hold back one chunk so the last one carries the last flag.
 		var held []byte
-		c := NewChunker(ps.ChunkBytes, func(b []byte) error {
+		c := wire.NewChunker(ps.ChunkBytes, func(b []byte) error {
 			st.Bytes += int64(len(b))
 			if held != nil {
 				if err := send(p, held, false); err != nil {

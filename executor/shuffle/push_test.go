@@ -15,8 +15,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/ids"
+	"github.com/sluicehq/sluice/internal/testutil/aggtest"
 	"github.com/sluicehq/sluice/proto/sluicepb"
 	"github.com/sluicehq/sluice/row"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // serve runs a ShuffleService over buf on 127.0.0.1 and returns a client.
@@ -39,9 +41,9 @@ func serve(t *testing.T, buf *Buffer) (string, sluicepb.ShuffleServiceClient) {
 }
 
 func TestPushDeliversEachPartitionToItsOwnerLocalOrRemote(t *testing.T) {
-	l := layoutAllMeasures(t)
+	l := aggtest.LayoutAllMeasures(t)
 	const parts = 4
-	out := &Output{Layout: l, Partials: partialsOf(t, l, tableRows(800), parts)}
+	out := &Output{Layout: l, Partials: aggtest.Partials(t, l, aggtest.TableRows(800), parts)}
 	local, remote := NewBuffer(BufferOptions{}), NewBuffer(BufferOptions{})
 	addr, client := serve(t, remote)
 	owners := []Owner{{"e1", "nowhere"}, {"e2", addr}, {"e1", "nowhere"}, {"e2", addr}}
@@ -71,11 +73,11 @@ func TestPushDeliversEachPartitionToItsOwnerLocalOrRemote(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dec, err := DecodePartials(l, got)
+		dec, err := wire.DecodePartials(l, got)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(encodeAccs(l, dec[0]), encodeAccs(l, out.Partials[p])) {
+		if !reflect.DeepEqual(aggtest.OutputRows(l, dec[0]), aggtest.OutputRows(l, out.Partials[p])) {
 			t.Fatalf("partition %d: owner holds other partials than the map task sent", p)
 		}
 		if len(got[0]) < 2 && len(out.Partials[p]) > 10 {
@@ -85,8 +87,8 @@ func TestPushDeliversEachPartitionToItsOwnerLocalOrRemote(t *testing.T) {
 }
 
 func TestPushToAnUnreachableOwnerNamesIt(t *testing.T) {
-	l := layoutAllMeasures(t)
-	out := &Output{Layout: l, Partials: partialsOf(t, l, tableRows(10), 1)}
+	l := aggtest.LayoutAllMeasures(t)
+	out := &Output{Layout: l, Partials: aggtest.Partials(t, l, aggtest.TableRows(10), 1)}
 	lis, _ := net.Listen("tcp", "127.0.0.1:0")
 	dead := lis.Addr().String()
 	lis.Close()
@@ -167,7 +169,7 @@ func TestRowsLargerThanAMessageArriveWholeInPieces(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dec, err := DecodeRowsByMap(got)
+		dec, err := wire.DecodeRowsByMap(got)
 		if err != nil {
 			t.Fatal(err)
 		}
