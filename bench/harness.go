@@ -564,7 +564,7 @@ func putLatency(ctx context.Context, dir string, n int) ([]float64, error) {
 // checkpointOnly applies wrap to the checkpoint store only.
 func checkpointOnly(wrap func(objstore.Store) objstore.Store) func(string, objstore.Store) objstore.Store {
 	return func(role string, s objstore.Store) objstore.Store {
-		if role != engine.RoleCheckpoint {
+		if role != task.RoleCheckpoint {
 			return s
 		}
 		return wrap(s)

@@ -26,6 +26,7 @@ import (
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
+	"github.com/sluicehq/sluice/task"
 )
 
 // A query that runs for a long time (-only longrun, in -report; issue 13):
@@ -266,9 +267,9 @@ func runLongRun(ctx context.Context, c LongRunConfig, dir string, out io.Writer)
 			Store: objstore.Options{S3: gw.opts},
 			WrapStore: func(role string, s objstore.Store) objstore.Store {
 				switch role {
-				case engine.RoleCheckpoint:
+				case task.RoleCheckpoint:
 					return countingStore{Store: s, c: counts}
-				case engine.RoleSink:
+				case task.RoleSink:
 					return countingStore{Store: s, c: sinkCounts}
 				}
 				return s

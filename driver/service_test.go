@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/sink/parquet"
+	"github.com/sluicehq/sluice/task"
 )
 
 type lab struct {
@@ -272,7 +273,7 @@ func TestServiceRetryableFailureIsRecovering(t *testing.T) {
 		Lease:    registry.LeaseConfig{TTL: 2 * time.Second, Renew: 200 * time.Millisecond},
 		Poll:     50 * time.Millisecond,
 		Engine: engine.Options{Parallelism: 2, SourceRetryFor: time.Minute, WrapStore: func(role string, s objstore.Store) objstore.Store {
-			if role != engine.RoleSink {
+			if role != task.RoleSink {
 				return s
 			}
 			sinkFaults = objstore.NewFaulty(s, objstore.FaultRule{Name: "down", Op: objstore.OpPut}, objstore.FaultRule{Name: "down2", Op: objstore.OpPutIfAbsent})
@@ -480,7 +481,7 @@ func TestGracefulStopAbandonsABatchWaitingForExecutors(t *testing.T) {
 	if l.check(t) == "" {
 		t.Fatal("the output already equals the oracle before any batch ran on an executor")
 	}
-	node, err := executor.NewNode(executor.NodeOptions{Driver: drv.Addr(), Listen: "127.0.0.1:0", DataDir: t.TempDir(), Engine: engine.Options{Parallelism: 2}})
+	node, err := executor.NewNode(executor.NodeOptions{Driver: drv.Addr(), Listen: "127.0.0.1:0", DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,7 @@ func runDomain(t *testing.T, spec query.Spec, opts engine.Options, distributed b
 	run := domainRun{}
 	start := time.Now()
 	if !distributed {
-		run.err = job.RunWith(ctx, beforeTasks{next: &task.Local{Env: job.Env.Env}, fn: before})
+		run.err = job.RunWith(ctx, beforeTasks{next: &task.Local{Env: job.Env}, fn: before})
 	} else {
 		drv, err := dispatch.NewDriver(dispatch.DriverOptions{Listen: "127.0.0.1:0", Logger: log})
 		if err != nil {

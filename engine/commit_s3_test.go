@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
 	"github.com/sluicehq/sluice/sink/parquet"
+	"github.com/sluicehq/sluice/task"
 )
 
 // On S3 the logged attempt's pending records are deleted while its uploads
@@ -35,7 +36,7 @@ func TestACompletionCutShortAfterTheRecordsWentIsFinishedByTheReRunOnS3(t *testi
 	opts := engine.Options{
 		Store: objstore.Options{S3: srv.Options("cut")},
 		WrapStore: func(role string, s objstore.Store) objstore.Store {
-			if role != engine.RoleSink {
+			if role != task.RoleSink {
 				return s
 			}
 			f := objstore.NewFaulty(s, objstore.FaultRule{Op: objstore.OpCompleteMultipart, Limit: 1})

@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/internal/testutil/tiletest"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/task"
 )
 
 // A batch whose reduce tasks emit a few rows each stages one file per
@@ -48,7 +49,7 @@ func TestSmallOutputsAreGatheredAndLargeOnesWrittenByTheirTasks(t *testing.T) {
 			var mu sync.Mutex
 			var staged []string // the files staged: the one batch that closes 09:00 (09:31 stays open)
 			opts := engine.Options{WrapStore: func(role string, s objstore.Store) objstore.Store {
-				if role != engine.RoleSink {
+				if role != task.RoleSink {
 					return s
 				}
 				return &tracing{Store: s, role: role, emit: func(l string) {

@@ -102,7 +102,7 @@ func startCluster(b *testing.B, ctx context.Context, job *engine.Job, opts engin
 	}
 	go drv.Serve(ctx)
 	for i := 0; i < 2; i++ {
-		node, err := executor.NewNode(executor.NodeOptions{Driver: drv.Addr(), Listen: "127.0.0.1:0", DataDir: b.TempDir(), Engine: engine.Options{Store: opts.Store}})
+		node, err := executor.NewNode(executor.NodeOptions{Driver: drv.Addr(), Listen: "127.0.0.1:0", DataDir: b.TempDir(), Task: task.OpenOptions{Store: opts.Store}})
 		if err != nil {
 			b.Fatal(err)
 		}

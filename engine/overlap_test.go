@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/testutil/tiletest"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/task"
 )
 
 // readTracing records the source files opened, with the writes.
@@ -61,7 +62,7 @@ func TestNextBatchReadsWhileTheBatchBeforeCommits(t *testing.T) {
 	var once sync.Once
 	opts := engine.Options{
 		WrapStore: func(role string, s objstore.Store) objstore.Store {
-			if role == engine.RoleSource {
+			if role == task.RoleSource {
 				return &readTracing{tracing: tracing{Store: s, role: role, emit: point}, opened: func(key string) {
 					point("source open " + key)
 					if key == files[1] {

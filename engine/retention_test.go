@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/scheduler"
 	"github.com/sluicehq/sluice/sink/parquet"
 	"github.com/sluicehq/sluice/statestore"
+	"github.com/sluicehq/sluice/task"
 )
 
 // stopDeletes cancels a run after its checkpoint store has deleted n state
@@ -100,7 +101,7 @@ func TestRetentionOnS3KeepsCheckpointBoundedThroughStopsMidCleanup(t *testing.T)
 	ctx, cancel = context.WithCancel(context.Background())
 	o = opts
 	o.WrapStore = func(role string, s objstore.Store) objstore.Store {
-		if role != engine.RoleCheckpoint {
+		if role != task.RoleCheckpoint {
 			return s
 		}
 		sd := &stopDeletes{Store: s, cancel: cancel}

@@ -20,7 +20,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/agg"
-	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/executor/shuffle"
 	"github.com/sluicehq/sluice/ids"
@@ -64,10 +63,10 @@ type NodeOptions struct {
 	// ShuffleMemory bounds shuffle data held in memory before spilling
 	// (default shuffle.DefaultMemoryLimit).
 	ShuffleMemory int64
-	// Engine is the base of the options each query's task environment is
+	// Task is the base of the options each query's task environment is
 	// built with (object store settings, fault hook); Logger and StateDir
 	// are set by the node.
-	Engine engine.Options
+	Task   task.OpenOptions
 	Logger *slog.Logger
 	// DrainTimeout bounds a drain on shutdown (default 60s).
 	DrainTimeout time.Duration
@@ -119,7 +118,7 @@ type Node struct {
 }
 
 type queryEnv struct {
-	env  *engine.Env
+	env  *task.Env
 	spec []byte
 	run  string
 	// parts serialises reduce tasks per partition: a state partition is
@@ -173,10 +172,10 @@ func NewNode(opts NodeOptions) (*Node, error) {
 	if opts.ReduceWait <= 0 {
 		opts.ReduceWait = 30 * time.Second
 	}
-	if opts.Engine.SharedClients == nil {
+	if opts.Task.SharedClients == nil {
 		// One client per Kafka cluster for all the queries this executor
 		// runs, kept across their batches, closed with the last of them.
-		opts.Engine.SharedClients = source.NewShared()
+		opts.Task.SharedClients = source.NewShared()
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -560,7 +559,7 @@ func (s *executorService) PrepareQuery(ctx context.Context, req *sluicepb.Prepar
 	if err := catalog.Validate(spec); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "prepare query %s: %v", req.QueryId, err)
 	}
-	opts := n.opts.Engine
+	opts := n.opts.Task
 	opts.Logger = n.log
 	opts.StateDir = filepath.Join(n.opts.DataDir, "state", req.QueryId)
 	// Every write this executor makes for the query (state, sink files,
@@ -572,7 +571,7 @@ func (s *executorService) PrepareQuery(ctx context.Context, req *sluicepb.Prepar
 		}
 		return &leasedStore{Store: st, lease: n.lease}
 	}
-	env, err := engine.NewEnv(n.life, &spec, req.QueryId, opts)
+	env, err := task.Open(n.life, &spec, req.QueryId, opts)
 	if err != nil {
 		err = fmt.Errorf("prepare query %s: %w", req.QueryId, err)
 		if derr, ok := wire.EncodeDomain(err); ok {
@@ -619,7 +618,7 @@ func (s *executorService) RunMapTask(ctx context.Context, req *sluicepb.RunMapTa
 		Late: eventtime.Watermark(req.LateWatermarkUs), Partitions: int(req.Partitions), BatchTimestampMs: req.BatchTimestampMs,
 		Manifest: join.Ref{ID: req.ManifestId, Hash: req.ManifestHash}, Ahead: req.Ahead,
 	}
-	res, err := task.RunMap(ctx, q.env.Env, mt)
+	res, err := task.RunMap(ctx, q.env, mt)
 	n.releaseSlot()
 	if err != nil {
 		n.counters.failures.Add(1)
@@ -726,7 +725,7 @@ func (s *executorService) runReduceTask(ctx context.Context, req *sluicepb.RunRe
 	lock := n.partLock(q, p)
 	lock.Lock()
 	defer lock.Unlock()
-	env := q.env.Env
+	env := q.env
 	var partials [][]agg.Entry
 	var rows [][]row.Row
 	if env.Layout != nil {
@@ -773,7 +772,7 @@ func (s *executorService) FinishMapTasks(ctx context.Context, req *sluicepb.Fini
 		if m == nil {
 			return nil, status.Errorf(codes.NotFound, "batch %d: map attempt %d was not run ahead here (or its batch was released)", batch, a)
 		}
-		if err := task.FinishMap(ctx, q.env.Env, m.task, m.res); err != nil {
+		if err := task.FinishMap(ctx, q.env, m.task, m.res); err != nil {
 			n.counters.failures.Add(1)
 			return nil, wire.TaskStatus(ctx, err)
 		}

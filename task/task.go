@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
 	"github.com/sluicehq/sluice/sink"
+	"github.com/sluicehq/sluice/sink/parquet"
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/statestore"
 )
@@ -39,6 +40,11 @@ type Env struct {
 	// Dimension serves the join's snapshots by reference (nil for a query
 	// without a join).
 	Dimension Dimension
+	// Checkpoint is the checkpoint's store and ParquetSink the Parquet
+	// sink, when Open opened them.
+	Checkpoint  objstore.Store
+	ParquetSink *parquet.Sink
+	closers     []func() error
 }
 
 // Dimension loads a stream-static join's snapshot by the reference a

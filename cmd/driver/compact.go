@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/internal/cliflags"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/row"
@@ -90,8 +90,8 @@ func compactSink(ctx context.Context, sinkPath, cpPath string, o parquet.Compact
 	if !isCheckpoint(ctx, cp) {
 		return nil, notFound{fmt.Errorf("checkpoint %s: no metadata file: not a checkpoint, or no query has started on it", cpPath)}
 	}
-	queryID, wm, err := engine.ClosedWatermark(ctx, cp)
-	if errors.Is(err, engine.ErrNothingCommitted) {
+	queryID, wm, err := checkpoint.ClosedWatermark(ctx, cp)
+	if errors.Is(err, checkpoint.ErrNothingCommitted) {
 		return nil, fmt.Errorf("checkpoint %s: no batch committed yet: no date is closed", cpPath)
 	}
 	if err != nil {

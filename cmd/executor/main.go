@@ -18,13 +18,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/fault"
 	"github.com/sluicehq/sluice/internal/cliflags"
 	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/statestore"
+	"github.com/sluicehq/sluice/task"
 	"github.com/sluicehq/sluice/wire/rpcauth"
 )
 
@@ -76,7 +76,7 @@ func newRoot() *cobra.Command {
 			if stateMemoryLimit < 0 {
 				return fmt.Errorf("--state-memory-limit %d is negative: give bytes, or 0 for no limit", stateMemoryLimit)
 			}
-			opts.Engine = engine.Options{Hook: hook, Store: objstore.Options{S3: s3}, StateMemoryLimit: statestore.NewMemoryLimit(stateMemoryLimit)}
+			opts.Task = task.OpenOptions{Hook: hook, Store: objstore.Options{S3: s3}, StateMemoryLimit: statestore.NewMemoryLimit(stateMemoryLimit)}
 			node, err := executor.NewNode(opts)
 			if err != nil {
 				return err

@@ -62,7 +62,7 @@ func TestMapTasksRunAheadOnExecutorsWriteNothingBeforeTheirBatchIsLogged(t *test
 	}
 	c := newTestCluster(t, 0, "")
 	for range 2 {
-		c.addNode(func(o *executor.NodeOptions) { o.Engine.Hook = hook })
+		c.addNode(func(o *executor.NodeOptions) { o.Task.Hook = hook })
 	}
 	c.waitLive(2)
 	spec := tiletest.Spec(in, filepath.Join(dir, "out"), cp)

@@ -7,11 +7,11 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/internal/testutil/tiletest"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/source"
+	"github.com/sluicehq/sluice/task"
 	"github.com/sluicehq/sluice/wire"
 )
 
@@ -46,8 +46,8 @@ func TestMapTaskFailingOnTheDataIsNotRelaunched(t *testing.T) {
 			c := newTestCluster(t, 0, "")
 			for range 2 {
 				c.addNode(func(o *executor.NodeOptions) {
-					o.Engine.WrapStore = func(role string, st objstore.Store) objstore.Store {
-						if role == engine.RoleSource {
+					o.Task.WrapStore = func(role string, st objstore.Store) objstore.Store {
+						if role == task.RoleSource {
 							return failingReads{Store: st, err: tc.sentinel}
 						}
 						return st

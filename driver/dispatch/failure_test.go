@@ -33,7 +33,7 @@ func TestExecutorDyingMidBatchLeavesOutputExact(t *testing.T) {
 	hang := make(chan struct{})
 	t.Cleanup(func() { close(hang) })
 	victim = c.addNode(func(o *executor.NodeOptions) {
-		o.Engine.Hook = func(point string, batch ids.BatchID) {
+		o.Task.Hook = func(point string, batch ids.BatchID) {
 			if point == "map-done" && batch == 2 {
 				victim.Kill()
 				<-hang
@@ -68,7 +68,7 @@ func TestFailedMapTaskIsRetriedOnAnotherExecutor(t *testing.T) {
 	in, want := tileInput(t, 6000)
 	c := newTestCluster(t, 1, "")
 	c.addNode(func(o *executor.NodeOptions) {
-		o.Engine.WrapStore = func(role string, s objstore.Store) objstore.Store {
+		o.Task.WrapStore = func(role string, s objstore.Store) objstore.Store {
 			if role == "source" {
 				return failingGets{s}
 			}

@@ -1,11 +1,10 @@
-package engine
+package checkpoint
 
 import (
 	"context"
 	"errors"
 	"fmt"
 
-	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/objstore"
 )
@@ -19,7 +18,7 @@ var ErrNothingCommitted = errors.New("no batch committed yet")
 // by it was emitted by a committed batch, and no later row can reach it.
 // driver compact and the compactClosedDates policy close dates with it.
 func ClosedWatermark(ctx context.Context, cp objstore.Store) (queryID string, watermark eventtime.Watermark, err error) {
-	log := checkpoint.New(cp)
+	log := New(cp)
 	meta, err := log.ReadMetadata(ctx)
 	if err != nil {
 		return "", 0, fmt.Errorf("read checkpoint metadata: %w", err)
@@ -28,7 +27,7 @@ func ClosedWatermark(ctx context.Context, cp objstore.Store) (queryID string, wa
 	if err != nil {
 		return "", 0, err
 	}
-	res, err := checkpoint.Decide(last, commit)
+	res, err := Decide(last, commit)
 	if err != nil {
 		return "", 0, err
 	}
