@@ -57,7 +57,7 @@ var costParts = []struct{ prefix, part string }{
 	{"github.com/sluicehq/sluice/executor.", partRPC},
 	{"github.com/sluicehq/sluice/wire", partRPC},
 	{"github.com/sluicehq/sluice/task", "engine control (executor, scheduler)"},
-	{"github.com/sluicehq/sluice/scheduler", "engine control (executor, scheduler)"},
+	{"github.com/sluicehq/sluice/driver/microbatch", "engine control (executor, scheduler)"},
 	{"github.com/sluicehq/sluice/", "engine control (executor, scheduler)"},
 	// The reference: its map update and merge are its aggregation; the
 	// rest of its loops (reading, splitting lines, polling) its source

@@ -13,7 +13,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/driver/microbatch"
 	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
 )
@@ -89,7 +89,7 @@ func runGroups(ctx context.Context, courses []int, parallelism int, dir, profile
 				open = op.NumRowsTotal
 			}
 		}
-		job, err := engine.Build(ctx, spec, engine.Options{Parallelism: parallelism, Progress: progress})
+		job, err := microbatch.Build(ctx, spec, microbatch.Options{Parallelism: parallelism, Progress: progress})
 		if err != nil {
 			return nil, fmt.Errorf("build engine: %w", err)
 		}

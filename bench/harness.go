@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/driver/microbatch"
 	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
@@ -376,7 +376,7 @@ func (w *walTimer) PutIfAbsent(ctx context.Context, key string, data []byte) err
 // it: Build, Run and Close.
 func runEngine(ctx context.Context, spec query.Spec, parallelism int) (*EngineRun, error) {
 	rec := &recorder{}
-	opts := engine.Options{
+	opts := microbatch.Options{
 		Parallelism: parallelism,
 		WrapStore:   checkpointOnly(rec.wrap),
 		Progress:    rec.progress,
@@ -384,7 +384,7 @@ func runEngine(ctx context.Context, spec query.Spec, parallelism int) (*EngineRu
 	}
 	cpu := processCPU()
 	start := time.Now()
-	job, err := engine.Build(ctx, spec, opts)
+	job, err := microbatch.Build(ctx, spec, opts)
 	if err != nil {
 		return nil, fmt.Errorf("build engine: %w", err)
 	}
@@ -471,7 +471,7 @@ func runNoData(ctx context.Context, dir string, want, courses int, interval time
 		query.Trigger{ProcessingTime: query.Duration(interval)})
 	events := make(chan progress.Report, 16)
 	rec := &recorder{notify: events}
-	job, err := engine.Build(ctx, spec, engine.Options{Parallelism: parallelism, WrapStore: checkpointOnly(rec.wrap), Progress: rec.progress})
+	job, err := microbatch.Build(ctx, spec, microbatch.Options{Parallelism: parallelism, WrapStore: checkpointOnly(rec.wrap), Progress: rec.progress})
 	if err != nil {
 		return nil, fmt.Errorf("build engine: %w", err)
 	}

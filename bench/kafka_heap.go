@@ -11,7 +11,7 @@ import (
 	"runtime/pprof"
 	"slices"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/driver/microbatch"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/progress"
 )
@@ -50,7 +50,7 @@ func kafkaHeapProfiles(ctx context.Context, kc KafkaConfig, addr, dir string, ou
 		perr = errors.Join(pprof.Lookup("heap").WriteTo(f, 0), f.Close())
 		fmt.Fprintf(out, "kafka heap: batch %d: HeapInuse %.0f MiB, HeapSys %.0f MiB → %s\n", p.BatchID, float64(ms.HeapInuse)/(1<<20), float64(ms.HeapSys)/(1<<20), name)
 	}
-	job, err := engine.Build(ctx, kafkaSpec(addr, kafkaTopic(n), runDir, kc.RSSMaxOffsets, kc.ClientOptions), engine.Options{Parallelism: kc.Parallelism, Progress: progress})
+	job, err := microbatch.Build(ctx, kafkaSpec(addr, kafkaTopic(n), runDir, kc.RSSMaxOffsets, kc.ClientOptions), microbatch.Options{Parallelism: kc.Parallelism, Progress: progress})
 	if err != nil {
 		return fmt.Errorf("build engine: %w", err)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/driver/microbatch"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/sink/parquet"
@@ -67,7 +67,7 @@ func runLatency(ctx context.Context, trigger time.Duration, atOnce bool, d time.
 	runDir := filepath.Join(dir, fmt.Sprintf("latency-%v-%v", trigger, atOnce))
 	src := query.Source{Kafka: &query.KafkaSource{BootstrapServers: b.addr, Subscribe: topic, StartingOffsets: "earliest"}, Schema: query.GeneratorSchema()}
 	spec := tileSpec(src, runDir, query.Trigger{ProcessingTime: query.Duration(trigger), NoDataBatchesAtOnce: atOnce})
-	job, err := engine.Build(ctx, spec, engine.Options{})
+	job, err := microbatch.Build(ctx, spec, microbatch.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("build engine: %w", err)
 	}

@@ -20,7 +20,7 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/driver/microbatch"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/testutil/s3test"
 	"github.com/sluicehq/sluice/objstore"
@@ -36,7 +36,7 @@ import (
 // scripts/test.sh's install), in this process. Every -longrun-sample
 // batches it counts the objects under the checkpoint (by kind) and under
 // the sink's _sink_log/, and this process's RSS. A new driver (a fresh
-// engine.Build on the same checkpoint, as a restarted driver would) is timed
+// microbatch.Build on the same checkpoint, as a restarted driver would) is timed
 // from its start to its first commit after batch 100 and after the last
 // batch, with the objects it read on the way.
 
@@ -62,7 +62,7 @@ type LongRunSample struct {
 // LongRunRestart is a new driver's start after AfterBatch committed.
 type LongRunRestart struct {
 	AfterBatch ids.BatchID
-	// FirstCommitMs is from engine.Build to the first batch's progress.
+	// FirstCommitMs is from microbatch.Build to the first batch's progress.
 	FirstCommitMs float64
 	// Gets and Lists are the requests the new driver made to the
 	// checkpoint until then, SinkGets and SinkLists to the sink (its log:
@@ -263,7 +263,7 @@ func runLongRun(ctx context.Context, c LongRunConfig, dir string, out io.Writer)
 	var stateWrites, batches int64
 	drive := func(until ids.BatchID, restart bool) error {
 		counts, sinkCounts := &longRunStores{}, &longRunStores{}
-		opts := engine.Options{
+		opts := microbatch.Options{
 			Store: objstore.Options{S3: gw.opts},
 			WrapStore: func(role string, s objstore.Store) objstore.Store {
 				switch role {
@@ -321,7 +321,7 @@ func runLongRun(ctx context.Context, c LongRunConfig, dir string, out io.Writer)
 				cancel()
 			}
 		}
-		job, err := engine.Build(runCtx, spec, opts)
+		job, err := microbatch.Build(runCtx, spec, opts)
 		if err == nil {
 			err = job.Run(runCtx)
 			if cerr := job.Close(); err == nil {

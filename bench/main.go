@@ -771,7 +771,7 @@ func tableLines(res *Results, c config) []line {
 		if r.Closing > 0 {
 			closing = fmt.Sprintf("%.1f", r.Closing)
 		}
-		add("no-data batch (go test ./engine -bench NoDataBatch), "+r.Where+", ms, closing nothing / closing a window", fmt.Sprintf("%.1f / %s", r.Quiet, closing), "")
+		add("no-data batch (go test ./driver/microbatch -bench NoDataBatch), "+r.Where+", ms, closing nothing / closing a window", fmt.Sprintf("%.1f / %s", r.Quiet, closing), "")
 	}
 	for _, l := range res.Latency {
 		add(fmt.Sprintf("latency beyond the semantic delay, kfake, %s, ms: median / p99 / max (%d windows)", l.name(), len(l.Ms)),

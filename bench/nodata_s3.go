@@ -28,7 +28,7 @@ type NoDataS3 struct {
 // runNoDataS3 runs the benchmark with n iterations; with profile set, under
 // a CPU profile written there, whose top it returns.
 func runNoDataS3(ctx context.Context, n int, profile string, out io.Writer) ([]NoDataS3, string, error) {
-	args := []string{"test", "./engine", "-run", "^$", "-bench", "NoDataBatch", "-benchtime", fmt.Sprintf("%dx", n), "-count", "1"}
+	args := []string{"test", "./driver/microbatch", "-run", "^$", "-bench", "NoDataBatch", "-benchtime", fmt.Sprintf("%dx", n), "-count", "1"}
 	if profile != "" {
 		abs, err := filepath.Abs(profile)
 		if err != nil {
@@ -41,11 +41,11 @@ func runNoDataS3(ctx context.Context, n int, profile string, out io.Writer) ([]N
 	cmd := exec.CommandContext(ctx, "go", args...)
 	b, err := cmd.CombinedOutput()
 	if err != nil {
-		return nil, "", fmt.Errorf("go test ./engine -bench NoDataBatch: %v; output tail:\n%s", err, tail(string(b), 1500))
+		return nil, "", fmt.Errorf("go test ./driver/microbatch -bench NoDataBatch: %v; output tail:\n%s", err, tail(string(b), 1500))
 	}
 	res := parseNoDataBench(string(b))
 	if len(res) == 0 {
-		return nil, "", fmt.Errorf("go test ./engine -bench NoDataBatch printed no figures:\n%s", tail(string(b), 1500))
+		return nil, "", fmt.Errorf("go test ./driver/microbatch -bench NoDataBatch printed no figures:\n%s", tail(string(b), 1500))
 	}
 	for _, r := range res {
 		fmt.Fprintf(out, "no-data batch on %s: %.1f ms closing nothing, %.1f ms closing a window\n", r.Where, r.Quiet, r.Closing)

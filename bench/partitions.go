@@ -20,7 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice/driver/dispatch"
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/driver/microbatch"
 	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
@@ -211,7 +211,7 @@ func runOnExecutors(ctx context.Context, spec query.Spec, n int, dir string) (*E
 	}
 	rec := &recorder{}
 	start := time.Now()
-	job, err := engine.Build(ctx, spec, engine.Options{WrapStore: checkpointOnly(rec.wrap), Progress: rec.progress, Hook: rec.hook})
+	job, err := microbatch.Build(ctx, spec, microbatch.Options{WrapStore: checkpointOnly(rec.wrap), Progress: rec.progress, Hook: rec.hook})
 	if err != nil {
 		return nil, fmt.Errorf("build engine: %w", err)
 	}

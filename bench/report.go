@@ -224,7 +224,7 @@ func targets(res *Results) []Target {
 			st.Why = "the CPU profile of the benchmark (every sub-benchmark, `nodata-s3.pprof`) follows; on the S3-compatible server each checkpoint write is an HTTP request to a server that fsyncs, so the request count per batch (the S3 requests section) times the request latency is the floor: fewer requests per no-data batch (no listing, one conditional PUT for the commit) would close the gap"
 			st.Profile = res.NoDataS3Top
 			if st.Profile == "" {
-				st.Why = "not profiled by this run (run with -report, or `go test ./engine -run '^$' -bench NoDataBatch/s3 -cpuprofile F`): " + st.Why
+				st.Why = "not profiled by this run (run with -report, or `go test ./driver/microbatch -run '^$' -bench NoDataBatch/s3 -cpuprofile F`): " + st.Why
 			}
 		}
 	}

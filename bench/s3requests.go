@@ -21,7 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/driver/microbatch"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/testutil/s3test"
 	"github.com/sluicehq/sluice/internal/testutil/syncbuf"
@@ -329,7 +329,7 @@ func runS3Requests(ctx context.Context, dir string, rows, batches, courses, para
 		res.PerBatch = append(res.PerBatch, S3Batch{BatchID: p.BatchID, NoData: p.NoData, Rows: p.NumInputRows, Counts: now.minus(prev)})
 		prev = now
 	}
-	job, err := engine.Build(ctx, spec, engine.Options{Parallelism: parallelism, Progress: progress, Store: g.storeOptions(px.URL), StateDir: filepath.Join(dir, "state")})
+	job, err := microbatch.Build(ctx, spec, microbatch.Options{Parallelism: parallelism, Progress: progress, Store: g.storeOptions(px.URL), StateDir: filepath.Join(dir, "state")})
 	if err != nil {
 		return nil, fmt.Errorf("build engine: %w", err)
 	}

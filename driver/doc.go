@@ -1,16 +1,17 @@
-// Package driver is the driver service: it holds the driver lease of a
-// query registry, loads the registry, runs every query whose desired state
-// is running (each from its own checkpoint) and stops those whose desired
-// state is stopped, recording each query's observed state in a
-// monitor.Tracker. It implements the CLI's ControlService (submit, stop,
-// list, status, progress) and watches a directory of specs.
+// Package driver groups what only the driver process runs:
 //
-// It owns the reconciliation of desired against observed state, the
-// admission of a submitted or changed spec (validation, production guards,
-// "new checkpoint required"), and the stop semantics: a stop finishes the
-// batch in flight, a stop --now abandons it (the next start re-runs it from
-// its logged offsets), a shutdown changes no desired state.
+//   - service: the query lifecycle (the registry's lease, reconciling
+//     desired and observed state, submit and admission, the CLI's
+//     ControlService); the only sender of stop, pause and lease loss;
+//   - microbatch: one query's batch loop (plan, log, run, commit), whose
+//     step is the only decider of a batch's fate;
+//   - dispatch: tasks to executor processes over gRPC, and the
+//     DriverService executors call;
+//   - registry and policy: the queries' registry and lease over the object
+//     store, and who may read and write where;
+//   - demo: the whole architecture embedded in one process.
 //
-// It does not plan or run batches (package scheduler via engine), keep the
-// registry's storage format (package registry), or serve HTTP.
+// What only an executor runs is package executor; what both run is
+// package task (map and reduce functions), and what crosses between them
+// is package wire.
 package driver

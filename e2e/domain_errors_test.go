@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/driver/dispatch"
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/driver/microbatch"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/testutil/kafkatest"
 	"github.com/sluicehq/sluice/internal/testutil/syncbuf"
@@ -55,7 +55,7 @@ func (b beforeTasks) RunBatch(ctx context.Context, plan task.BatchPlan) (*task.B
 // in this process (distributed false), or with this process as the driver
 // and one real executor process (cmd/executor) running every task. before
 // is called with each batch's plan before its tasks run.
-func runDomain(t *testing.T, spec query.Spec, opts engine.Options, distributed bool, before func(task.BatchPlan)) domainRun {
+func runDomain(t *testing.T, spec query.Spec, opts microbatch.Options, distributed bool, before func(task.BatchPlan)) domainRun {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -64,7 +64,7 @@ func runDomain(t *testing.T, spec query.Spec, opts engine.Options, distributed b
 	var retries atomic.Int64
 	opts.Logger = log
 	opts.OnRetry = func(batch ids.BatchID, attempt int, err error) { retries.Add(1) }
-	job, err := engine.Build(ctx, spec, opts)
+	job, err := microbatch.Build(ctx, spec, opts)
 	if err != nil {
 		t.Fatalf("build the query: %v", err)
 	}
@@ -117,7 +117,7 @@ func TestDataLossFoundByAnExecutorStopsTheQueryAsInOneProcess(t *testing.T) {
 		spec := kafkaChaosSpec(c.Addr, localPlace(t), query.Trigger{AvailableNow: true}, 0)
 		// The driver planned and split batch 0 (offsets 0..500), the
 		// records go, then the tasks read.
-		return runDomain(t, spec, engine.Options{SourceRetryFor: retryFor}, distributed, func(plan task.BatchPlan) {
+		return runDomain(t, spec, microbatch.Options{SourceRetryFor: retryFor}, distributed, func(plan task.BatchPlan) {
 			if plan.Batch == 0 {
 				c.DeleteRecords(chaosTopic, 1, 300)
 			}
@@ -169,7 +169,7 @@ func TestCorruptStateFoundByAnExecutorFailsAsInOneProcess(t *testing.T) {
 		p := localPlace(t)
 		spec := kafkaChaosSpec(c.Addr, p, query.Trigger{AvailableNow: true}, 0)
 		// Batch 0 commits state in one process.
-		if r := runDomain(t, spec, engine.Options{}, false, nil); r.err != nil {
+		if r := runDomain(t, spec, microbatch.Options{}, false, nil); r.err != nil {
 			t.Fatalf("first run: %v\n%s", r.err, r.logs)
 		}
 		n := 0
@@ -184,7 +184,7 @@ func TestCorruptStateFoundByAnExecutorFailsAsInOneProcess(t *testing.T) {
 			t.Fatalf("corrupt the state files: %d overwritten, %v", n, err)
 		}
 		produceEvents(t, c.Addr, events[500:], 2)
-		return runDomain(t, spec, engine.Options{}, distributed, nil)
+		return runDomain(t, spec, microbatch.Options{}, distributed, nil)
 	}
 	local := corrupt(t, false)
 	remote := corrupt(t, true)

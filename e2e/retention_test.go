@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/driver/microbatch"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/testutil/tiletest"
-	"github.com/sluicehq/sluice/scheduler"
 )
 
 // The driver is SIGKILLed by the background cleaner's fault points: in a
@@ -57,8 +57,8 @@ func TestDriverKilledDuringCleanupResumesExactlyOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(logged) == 0 || logged[len(logged)-1] != lastBatch || len(logged) > retain+scheduler.CleanupEvery {
-			t.Fatalf("log ids %v after batch %d: want at most %d, ending at the last batch", logged, lastBatch, retain+scheduler.CleanupEvery)
+		if len(logged) == 0 || logged[len(logged)-1] != lastBatch || len(logged) > retain+microbatch.CleanupEvery {
+			t.Fatalf("log ids %v after batch %d: want at most %d, ending at the last batch", logged, lastBatch, retain+microbatch.CleanupEvery)
 		}
 	}
 }

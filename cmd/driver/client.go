@@ -18,8 +18,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluicehq/sluice/driver"
 	"github.com/sluicehq/sluice/driver/dispatch"
+	"github.com/sluicehq/sluice/driver/service"
 	"github.com/sluicehq/sluice/internal/cliflags"
 	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/monitor"
@@ -146,10 +146,10 @@ func (c *clientFlags) dial() (sluicepb.ControlServiceClient, func(), error) {
 // callErr turns a gRPC error into a one-line message and an exit code.
 func (c *clientFlags) callErr(err error, name string) error {
 	st, _ := status.FromError(err)
-	back := driver.FromStatus(err)
+	back := service.FromStatus(err)
 	switch st.Code() {
 	case codes.Unavailable:
-		if errors.Is(back, driver.ErrStandby) {
+		if errors.Is(back, service.ErrStandby) {
 			return &cliError{code: exitRefused, msg: fmt.Sprintf("the driver at %s is a standby (another driver holds the lease): %s", c.server, st.Message())}
 		}
 		return &cliError{code: exitError, msg: fmt.Sprintf("no driver listening at %s (start one with driver serve, or set --server or %s)", c.server, ServerEnv)}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/driver/microbatch"
 	"github.com/sluicehq/sluice/internal/testutil/tiletest"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/progress"
@@ -104,7 +104,7 @@ func compactLive(t *testing.T, policy bool) {
 	var mu sync.Mutex
 	var last *progress.Report
 	var rowsRead int64 // input rows of every batch so far: the run is done when it read them all
-	job, err := engine.Build(context.Background(), spec, engine.Options{Progress: func(p *progress.Report) {
+	job, err := microbatch.Build(context.Background(), spec, microbatch.Options{Progress: func(p *progress.Report) {
 		mu.Lock()
 		last = p
 		rowsRead += p.NumInputRows

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/driver/demo"
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/driver/microbatch"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/objstore"
@@ -50,7 +50,7 @@ talking gRPC on loopback, a local checkpoint and Parquet output in --dir.
 				gen := demo.Events()
 				spec := demo.Spec(abs, query.Source{Generator: &gen})
 				announce(out, spec, "a generator at 2000 events/s, tasks in this process")
-				return runSpec(cmd, spec, engine.Options{Progress: progress})
+				return runSpec(cmd, spec, microbatch.Options{Progress: progress})
 			}
 			return demo.Run(cmd.Context(), demo.Options{
 				Dir: abs, Logger: logger(cmd), Stdout: out,

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/driver/microbatch"
 	"github.com/sluicehq/sluice/explain"
 	"github.com/sluicehq/sluice/query"
 )
@@ -30,7 +30,7 @@ func newExplainCmd() *cobra.Command {
 			}
 			// The spec checks run applies, in run's order, so a wrong spec
 			// gets run's message; paths are only noted (below).
-			if err := engine.CheckSpec(spec); err != nil {
+			if err := microbatch.CheckSpec(spec); err != nil {
 				return err
 			}
 			plan, err := explain.Plan(spec)
@@ -38,7 +38,7 @@ func newExplainCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprint(cmd.OutOrStdout(), plan)
-			if err := engine.Check(spec); err != nil {
+			if err := microbatch.Check(spec); err != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "note: driver run would refuse this query now:\n%v\n", err)
 			}
 			return nil

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluicehq/sluice/checkpoint"
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/driver/microbatch"
 	"github.com/sluicehq/sluice/internal/cliflags"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
@@ -70,7 +70,7 @@ The old checkpoint is left as it is, as evidence.`,
 		case f.dryRun:
 			return nil
 		case f.run:
-			return runSpecTracked(cmd, spec, engine.Options{
+			return runSpecTracked(cmd, spec, microbatch.Options{
 				Store: objstore.Options{S3: f.s3}, AllowReplay: true,
 				Ticket: f.guards.Ticket(), ApprovedBy: f.guards.By(who),
 			}, nil)
@@ -126,7 +126,7 @@ func (f *replayFlags) prepare(ctx context.Context) (query.Spec, []byte, error) {
 	}
 	spec.CheckpointLocation = f.checkpoint
 	spec.Source.Kafka.StartingOffsets = strings.TrimSpace(f.offsets)
-	if err := engine.Check(spec); err != nil {
+	if err := microbatch.Check(spec); err != nil {
 		return query.Spec{}, nil, &cliError{code: exitUsage, msg: err.Error()}
 	}
 	if err := newCheckpointIsEmpty(ctx, f.checkpoint, objstore.Options{S3: f.s3}); err != nil {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/driver/microbatch"
 	"github.com/sluicehq/sluice/fault"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/cliflags"
@@ -18,7 +18,6 @@ import (
 	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
-	"github.com/sluicehq/sluice/scheduler"
 	"github.com/sluicehq/sluice/statestore"
 )
 
@@ -48,7 +47,7 @@ func newRunCmd() *cobra.Command {
 			}
 			// Everything that can be checked is checked before any file
 			// (progress, checkpoint, sink) is created.
-			if err := engine.Check(spec); err != nil {
+			if err := microbatch.Check(spec); err != nil {
 				return err
 			}
 			// The HTTP port binds before the progress file is created: a busy
@@ -81,7 +80,7 @@ func newRunCmd() *cobra.Command {
 			if stateMemoryLimit < 0 {
 				return fmt.Errorf("--state-memory-limit %d is negative: give bytes, or 0 for no limit", stateMemoryLimit)
 			}
-			opts := engine.Options{
+			opts := microbatch.Options{
 				StateMemoryLimit: statestore.NewMemoryLimit(stateMemoryLimit),
 				Store:            objstore.Options{S3: s3},
 				AllowFirstStart:  guards.AllowFirstStart(),
@@ -110,13 +109,13 @@ func newRunCmd() *cobra.Command {
 }
 
 // runSpec builds and runs a query, printing one line per batch on stderr.
-func runSpec(cmd *cobra.Command, spec query.Spec, opts engine.Options) error {
+func runSpec(cmd *cobra.Command, spec query.Spec, opts microbatch.Options) error {
 	return runSpecTracked(cmd, spec, opts, nil)
 }
 
 // runSpecTracked is runSpec that also records the query's states and
 // progress in tr (if not nil), for the HTTP port.
-func runSpecTracked(cmd *cobra.Command, spec query.Spec, opts engine.Options, tr *monitor.Tracker) error {
+func runSpecTracked(cmd *cobra.Command, spec query.Spec, opts microbatch.Options, tr *monitor.Tracker) error {
 	ctx := cmd.Context()
 	hook, err := fault.FromEnv()
 	if err != nil {
@@ -166,9 +165,9 @@ func runSpecTracked(cmd *cobra.Command, spec query.Spec, opts engine.Options, tr
 		}
 	}
 	if opts.Idle == nil {
-		opts.Idle = func(i scheduler.Idle) { fmt.Fprintln(cmd.ErrOrStderr(), idleLine(spec, i)) }
+		opts.Idle = func(i microbatch.Idle) { fmt.Fprintln(cmd.ErrOrStderr(), idleLine(spec, i)) }
 	}
-	job, err := engine.Build(ctx, spec, opts)
+	job, err := microbatch.Build(ctx, spec, opts)
 	if err != nil {
 		if tr != nil {
 			tr.SetState(ref, monitor.Failed, err)
@@ -201,7 +200,7 @@ func endState(ctx context.Context, err error) monitor.State {
 
 // idleLine is the one line a run prints when it finds nothing to run:
 // where the checkpoint stands and the watermark it holds.
-func idleLine(spec query.Spec, i scheduler.Idle) string {
+func idleLine(spec query.Spec, i microbatch.Idle) string {
 	at := "no batch has run yet"
 	if i.LastCommitted >= 0 {
 		at = fmt.Sprintf("batch %d is the last committed", i.LastCommitted)

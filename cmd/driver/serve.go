@@ -11,11 +11,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sluicehq/sluice/driver"
 	"github.com/sluicehq/sluice/driver/dispatch"
+	"github.com/sluicehq/sluice/driver/microbatch"
 	"github.com/sluicehq/sluice/driver/policy"
 	"github.com/sluicehq/sluice/driver/registry"
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/driver/service"
 	"github.com/sluicehq/sluice/fault"
 	"github.com/sluicehq/sluice/internal/cliflags"
 	"github.com/sluicehq/sluice/internal/tlsconf"
@@ -96,7 +96,7 @@ rather than being refused as a standby.`,
 				if err != nil {
 					return fmt.Errorf("--query: %w", err)
 				}
-				if _, err := driver.Parse(b); err != nil {
+				if _, err := service.Parse(b); err != nil {
 					return fmt.Errorf("%s: %w", f, err)
 				}
 				subs = append(subs, b)
@@ -165,7 +165,7 @@ rather than being refused as a standby.`,
 			}
 			defer closeProgress()
 			tr := monitor.New(monitor.Options{Health: hc.Health})
-			engineOpts := engine.Options{
+			engineOpts := microbatch.Options{
 				Logger: log, Hook: hook, Stdout: cmd.OutOrStdout(),
 				Store: store, SourceRetryFor: sourceRetry,
 				Progress: monitor.Fanout(monitor.LinePrinter(os.Stderr), progress),
@@ -174,7 +174,7 @@ rather than being refused as a standby.`,
 				engineOpts.WrapStore = countStores(tr)
 			}
 			var drv *dispatch.Driver
-			svc := driver.New(driver.Options{
+			svc := service.New(service.Options{
 				Registry:     registry.New(regStore, registry.Options{}),
 				Tracker:      tr,
 				Lease:        registry.LeaseConfig{TTL: leaseTTL},
@@ -184,7 +184,7 @@ rather than being refused as a standby.`,
 				Engine:       engineOpts,
 				Policy:       pol,
 			})
-			control := &driver.Control{S: svc, Executors: func() int { return len(drv.Members.Live()) }}
+			control := &service.Control{S: svc, Executors: func() int { return len(drv.Members.Live()) }}
 			opts.Token, opts.Roles, opts.Logger, opts.Control = tok, roles, log, control
 			drv, err = dispatch.NewDriver(opts)
 			if err != nil {
@@ -214,7 +214,7 @@ rather than being refused as a standby.`,
 				go submitAtStart(runCtx, svc, subs, files, &guards, log)
 			}
 			if queriesDir != "" {
-				w := &driver.Watcher{Dir: queriesDir, Prune: prune, AllowFirstStart: guards.AllowFirstStart(), AllowReplay: guards.AllowReplay(), Ticket: guards.Ticket(), ApprovedBy: guards.By(who), S: svc, Logger: log}
+				w := &service.Watcher{Dir: queriesDir, Prune: prune, AllowFirstStart: guards.AllowFirstStart(), AllowReplay: guards.AllowReplay(), Ticket: guards.Ticket(), ApprovedBy: guards.By(who), S: svc, Logger: log}
 				go w.Run(runCtx)
 			}
 			var failed error
@@ -262,7 +262,7 @@ rather than being refused as a standby.`,
 }
 
 // submitAtStart submits the --query files once this driver is active.
-func submitAtStart(ctx context.Context, svc *driver.Service, subs [][]byte, files []string, g *cliflags.Guards, log *slog.Logger) {
+func submitAtStart(ctx context.Context, svc *service.Service, subs [][]byte, files []string, g *cliflags.Guards, log *slog.Logger) {
 	select {
 	case <-ctx.Done():
 		return
@@ -270,8 +270,8 @@ func submitAtStart(ctx context.Context, svc *driver.Service, subs [][]byte, file
 	}
 	host, _ := os.Hostname()
 	for i, b := range subs {
-		res, err := svc.Submit(ctx, driver.Submission{Spec: b, AllowFirstStart: g.AllowFirstStart(), Replay: g.AllowReplay(), Ticket: g.Ticket(), ApprovedBy: g.By(who), ChangedBy: "serve --query " + files[i] + "@" + host,
-			Principal: driver.ConfigPrincipal, Role: driver.ConfigRole})
+		res, err := svc.Submit(ctx, service.Submission{Spec: b, AllowFirstStart: g.AllowFirstStart(), Replay: g.AllowReplay(), Ticket: g.Ticket(), ApprovedBy: g.By(who), ChangedBy: "serve --query " + files[i] + "@" + host,
+			Principal: service.ConfigPrincipal, Role: service.ConfigRole})
 		if err != nil {
 			log.Error("--query refused", "file", files[i], "err", err)
 			continue
@@ -282,7 +282,7 @@ func submitAtStart(ctx context.Context, svc *driver.Service, subs [][]byte, file
 
 // waitAllDone returns once the driver is active and every query whose
 // desired state is running has ended; the error joins the failures.
-func waitAllDone(ctx context.Context, svc *driver.Service, tr *monitor.Tracker) error {
+func waitAllDone(ctx context.Context, svc *service.Service, tr *monitor.Tracker) error {
 	for {
 		// Take the channel before looking, so a change after the look
 		// wakes the wait.

@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice/driver/dispatch"
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/driver/microbatch"
 	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
@@ -73,7 +73,7 @@ type Options struct {
 	// checkpoint and the Parquet output (an absolute path).
 	Dir    string
 	Logger *slog.Logger
-	// Stdout is the query's standard output (engine.Options.Stdout).
+	// Stdout is the query's standard output (microbatch.Options.Stdout).
 	Stdout io.Writer
 	// Announce, if set, is told the query's spec and the broker's address
 	// once the cluster is up, before the query starts.
@@ -143,7 +143,7 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Announce != nil {
 		opts.Announce(spec, addr)
 	}
-	eopts := engine.Options{Logger: log, Stdout: opts.Stdout, SourceRetryFor: time.Minute, Progress: opts.Progress}
+	eopts := microbatch.Options{Logger: log, Stdout: opts.Stdout, SourceRetryFor: time.Minute, Progress: opts.Progress}
 	err = serve(ctx, drv, spec, executors, eopts)
 	if ctx.Err() != nil {
 		return nil
@@ -152,8 +152,8 @@ func Run(ctx context.Context, opts Options) error {
 }
 
 // serve builds the query and runs it on the driver's executors.
-func serve(ctx context.Context, drv *dispatch.Driver, spec query.Spec, minExecutors int, opts engine.Options) error {
-	job, err := engine.Build(ctx, spec, opts)
+func serve(ctx context.Context, drv *dispatch.Driver, spec query.Spec, minExecutors int, opts microbatch.Options) error {
+	job, err := microbatch.Build(ctx, spec, opts)
 	if err != nil {
 		return err
 	}

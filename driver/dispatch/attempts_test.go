@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/driver/microbatch"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/testutil/tiletest"
 	"github.com/sluicehq/sluice/objstore"
@@ -27,7 +27,7 @@ type driverCrash struct{}
 func (c *testCluster) crashRunOn(spec query.Spec, point string, batch ids.BatchID) {
 	c.t.Helper()
 	ctx := context.Background()
-	job, err := engine.Build(ctx, spec, engine.Options{Logger: testLogger(c.t).With("proc", "scheduler"), Hook: func(p string, b ids.BatchID) {
+	job, err := microbatch.Build(ctx, spec, microbatch.Options{Logger: testLogger(c.t).With("proc", "scheduler"), Hook: func(p string, b ids.BatchID) {
 		if p == point && b == batch {
 			panic(driverCrash{})
 		}

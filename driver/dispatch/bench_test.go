@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/driver/microbatch"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/testutil/tiletest"
 	"github.com/sluicehq/sluice/progress"
@@ -24,7 +24,7 @@ func BenchmarkNoDataBatchOnTwoExecutors(b *testing.B) {
 	spec := tiletest.Spec(in, filepath.Join(dir, "out"), filepath.Join(dir, "cp"))
 	var last *progress.Report
 	ctx := context.Background()
-	job, err := engine.Build(ctx, spec, engine.Options{Progress: func(p *progress.Report) { last = p }})
+	job, err := microbatch.Build(ctx, spec, microbatch.Options{Progress: func(p *progress.Report) { last = p }})
 	if err != nil {
 		b.Fatal(err)
 	}

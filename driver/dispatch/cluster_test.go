@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/driver/microbatch"
 	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/testutil/tiletest"
@@ -153,7 +153,7 @@ func (c *testCluster) runOn(spec query.Spec, onProgress func(*progress.Report)) 
 func (c *testCluster) tryRunOn(spec query.Spec, onProgress func(*progress.Report)) (*Runner, error) {
 	c.t.Helper()
 	ctx := context.Background()
-	job, err := engine.Build(ctx, spec, engine.Options{Progress: onProgress, Logger: testLogger(c.t).With("proc", "scheduler")})
+	job, err := microbatch.Build(ctx, spec, microbatch.Options{Progress: onProgress, Logger: testLogger(c.t).With("proc", "scheduler")})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func (c *testCluster) tryRunOn(spec query.Spec, onProgress func(*progress.Report
 
 func runLocal(t *testing.T, spec query.Spec) {
 	t.Helper()
-	job, err := engine.Build(context.Background(), spec, engine.Options{})
+	job, err := microbatch.Build(context.Background(), spec, microbatch.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

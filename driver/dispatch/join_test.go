@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/driver/microbatch"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/testutil/tiletest"
 	"github.com/sluicehq/sluice/progress"
@@ -85,7 +85,7 @@ func TestJoinOnExecutorsReRunsAgainstLoggedSnapshot(t *testing.T) {
 
 	// The driver logs batch 0 and dies.
 	crashed := func() (crashed bool) {
-		job, err := engine.Build(context.Background(), spec, engine.Options{Hook: func(p string, b ids.BatchID) {
+		job, err := microbatch.Build(context.Background(), spec, microbatch.Options{Hook: func(p string, b ids.BatchID) {
 			if p == "after-offsets" && b == 0 {
 				panic("crash")
 			}
@@ -111,7 +111,7 @@ func TestJoinOnExecutorsReRunsAgainstLoggedSnapshot(t *testing.T) {
 	w := &joinCapture{batches: map[ids.BatchID][]row.Row{}}
 	var reports []*progress.Report
 	var mu sync.Mutex
-	job, err := engine.Build(context.Background(), spec, engine.Options{Writer: w, Logger: testLogger(t), Progress: func(p *progress.Report) {
+	job, err := microbatch.Build(context.Background(), spec, microbatch.Options{Writer: w, Logger: testLogger(t), Progress: func(p *progress.Report) {
 		mu.Lock()
 		reports = append(reports, p)
 		mu.Unlock()

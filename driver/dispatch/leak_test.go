@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/driver/microbatch"
 	"github.com/sluicehq/sluice/executor"
 	"github.com/sluicehq/sluice/internal/testutil/tiletest"
 )
@@ -39,7 +39,7 @@ func TestClusterStopsWithoutLeakingGoroutines(t *testing.T) {
 		}
 		spec := tiletest.Spec(in, filepath.Join(dir, "out"), filepath.Join(dir, "cp"))
 		spec.Source.File.MaxFilesPerTrigger = 8
-		job, err := engine.Build(context.Background(), spec, engine.Options{})
+		job, err := microbatch.Build(context.Background(), spec, microbatch.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

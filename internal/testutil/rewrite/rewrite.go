@@ -4,7 +4,7 @@
 // that name would panic as soon as its test binary also linked datadriven,
 // and a second name (-update) would mean two commands to remember.
 //
-//	go test ./engine -run Trace -rewrite
+//	go test ./driver/microbatch -run Trace -rewrite
 package rewrite
 
 import (
