@@ -84,16 +84,16 @@ func runGroups(ctx context.Context, courses []int, parallelism int, dir, profile
 		runDir := filepath.Join(dir, fmt.Sprintf("groups-%d", i))
 		spec := tileSpec(query.Source{Generator: &gopts}, runDir, query.Trigger{AvailableNow: true})
 		var open int64
-		progress := func(p *progress.Report) {
+		onReport := func(p *progress.Report) {
 			for _, op := range p.StateOperators {
 				open = op.NumRowsTotal
 			}
 		}
-		job, err := microbatch.Build(ctx, spec, microbatch.Options{Parallelism: parallelism, Progress: progress})
+		job, err := microbatch.Build(ctx, spec, microbatch.Options{Parallelism: parallelism, Observer: progress.Committed(onReport)})
 		if err != nil {
 			return nil, fmt.Errorf("build engine: %w", err)
 		}
-		err = job.Run(ctx)
+		err = job.Run(ctx, nil)
 		heap := liveHeap()
 		if profile != "" && n == largest && err == nil {
 			if perr := writeHeapProfile(profile); perr == nil {

@@ -379,7 +379,7 @@ func runEngine(ctx context.Context, spec query.Spec, parallelism int) (*EngineRu
 	opts := microbatch.Options{
 		Parallelism: parallelism,
 		WrapStore:   checkpointOnly(rec.wrap),
-		Progress:    rec.progress,
+		Observer:    progress.Committed(rec.progress),
 		Hook:        rec.hook,
 	}
 	cpu := processCPU()
@@ -389,7 +389,7 @@ func runEngine(ctx context.Context, spec query.Spec, parallelism int) (*EngineRu
 		return nil, fmt.Errorf("build engine: %w", err)
 	}
 	rec.baseline()
-	runErr := job.Run(ctx)
+	runErr := job.Run(ctx, nil)
 	closeErr := job.Close()
 	elapsed := time.Since(start)
 	cpu = processCPU() - cpu
@@ -471,7 +471,7 @@ func runNoData(ctx context.Context, dir string, want, courses int, interval time
 		query.Trigger{ProcessingTime: query.Duration(interval)})
 	events := make(chan progress.Report, 16)
 	rec := &recorder{notify: events}
-	job, err := microbatch.Build(ctx, spec, microbatch.Options{Parallelism: parallelism, WrapStore: checkpointOnly(rec.wrap), Progress: rec.progress})
+	job, err := microbatch.Build(ctx, spec, microbatch.Options{Parallelism: parallelism, WrapStore: checkpointOnly(rec.wrap), Observer: progress.Committed(rec.progress)})
 	if err != nil {
 		return nil, fmt.Errorf("build engine: %w", err)
 	}
@@ -480,7 +480,7 @@ func runNoData(ctx context.Context, dir string, want, courses int, interval time
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- job.Run(runCtx) }()
+	go func() { done <- job.Run(runCtx, nil) }()
 
 	addFile := func(k int) error {
 		tmp := filepath.Join(srcDir, fmt.Sprintf(".tmp-%06d.jsonl", k))

@@ -35,7 +35,7 @@ func kafkaHeapProfiles(ctx context.Context, kc KafkaConfig, addr, dir string, ou
 	defer os.RemoveAll(runDir)
 	var perr error
 	var ms runtime.MemStats
-	progress := func(p *progress.Report) {
+	onReport := func(p *progress.Report) {
 		if p.BatchID%ids.BatchID(every) != 0 || perr != nil {
 			return
 		}
@@ -50,11 +50,11 @@ func kafkaHeapProfiles(ctx context.Context, kc KafkaConfig, addr, dir string, ou
 		perr = errors.Join(pprof.Lookup("heap").WriteTo(f, 0), f.Close())
 		fmt.Fprintf(out, "kafka heap: batch %d: HeapInuse %.0f MiB, HeapSys %.0f MiB → %s\n", p.BatchID, float64(ms.HeapInuse)/(1<<20), float64(ms.HeapSys)/(1<<20), name)
 	}
-	job, err := microbatch.Build(ctx, kafkaSpec(addr, kafkaTopic(n), runDir, kc.RSSMaxOffsets, kc.ClientOptions), microbatch.Options{Parallelism: kc.Parallelism, Progress: progress})
+	job, err := microbatch.Build(ctx, kafkaSpec(addr, kafkaTopic(n), runDir, kc.RSSMaxOffsets, kc.ClientOptions), microbatch.Options{Parallelism: kc.Parallelism, Observer: progress.Committed(onReport)})
 	if err != nil {
 		return fmt.Errorf("build engine: %w", err)
 	}
-	err = errors.Join(job.Run(ctx), job.Close(), perr)
+	err = errors.Join(job.Run(ctx, nil), job.Close(), perr)
 	if err != nil {
 		return fmt.Errorf("heap-profiled engine run: %w", err)
 	}

@@ -75,7 +75,7 @@ func runLatency(ctx context.Context, trigger time.Duration, atOnce bool, d time.
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- job.Run(runCtx) }()
+	go func() { done <- job.Run(runCtx, nil) }()
 
 	// appended[window start µs] = when the record that made it closable was appended.
 	var mu sync.Mutex

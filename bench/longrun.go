@@ -291,7 +291,7 @@ func runLongRun(ctx context.Context, c LongRunConfig, dir string, out io.Writer)
 		}()
 		began := time.Now()
 		var first atomic.Bool
-		opts.Progress = func(p *progress.Report) {
+		opts.Observer = progress.Committed(func(p *progress.Report) {
 			if !first.Swap(true) && restart {
 				mu.Lock()
 				rs := LongRunRestart{AfterBatch: p.BatchID - 1, FirstCommitMs: float64(time.Since(began).Microseconds()) / 1000,
@@ -320,10 +320,10 @@ func runLongRun(ctx context.Context, c LongRunConfig, dir string, out io.Writer)
 			if p.BatchID >= until {
 				cancel()
 			}
-		}
+		})
 		job, err := microbatch.Build(runCtx, spec, opts)
 		if err == nil {
-			err = job.Run(runCtx)
+			err = job.Run(runCtx, nil)
 			if cerr := job.Close(); err == nil {
 				err = cerr
 			}

@@ -211,7 +211,7 @@ func runOnExecutors(ctx context.Context, spec query.Spec, n int, dir string) (*E
 	}
 	rec := &recorder{}
 	start := time.Now()
-	job, err := microbatch.Build(ctx, spec, microbatch.Options{WrapStore: checkpointOnly(rec.wrap), Progress: rec.progress, Hook: rec.hook})
+	job, err := microbatch.Build(ctx, spec, microbatch.Options{WrapStore: checkpointOnly(rec.wrap), Observer: progress.Committed(rec.progress), Hook: rec.hook})
 	if err != nil {
 		return nil, fmt.Errorf("build engine: %w", err)
 	}
@@ -224,7 +224,7 @@ func runOnExecutors(ctx context.Context, spec query.Spec, n int, dir string) (*E
 	var runErr error
 	// The label tells the driver's side (scheduler, runner, planning)
 	// apart in a -cpuprofile: go tool pprof -tagfocus role=driver.
-	pprof.Do(ctx, pprof.Labels("role", "driver"), func(ctx context.Context) { runErr = job.RunWith(ctx, r) })
+	pprof.Do(ctx, pprof.Labels("role", "driver"), func(ctx context.Context) { runErr = job.RunWith(ctx, r, nil) })
 	closeErr := job.Close()
 	elapsed := time.Since(start)
 	if err := errors.Join(runErr, closeErr); err != nil {

@@ -324,16 +324,16 @@ func runS3Requests(ctx context.Context, dir string, rows, batches, courses, para
 	spec.Sink.Parquet.Path = "s3://" + bucket + "/sink"
 	res := &S3Requests{Rows: rows, Batches: batches, Courses: courses}
 	prev := px.counts()
-	progress := func(p *progress.Report) {
+	onReport := func(p *progress.Report) {
 		now := px.counts()
 		res.PerBatch = append(res.PerBatch, S3Batch{BatchID: p.BatchID, NoData: p.NoData, Rows: p.NumInputRows, Counts: now.minus(prev)})
 		prev = now
 	}
-	job, err := microbatch.Build(ctx, spec, microbatch.Options{Parallelism: parallelism, Progress: progress, Store: g.storeOptions(px.URL), StateDir: filepath.Join(dir, "state")})
+	job, err := microbatch.Build(ctx, spec, microbatch.Options{Parallelism: parallelism, Observer: progress.Committed(onReport), Store: g.storeOptions(px.URL), StateDir: filepath.Join(dir, "state")})
 	if err != nil {
 		return nil, fmt.Errorf("build engine: %w", err)
 	}
-	err = errors.Join(job.Run(ctx), job.Close())
+	err = errors.Join(job.Run(ctx, nil), job.Close())
 	if err != nil {
 		return res, fmt.Errorf("run the tile on S3: %w", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/internal/testutil/kafkatest"
 	"github.com/sluicehq/sluice/internal/testutil/syncbuf"
 	"github.com/sluicehq/sluice/internal/testutil/tiletest"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/source/kafka"
@@ -63,7 +64,7 @@ func runDomain(t *testing.T, spec query.Spec, opts microbatch.Options, distribut
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	var retries atomic.Int64
 	opts.Logger = log
-	opts.OnRetry = func(batch ids.BatchID, attempt int, err error) { retries.Add(1) }
+	opts.Observer = progress.Funcs{OnRetrying: func(batch ids.BatchID, attempt int, err error) { retries.Add(1) }}
 	job, err := microbatch.Build(ctx, spec, opts)
 	if err != nil {
 		t.Fatalf("build the query: %v", err)
@@ -72,7 +73,7 @@ func runDomain(t *testing.T, spec query.Spec, opts microbatch.Options, distribut
 	run := domainRun{}
 	start := time.Now()
 	if !distributed {
-		run.err = job.RunWith(ctx, beforeTasks{next: &task.Local{Env: job.Env}, fn: before})
+		run.err = job.RunWith(ctx, beforeTasks{next: &task.Local{Env: job.Env}, fn: before}, nil)
 	} else {
 		drv, err := dispatch.NewDriver(dispatch.DriverOptions{Listen: "127.0.0.1:0", Logger: log})
 		if err != nil {
@@ -95,7 +96,7 @@ func runDomain(t *testing.T, spec query.Spec, opts microbatch.Options, distribut
 			t.Fatal(err)
 		}
 		start = time.Now()
-		run.err = job.RunWith(ctx, beforeTasks{next: runner, fn: before})
+		run.err = job.RunWith(ctx, beforeTasks{next: runner, fn: before}, nil)
 	}
 	run.took, run.retries, run.logs = time.Since(start), retries.Load(), logs.String()
 	return run

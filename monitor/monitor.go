@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -314,5 +315,32 @@ func (t *Tracker) Follow(r Ref) (<-chan *progress.Report, func()) {
 				}
 			}
 		})
+	}
+}
+
+// Observer returns the Observer that records one query's loop in t: a
+// batch in flight, a retry (the query is RECOVERING, with the failure),
+// each committed batch's report (and RUNNING again after a retry). It is
+// the one adapter from the batch loop to the tracker, for driver run,
+// driver serve and the demo alike.
+func (t *Tracker) Observer(r Ref) progress.Observer { return queryObserver{t: t, r: r} }
+
+type queryObserver struct {
+	t *Tracker
+	r Ref
+}
+
+func (o queryObserver) BatchStarted(batch ids.BatchID) { o.t.BatchStarted(o.r, batch) }
+
+func (o queryObserver) Retrying(batch ids.BatchID, attempt int, err error) {
+	o.t.SetState(o.r, Recovering, fmt.Errorf("batch %d attempt %d: %w", batch, attempt, err))
+}
+
+func (queryObserver) Idle(progress.Idle) {}
+
+func (o queryObserver) Committed(p *progress.Report) {
+	o.t.Observe(p)
+	if v, ok := o.t.Get(p.Name); ok && v.State == Recovering {
+		o.t.SetState(Ref{Name: p.Name, ID: p.ID}, Running, nil)
 	}
 }

@@ -22,9 +22,10 @@ func TestProgressGoesToEveryConsumerAndTheJSONLogAppends(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := Fanout(nil, LinePrinter(&lines), jsonLog, func(p *progress.Report) { seen = append(seen, p.BatchID) })
+		obs := progress.Observers{nil, LinePrinter(&lines), jsonLog, progress.Committed(func(p *progress.Report) { seen = append(seen, p.BatchID) })}
 		for b := ids.BatchID(0); b < 2; b++ {
-			f(&progress.Report{Name: "tile", BatchID: ids.BatchID(round)*2 + b})
+			obs.BatchStarted(ids.BatchID(round)*2 + b) // only committed batches are printed and logged
+			obs.Committed(&progress.Report{Name: "tile", BatchID: ids.BatchID(round)*2 + b})
 		}
 		if err := closeLog(); err != nil {
 			t.Fatal(err)

@@ -60,8 +60,29 @@ type BatchResult struct {
 }
 
 // Runner runs a planned batch's map and reduce tasks somewhere.
+//
+// When the batch loop has accepted a graceful stop, Draining(ctx) is
+// closed: the batch in flight is let to commit, but a runner that has
+// dispatched nothing yet (it is waiting for executors) should give up at
+// once with an error wrapping context.Canceled; the batch's logged offsets
+// are re-run by the next run.
 type Runner interface {
 	RunBatch(ctx context.Context, plan BatchPlan) (*BatchResult, error)
+}
+
+type drainingKey struct{}
+
+// WithDraining returns ctx carrying draining, the channel the batch loop
+// closes when it accepts a graceful stop.
+func WithDraining(ctx context.Context, draining <-chan struct{}) context.Context {
+	return context.WithValue(ctx, drainingKey{}, draining)
+}
+
+// Draining returns the channel closed once the batch loop accepted a
+// graceful stop (nil, which never closes, outside a loop).
+func Draining(ctx context.Context) <-chan struct{} {
+	ch, _ := ctx.Value(drainingKey{}).(<-chan struct{})
+	return ch
 }
 
 // PhasedRunner is optional for a Runner: a batch's map tasks can start

@@ -104,18 +104,18 @@ func compactLive(t *testing.T, policy bool) {
 	var mu sync.Mutex
 	var last *progress.Report
 	var rowsRead int64 // input rows of every batch so far: the run is done when it read them all
-	job, err := microbatch.Build(context.Background(), spec, microbatch.Options{Progress: func(p *progress.Report) {
+	job, err := microbatch.Build(context.Background(), spec, microbatch.Options{Observer: progress.Committed(func(p *progress.Report) {
 		mu.Lock()
 		last = p
 		rowsRead += p.NumInputRows
 		mu.Unlock()
-	}})
+	})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	runErr := make(chan error, 1)
-	go func() { runErr <- job.Run(ctx) }()
+	go func() { runErr <- job.Run(ctx, nil) }()
 	defer func() {
 		cancel()
 		<-runErr

@@ -41,23 +41,23 @@ talking gRPC on loopback, a local checkpoint and Parquet output in --dir.
 				return err
 			}
 			printed := map[ids.BatchID]bool{}
-			progress := func(p *progress.Report) {
+			windows := progress.Committed(func(p *progress.Report) {
 				if p.Sink.NumOutputRows > 0 {
 					printBatchWindows(cmd.Context(), out, sinkStore, p.ID, p.BatchID, printed)
 				}
-			}
+			})
 			if inProcess {
 				gen := demo.Events()
 				spec := demo.Spec(abs, query.Source{Generator: &gen})
 				announce(out, spec, "a generator at 2000 events/s, tasks in this process")
-				return runSpec(cmd, spec, microbatch.Options{Progress: progress})
+				return runSpec(cmd, spec, microbatch.Options{Observer: windows})
 			}
 			return demo.Run(cmd.Context(), demo.Options{
 				Dir: abs, Logger: logger(cmd), Stdout: out,
 				Announce: func(spec query.Spec, broker string) {
 					announce(out, spec, fmt.Sprintf("an embedded broker (%s, topic %s) fed at 2000 events/s, a driver and 2 executors over gRPC", broker, demo.Topic))
 				},
-				Progress: monitor.Fanout(monitor.LinePrinter(cmd.ErrOrStderr()), progress),
+				Observer: progress.Observers{monitor.LinePrinter(cmd.ErrOrStderr()), windows},
 			})
 		},
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/sluicehq/sluice/driver/microbatch"
 	"github.com/sluicehq/sluice/fault"
-	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/internal/cliflags"
 	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/monitor"
@@ -72,7 +71,7 @@ func newRunCmd() *cobra.Command {
 				}
 				defer stop()
 			}
-			progress, closeProgress, err := monitor.OpenJSONLog(progressJSON)
+			progressLog, closeProgress, err := monitor.OpenJSONLog(progressJSON)
 			if err != nil {
 				return err
 			}
@@ -88,7 +87,7 @@ func newRunCmd() *cobra.Command {
 				AllowReplay:      guards.AllowReplay(),
 				Ticket:           guards.Ticket(),
 				ApprovedBy:       guards.By(who),
-				Progress:         progress,
+				Observer:         progressLog,
 			}
 			if tr != nil {
 				opts.WrapStore = countStores(tr)
@@ -124,27 +123,16 @@ func runSpecTracked(cmd *cobra.Command, spec query.Spec, opts microbatch.Options
 	opts.Hook = hook
 	opts.Logger = logger(cmd)
 	opts.Stdout = cmd.OutOrStdout()
-	next := opts.Progress
 	printLine := monitor.LinePrinter(cmd.ErrOrStderr())
 	if spec.Trigger.AvailableNow && isTerminal(cmd.ErrOrStderr()) {
 		// On a terminal an availableNow run shows how far it is: offsets
 		// done of offsets to do, rows/s and the time left.
 		bp := &barPrinter{w: cmd.ErrOrStderr(), now: time.Now}
-		printLine = bp.print
+		printLine = progress.Committed(bp.print)
 		defer bp.finish()
 	}
-	opts.Progress = func(p *progress.Report) {
-		printLine(p)
-		if next != nil {
-			next(p)
-		}
-		if tr != nil {
-			tr.Observe(p)
-			if v, ok := tr.Get(spec.Name); ok && v.State == monitor.Recovering {
-				tr.SetState(monitor.Ref{Name: p.Name, ID: p.ID}, monitor.Running, nil)
-			}
-		}
-	}
+	idle := progress.Funcs{OnIdle: func(i progress.Idle) { fmt.Fprintln(cmd.ErrOrStderr(), idleLine(spec, i)) }}
+	obs := progress.Observers{printLine, idle, opts.Observer}
 	ref := monitor.Ref{Name: spec.Name}
 	if tr != nil {
 		tr.SetDesired(ref, monitor.DesiredRunning, 0)
@@ -152,21 +140,9 @@ func runSpecTracked(cmd *cobra.Command, spec query.Spec, opts microbatch.Options
 		// The health verdict compares batches with the trigger, and sees a
 		// batch in flight and retries.
 		tr.SetTrigger(ref, time.Duration(spec.Trigger.ProcessingTime))
-		opts.Hook = func(point string, batch ids.BatchID) {
-			if point == "after-offsets" {
-				tr.BatchStarted(ref, batch)
-			}
-			if hook != nil {
-				hook(point, batch)
-			}
-		}
-		opts.OnRetry = func(batch ids.BatchID, attempt int, err error) {
-			tr.SetState(ref, monitor.Recovering, fmt.Errorf("batch %d attempt %d: %w", batch, attempt, err))
-		}
+		obs = append(obs, tr.Observer(ref))
 	}
-	if opts.Idle == nil {
-		opts.Idle = func(i microbatch.Idle) { fmt.Fprintln(cmd.ErrOrStderr(), idleLine(spec, i)) }
-	}
+	opts.Observer = obs
 	job, err := microbatch.Build(ctx, spec, opts)
 	if err != nil {
 		if tr != nil {
@@ -179,7 +155,7 @@ func runSpecTracked(cmd *cobra.Command, spec query.Spec, opts microbatch.Options
 	if tr != nil {
 		tr.SetState(ref, monitor.Running, nil)
 	}
-	err = job.Run(ctx)
+	err = job.Run(ctx, nil)
 	if tr != nil {
 		tr.SetState(ref, endState(ctx, err), err)
 	}
@@ -200,7 +176,7 @@ func endState(ctx context.Context, err error) monitor.State {
 
 // idleLine is the one line a run prints when it finds nothing to run:
 // where the checkpoint stands and the watermark it holds.
-func idleLine(spec query.Spec, i microbatch.Idle) string {
+func idleLine(spec query.Spec, i progress.Idle) string {
 	at := "no batch has run yet"
 	if i.LastCommitted >= 0 {
 		at = fmt.Sprintf("batch %d is the last committed", i.LastCommitted)

@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/internal/tlsconf"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/wire/rpcauth"
 )
 
@@ -159,7 +160,7 @@ rather than being refused as a standby.`,
 			if err != nil {
 				return err
 			}
-			progress, closeProgress, err := monitor.OpenJSONLog(progressJSON)
+			progressLog, closeProgress, err := monitor.OpenJSONLog(progressJSON)
 			if err != nil {
 				return err
 			}
@@ -168,7 +169,7 @@ rather than being refused as a standby.`,
 			engineOpts := microbatch.Options{
 				Logger: log, Hook: hook, Stdout: cmd.OutOrStdout(),
 				Store: store, SourceRetryFor: sourceRetry,
-				Progress: monitor.Fanout(monitor.LinePrinter(os.Stderr), progress),
+				Observer: progress.Observers{monitor.LinePrinter(os.Stderr), progressLog},
 			}
 			if hc.Addr != "" {
 				engineOpts.WrapStore = countStores(tr)

@@ -78,8 +78,8 @@ type Options struct {
 	// Announce, if set, is told the query's spec and the broker's address
 	// once the cluster is up, before the query starts.
 	Announce func(spec query.Spec, broker string)
-	// Progress, if set, receives each batch's progress.
-	Progress func(*progress.Report)
+	// Observer, if set, is told what the query's loop did.
+	Observer progress.Observer
 }
 
 // Run runs the embedded cluster and the tile on it until ctx ends, which
@@ -143,7 +143,7 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Announce != nil {
 		opts.Announce(spec, addr)
 	}
-	eopts := microbatch.Options{Logger: log, Stdout: opts.Stdout, SourceRetryFor: time.Minute, Progress: opts.Progress}
+	eopts := microbatch.Options{Logger: log, Stdout: opts.Stdout, SourceRetryFor: time.Minute, Observer: opts.Observer}
 	err = serve(ctx, drv, spec, executors, eopts)
 	if ctx.Err() != nil {
 		return nil
@@ -163,7 +163,7 @@ func serve(ctx context.Context, drv *dispatch.Driver, spec query.Spec, minExecut
 		return err
 	}
 	start := time.Now()
-	err = job.RunWith(ctx, runner)
+	err = job.RunWith(ctx, runner, nil)
 	st := runner.Stats()
 	opts.Logger.Info("query stopped", "query", spec.Name, "id", job.Query.QueryID(), "batches", st.Batches, "inputRows", st.InputRows,
 		"shuffleBytes", st.ShuffleBytes, "shuffleRecords", st.ShuffleRecords, "mapRetries", st.MapRetries, "seconds", time.Since(start).Seconds())

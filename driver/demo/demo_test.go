@@ -31,14 +31,14 @@ func TestEmbeddedClusterClosesWindowsAndResumes(t *testing.T) {
 		err := Run(ctx, Options{
 			Dir:      dir,
 			Announce: func(_ query.Spec, addr string) { broker = addr },
-			Progress: func(p *progress.Report) {
+			Observer: progress.Committed(func(p *progress.Report) {
 				mu.Lock()
 				defer mu.Unlock()
 				seen = append(seen, *p)
 				if p.Sink.NumOutputRows > 0 && len(seen) >= 3 {
 					cancel()
 				}
-			},
+			}),
 		})
 		if err != nil {
 			t.Fatalf("run: %v", err)

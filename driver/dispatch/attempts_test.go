@@ -45,7 +45,7 @@ func (c *testCluster) crashRunOn(spec query.Spec, point string, batch ids.BatchI
 			c.t.Fatalf("the run finished without reaching %s of batch %d", point, batch)
 		}
 	}()
-	_ = job.RunWith(ctx, r)
+	_ = job.RunWith(ctx, r, nil)
 }
 
 // Both attempts of a batch change the same state partitions, reading

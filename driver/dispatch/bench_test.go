@@ -24,7 +24,7 @@ func BenchmarkNoDataBatchOnTwoExecutors(b *testing.B) {
 	spec := tiletest.Spec(in, filepath.Join(dir, "out"), filepath.Join(dir, "cp"))
 	var last *progress.Report
 	ctx := context.Background()
-	job, err := microbatch.Build(ctx, spec, microbatch.Options{Progress: func(p *progress.Report) { last = p }})
+	job, err := microbatch.Build(ctx, spec, microbatch.Options{Observer: progress.Committed(func(p *progress.Report) { last = p })})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func BenchmarkNoDataBatchOnTwoExecutors(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := job.RunWith(ctx, r); err != nil {
+	if err := job.RunWith(ctx, r, nil); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()

@@ -153,7 +153,7 @@ func (c *testCluster) runOn(spec query.Spec, onProgress func(*progress.Report)) 
 func (c *testCluster) tryRunOn(spec query.Spec, onProgress func(*progress.Report)) (*Runner, error) {
 	c.t.Helper()
 	ctx := context.Background()
-	job, err := microbatch.Build(ctx, spec, microbatch.Options{Progress: onProgress, Logger: testLogger(c.t).With("proc", "scheduler")})
+	job, err := microbatch.Build(ctx, spec, microbatch.Options{Observer: progress.Committed(onProgress), Logger: testLogger(c.t).With("proc", "scheduler")})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func (c *testCluster) tryRunOn(spec query.Spec, onProgress func(*progress.Report
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	return r, job.RunWith(ctx, r)
+	return r, job.RunWith(ctx, r, nil)
 }
 
 func runLocal(t *testing.T, spec query.Spec) {
@@ -172,7 +172,7 @@ func runLocal(t *testing.T, spec query.Spec) {
 		t.Fatal(err)
 	}
 	defer job.Close()
-	if err := job.Run(context.Background()); err != nil {
+	if err := job.Run(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
 }

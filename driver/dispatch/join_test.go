@@ -95,7 +95,7 @@ func TestJoinOnExecutorsReRunsAgainstLoggedSnapshot(t *testing.T) {
 		}
 		defer job.Close()
 		defer func() { crashed = recover() == "crash" }()
-		_ = job.Run(context.Background())
+		_ = job.Run(context.Background(), nil)
 		return false
 	}()
 	if !crashed {
@@ -111,11 +111,11 @@ func TestJoinOnExecutorsReRunsAgainstLoggedSnapshot(t *testing.T) {
 	w := &joinCapture{batches: map[ids.BatchID][]row.Row{}}
 	var reports []*progress.Report
 	var mu sync.Mutex
-	job, err := microbatch.Build(context.Background(), spec, microbatch.Options{Writer: w, Logger: testLogger(t), Progress: func(p *progress.Report) {
+	job, err := microbatch.Build(context.Background(), spec, microbatch.Options{Writer: w, Logger: testLogger(t), Observer: progress.Committed(func(p *progress.Report) {
 		mu.Lock()
 		reports = append(reports, p)
 		mu.Unlock()
-	}})
+	})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestJoinOnExecutorsReRunsAgainstLoggedSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := job.RunWith(context.Background(), r); err != nil {
+	if err := job.RunWith(context.Background(), r, nil); err != nil {
 		t.Fatalf("run on cluster: %v", err)
 	}
 	if len(reports) < 2 || !reports[0].Rerun || reports[0].BatchID != 0 {

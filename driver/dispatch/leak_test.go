@@ -47,7 +47,7 @@ func TestClusterStopsWithoutLeakingGoroutines(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := job.RunWith(context.Background(), r); err != nil {
+		if err := job.RunWith(context.Background(), r, nil); err != nil {
 			t.Fatal(err)
 		}
 		job.Close()

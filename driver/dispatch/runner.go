@@ -44,16 +44,11 @@ type RunnerOptions struct {
 	// MinExecutors is how many executors must be registered before the
 	// first batch runs (default 1); later batches need one.
 	MinExecutors int
-	// Abandon, if set, is closed when a graceful stop is asked. A batch
-	// still waiting for executors then returns at once with an error
-	// wrapping context.Canceled: it has run nothing, and its logged
-	// offsets are re-run by the next run, so letting it "finish" would
-	// only hold the stop until its timeout.
-	Abandon <-chan struct{}
 }
 
 // Runner runs a query's batches on the driver's executors. It implements
-// task.Runner; the scheduler calls RunBatch for one batch at a time.
+// task.PhasedRunner: the batch loop may start the next batch's map tasks
+// while one reduces and commits.
 type Runner struct {
 	d        *Driver
 	opts     RunnerOptions
@@ -119,15 +114,17 @@ func (r *Runner) Owners() []ids.ExecutorID {
 }
 
 // waitForExecutors waits until need executors take batches, ctx ends or
-// a graceful stop abandons the wait.
+// the batch loop accepts a graceful stop (task.Draining): a batch still
+// waiting has run nothing, and its logged offsets are re-run by the next
+// run, so letting it "finish" would only hold the stop until its timeout.
 func (r *Runner) waitForExecutors(ctx context.Context, batch ids.BatchID, need int) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	abandoned := make(chan struct{})
-	if r.opts.Abandon != nil {
+	if draining := task.Draining(ctx); draining != nil {
 		go func() {
 			select {
-			case <-r.opts.Abandon:
+			case <-draining:
 				close(abandoned)
 				cancel()
 			case <-wctx.Done():

@@ -101,12 +101,12 @@ func TestStateBudgetFlagsAndStops(t *testing.T) {
 		}
 		s := spec("stop", &query.StateBudget{MaxRows: maxRows, OnExceed: query.OnExceedStop})
 		var got []*progress.Report
-		job, err := microbatch.Build(context.Background(), s, microbatch.Options{Progress: func(p *progress.Report) { got = append(got, p) }})
+		job, err := microbatch.Build(context.Background(), s, microbatch.Options{Observer: progress.Committed(func(p *progress.Report) { got = append(got, p) })})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer job.Close()
-		err = job.Run(context.Background())
+		err = job.Run(context.Background(), nil)
 		if !errors.Is(err, microbatch.ErrStateBudgetExceeded) {
 			t.Fatalf("run: %v, want the state budget error", err)
 		}

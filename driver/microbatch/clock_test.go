@@ -65,7 +65,7 @@ func TestRetriesWaitOnTheInjectedClock(t *testing.T) {
 	began := time.Now()
 	runQueryWith(t, lines, 100, func(s *query.Spec) { s.Trigger = query.Trigger{Once: true} }, func(c *microbatch.Config) {
 		c.Clock, c.Writer, c.RetryBackoff = clock, out, time.Second
-		c.Progress = func(p *progress.Report) { reports = append(reports, p) }
+		c.Observer = progress.Committed(func(p *progress.Report) { reports = append(reports, p) })
 	})
 	if el := time.Since(began); el > 900*time.Millisecond {
 		t.Fatalf("run took %v of wall time: it slept for real", el)

@@ -57,7 +57,7 @@ func TestSecondDriverOnSameCheckpointFencesTheFirst(t *testing.T) {
 	var aErr error
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); aErr = a.Run(context.Background()) }()
+	go func() { defer wg.Done(); aErr = a.Run(context.Background(), nil) }()
 	<-paused
 
 	progress := run(t, spec, opts)
@@ -301,7 +301,7 @@ func TestFaultOnEachWriteOfABatchNeverCommitsAMissingWrite(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				runErr := job.Run(context.Background())
+				runErr := job.Run(context.Background(), nil)
 				job.Close()
 				cp, _ := objstore.NewFS(filepath.Join(dir, "cp"))
 				if runErr != nil {

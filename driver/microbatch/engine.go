@@ -31,11 +31,12 @@ type Options struct {
 	// (foreachBatch).
 	Writer sink.BatchWriter
 	// Hook is the fault-injection hook (see package fault).
-	Hook     func(point string, batch ids.BatchID)
-	Progress func(*progress.Report)
-	// Idle is called when the query finds nothing to run (see
-	// Config.Idle).
-	Idle func(Idle)
+	Hook func(point string, batch ids.BatchID)
+	// Observer is told what the loop did (see Config.Observer).
+	Observer progress.Observer
+	// StopTimeout bounds a graceful stop's wait for the batch in flight
+	// (see Config.StopTimeout).
+	StopTimeout time.Duration
 	// AllowFirstStart and AllowReplay let a production query start on an
 	// empty checkpoint.
 	AllowFirstStart, AllowReplay bool
@@ -47,9 +48,6 @@ type Options struct {
 	// WrapStore, if set, wraps every store the query opens (role is one of
 	// task's Role constants): counting, tracing, fault injection.
 	WrapStore func(role string, s objstore.Store) objstore.Store
-	// OnRetry is told when a batch fails for a retryable reason and is
-	// retried (see Config.OnRetry).
-	OnRetry func(batch ids.BatchID, attempt int, err error)
 	// QueryID, if set, is the id a new checkpoint records.
 	QueryID string
 	// SourceRetryFor is how long the query keeps retrying when it cannot
@@ -136,11 +134,10 @@ func Build(ctx context.Context, spec query.Spec, opts Options) (_ *Job, err erro
 		Ticket:                  opts.Ticket,
 		ApprovedBy:              opts.ApprovedBy,
 		Logger:                  opts.Logger,
-		Progress:                opts.Progress,
-		Idle:                    opts.Idle,
+		Observer:                opts.Observer,
+		StopTimeout:             opts.StopTimeout,
 		Hook:                    opts.Hook,
 		PlanRetryFor:            opts.SourceRetryFor,
-		OnRetry:                 opts.OnRetry,
 		NewQueryID:              opts.QueryID,
 	}
 	if spec.Join != nil {
@@ -181,14 +178,15 @@ func Build(ctx context.Context, spec query.Spec, opts Options) (_ *Job, err erro
 	return j, nil
 }
 
-// Run runs the job in this process until its trigger stops or ctx ends.
-func (j *Job) Run(ctx context.Context) error {
-	return j.Query.Run(ctx, &task.Local{Env: j.Env, Parallelism: j.opts.Parallelism})
+// Run runs the job in this process until its trigger stops, a signal
+// stops it or ctx ends (Query.Run); signals may be nil.
+func (j *Job) Run(ctx context.Context, signals <-chan Signal) error {
+	return j.Query.Run(ctx, &task.Local{Env: j.Env, Parallelism: j.opts.Parallelism}, signals)
 }
 
-// RunWith runs the job's batches on runner.
-func (j *Job) RunWith(ctx context.Context, runner task.Runner) error {
-	return j.Query.Run(ctx, runner)
+// RunWith runs the job's batches on runner (Query.Run).
+func (j *Job) RunWith(ctx context.Context, runner task.Runner, signals <-chan Signal) error {
+	return j.Query.Run(ctx, runner, signals)
 }
 
 // Close releases the job's connections.

@@ -30,17 +30,17 @@ func run(t *testing.T, spec query.Spec, opts microbatch.Options) []*progress.Rep
 	t.Helper()
 	var mu sync.Mutex
 	var reports []*progress.Report
-	opts.Progress = func(p *progress.Report) {
+	opts.Observer = progress.Committed(func(p *progress.Report) {
 		mu.Lock()
 		reports = append(reports, p)
 		mu.Unlock()
-	}
+	})
 	job, err := microbatch.Build(context.Background(), spec, opts)
 	if err != nil {
 		t.Fatalf("build: %v", err)
 	}
 	defer job.Close()
-	if err := job.Run(context.Background()); err != nil {
+	if err := job.Run(context.Background(), nil); err != nil {
 		t.Fatalf("run: %v", err)
 	}
 	return reports
@@ -73,7 +73,7 @@ func runUntilCrash(t *testing.T, spec query.Spec, point string, batch ids.BatchI
 			t.Fatalf("run finished without reaching %s of batch %d", point, batch)
 		}
 	}()
-	_ = job.Run(context.Background())
+	_ = job.Run(context.Background(), nil)
 }
 
 func writeLines(t testing.TB, path string, lines ...string) {
@@ -359,7 +359,7 @@ func TestNaiveBatchWriterDuplicatesOnRerunIdempotentWriterDoesNot(t *testing.T) 
 				}
 				defer job.Close()
 				defer func() { _ = recover() }()
-				_ = job.Run(context.Background())
+				_ = job.Run(context.Background(), nil)
 			}()
 			run(t, spec, writer())
 			all, err := jsonbatches.ReadAll(context.Background(), outStore)

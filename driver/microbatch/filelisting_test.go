@@ -47,11 +47,11 @@ func TestFileSourceOnS3WithPartialListingsReadsALateFileInAnOlderDirectory(t *te
 	spec.Trigger = query.Trigger{ProcessingTime: query.Duration(100 * time.Millisecond)}
 	var mu sync.Mutex
 	var rows int64
-	opts := microbatch.Options{Store: objstore.Options{S3: srv.Options("landing")}, Progress: func(p *progress.Report) {
+	opts := microbatch.Options{Store: objstore.Options{S3: srv.Options("landing")}, Observer: progress.Committed(func(p *progress.Report) {
 		mu.Lock()
 		rows += p.NumInputRows
 		mu.Unlock()
-	}}
+	})}
 	job, err := microbatch.Build(ctx, spec, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +59,7 @@ func TestFileSourceOnS3WithPartialListingsReadsALateFileInAnOlderDirectory(t *te
 	defer job.Close()
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- job.Run(runCtx) }()
+	go func() { done <- job.Run(runCtx, nil) }()
 	waitRows := func(n int64) {
 		t.Helper()
 		for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(50 * time.Millisecond) {

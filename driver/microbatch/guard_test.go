@@ -115,7 +115,7 @@ func TestStateMemoryLimitFailsTheQueryWithAdviceToUsePebble(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer job.Close()
-	err = job.Run(context.Background())
+	err = job.Run(context.Background(), nil)
 	if !errors.Is(err, statestore.ErrMemoryLimit) || !strings.Contains(err.Error(), "stateStore: pebble") || !strings.Contains(err.Error(), "after 1 attempts") {
 		t.Fatalf("run past the state memory limit: %v; want ErrMemoryLimit, advice to use pebble, no retries", err)
 	}

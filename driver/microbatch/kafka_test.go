@@ -153,7 +153,7 @@ func TestKafkaDataLossFailsLoudlyOrSkipsAndCounts(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer job.Close()
-			err = job.Run(context.Background())
+			err = job.Run(context.Background(), nil)
 			var dl *kafka.DataLossError
 			if !errors.Is(err, kafka.ErrDataLoss) || !errors.As(err, &dl) {
 				t.Fatalf("want ErrDataLoss, got %v", err)
@@ -305,11 +305,11 @@ func TestKafkaBrokerOutageQueryWaitsAndResumes(t *testing.T) {
 	var read int64
 	job, err := microbatch.Build(context.Background(), spec, microbatch.Options{
 		SourceRetryFor: time.Minute,
-		Progress: func(p *progress.Report) {
+		Observer: progress.Committed(func(p *progress.Report) {
 			mu.Lock()
 			read += p.NumInputRows
 			mu.Unlock()
-		},
+		}),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -318,7 +318,7 @@ func TestKafkaBrokerOutageQueryWaitsAndResumes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- job.Run(ctx) }()
+	go func() { done <- job.Run(ctx, nil) }()
 	waitRead := func(n int64) {
 		deadline := time.Now().Add(60 * time.Second)
 		for time.Now().Before(deadline) {

@@ -43,8 +43,82 @@ func (realClock) Sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// Signal is a decision from outside the loop that changes its course. It
+// enters the step as an event, like everything else that happens; the
+// driver service is its only sender.
+type Signal struct {
+	Kind SignalKind
+	// Timeout (Stop, Shutdown, Pause) bounds how long the batch in flight
+	// may take to commit before it is abandoned; zero is
+	// Config.StopTimeout.
+	Timeout time.Duration
+}
+
+// SignalKind says what a Signal asks.
+type SignalKind int
+
+const (
+	// Stop (an operator's stop): the batch in flight commits, within the
+	// timeout, then the run ends; nothing new is planned.
+	Stop SignalKind = iota + 1
+	// StopNow abandons the batch in flight at once: nothing more of it is
+	// written, and the next run re-runs its logged offsets.
+	StopNow
+	// Shutdown: the driver is shutting down; as Stop.
+	Shutdown
+	// Pause: as Stop (the run ends paused).
+	Pause
+	// LeaseLost: another driver holds the lease; the run stops at once,
+	// writing nothing more, and returns ErrLeaseLost.
+	LeaseLost
+)
+
+var signalNames = [...]string{"", "stop", "stop-now", "shutdown", "pause", "lease-lost"}
+
+func (k SignalKind) String() string {
+	if int(k) < len(signalNames) {
+		return signalNames[k]
+	}
+	return fmt.Sprintf("signal(%d)", int(k))
+}
+
+// event is the step's input for the signal.
+func (s Signal) event() event {
+	switch s.Kind {
+	case StopNow:
+		return event{Type: evStop, StopNow: true}
+	case Shutdown:
+		return event{Type: evStop, Shutdown: true, Timeout: s.Timeout}
+	case Pause:
+		return event{Type: evPause, Timeout: s.Timeout}
+	case LeaseLost:
+		return event{Type: evLeaseLost}
+	}
+	return event{Type: evStop, Timeout: s.Timeout}
+}
+
+// inflight is the batch in flight, from its plan to its commit: what the
+// performing side keeps of it between actions (the decisions' state is
+// the machine's).
+type inflight struct {
+	entry *checkpoint.OffsetEntry
+	rerun bool // it re-runs a logged batch
+	// started is when its trigger started; planNow when it was planned
+	// (its batch time); commitStart when its commit started.
+	started, planNow, commitStart time.Time
+	result                        *task.BatchResult
+	skipSink                      bool // the sink already had its output
+	attempts                      int
+	commitEntry                   *checkpoint.CommitEntry
+	// Overlap: its plan and map tasks (started ahead, or by actRunMaps)
+	// and their output.
+	plan    task.BatchPlan
+	running *task.StartedMaps
+	maps    *task.MapOutput
+}
+
 // loop is what the performing side of the batch loop keeps between
-// actions (the decisions' state is the machine's).
+// actions.
 type loop struct {
 	ends []source.Offset // where the next batch starts; nil: Initial
 	// lastBatchStart is the trigger start of the previous batch run by
@@ -55,6 +129,29 @@ type loop struct {
 	latest source.Offset
 	// planEnd is where the planned batch ends.
 	planEnd source.Offset
+	// target is availableNow's end (nil otherwise, or before it is read).
+	target source.Offset
+	cur    inflight
+	ahead  *aheadBatch
+	// draining is closed when the step accepts a graceful stop
+	// (task.Draining); abandon when the time it gave the batch in flight
+	// is up.
+	draining    chan struct{}
+	drainClosed bool
+	abandon     <-chan struct{}
+	abandonAt   time.Time
+}
+
+// release stops what is still running when the run ends (a stop, a
+// failure): nothing of it was written.
+func (lp *loop) release() {
+	lp.ahead.drop()
+	if lp.cur.running != nil {
+		lp.cur.running.Cancel()
+	}
+	if m := lp.cur.maps; m != nil && m.Done != nil {
+		m.Done() // taken but not reduced
+	}
 }
 
 // aheadBatch is the batch after the one in flight, planned while that one
@@ -93,6 +190,7 @@ func (q *Query) stepConfig() stepConfig {
 		Evicts:        q.layout != nil && q.layout.Bound != agg.NoBound,
 		NoDataBatches: s.NoDataBatches(),
 		NoDataAtOnce:  s.Trigger.NoDataBatchesAtOnce,
+		StopTimeout:   cfg.StopTimeout,
 	}
 	// The next batch is planned, and its map tasks run, while one reduces
 	// and commits when it is due at once and its map tasks need nothing
@@ -107,15 +205,18 @@ func (q *Query) stepConfig() stepConfig {
 }
 
 // Run runs the query with runner until the trigger says stop (availableNow,
-// once) or ctx is cancelled (processingTime and the default trigger). A
-// batch in flight when ctx is cancelled is abandoned, never half-committed:
-// its offsets are logged and the next start re-runs it.
+// once), a signal stops it, or ctx ends. A stop abandons nothing
+// half-committed: a batch in flight either commits or is abandoned with
+// its offsets logged, and the next start re-runs it. Ending ctx is
+// StopNow. A stop returns nil, except LeaseLost (ErrLeaseLost).
 //
-// Run performs the actions the step (step.go) decides, and tells it how
-// each went.
-func (q *Query) Run(ctx context.Context, runner task.Runner) error {
+// Run is the only place a batch's fate is decided: the step (step.go)
+// decides from what happened, signals included, and Run performs its
+// actions, each in a goroutine of its own so a signal is stepped while
+// the action runs; an action the step stops is cancelled and waited for
+// before Run returns. What the loop did leaves through Config.Observer.
+func (q *Query) Run(ctx context.Context, runner task.Runner, signals <-chan Signal) error {
 	cfg := q.cfg
-	clock := cfg.Clock
 	q.runner = runner
 	q.manifest = join.Ref{} // each run takes the dimension as it is when it starts
 	last, commit, err := q.log.Latest(ctx)
@@ -126,7 +227,7 @@ func (q *Query) Run(ctx context.Context, runner task.Runner) error {
 	if err != nil {
 		return err
 	}
-	lp := &loop{}
+	lp := &loop{draining: make(chan struct{})}
 	q.cleaner = q.startCleaner(ctx)
 	if res.NextBatch > 0 {
 		// A first pass at start finishes what a stopped run's cleaner left,
@@ -147,46 +248,189 @@ func (q *Query) Run(ctx context.Context, runner task.Runner) error {
 			cfg.Logger.Info("checkpoint has offsets: startingOffsets is ignored", "query", cfg.Spec.Name, "startingOffsets", k.StartingOffsets)
 		}
 	}
+	// What the run starts to outlive an action (a batch's map tasks, a
+	// graceful stop's deadline) runs on runCtx, which ends with Run.
+	runCtx, endRun := context.WithCancel(ctx)
+	defer endRun()
+	defer lp.release()
 
 	m := newMachine(q.stepConfig())
 	ev := event{Type: evStart, Batch: res.NextBatch, Watermark: res.Watermark, LateWatermark: res.LateWatermark}
-	// The batch in flight: its entry, whether it re-runs a logged one,
-	// when its trigger started, its result and when its commit started.
-	var (
-		entry       *checkpoint.OffsetEntry
-		rerun       bool
-		started     time.Time
-		result      *task.BatchResult
-		skipSink    bool
-		attempts    int
-		commitStart time.Time
-		commitEntry *checkpoint.CommitEntry
-		target      source.Offset
-		planNow     time.Time
-		// Overlap: the in-flight batch's plan and map tasks (started
-		// ahead, or run by actRunMaps) and their output; the batch
-		// planned ahead.
-		plan    task.BatchPlan
-		running *task.StartedMaps
-		maps    *task.MapOutput
-		ahead   *aheadBatch
-	)
-	defer func() {
-		// Map tasks still running (a stop, a failure) are stopped and
-		// waited for: nothing of them was written.
-		ahead.drop()
-		if running != nil {
-			running.Cancel()
-		}
-		if maps != nil && maps.Done != nil {
-			maps.Done() // taken but not reduced
-		}
-	}()
 	if e := res.Rerun; e != nil {
 		cfg.Logger.Info("re-running uncommitted batch as logged", "query", cfg.Spec.Name, "batch", e.BatchID)
-		entry, rerun = e, true
+		lp.cur = inflight{entry: e, rerun: true}
 		ev.Rerun, ev.Batch, ev.Watermark, ev.LateWatermark = true, e.BatchID, e.BatchWatermark, e.LateWatermark
 	}
+	for {
+		ev.Now = cfg.Clock.Now()
+		a := m.step(ev)
+		for {
+			q.observe(a)
+			if a.Type == actStop {
+				q.stopping(lp, a)
+				return q.stopErr(ctx, a)
+			}
+			if a.DropAhead {
+				lp.ahead.drop()
+				lp.ahead = nil
+			}
+			var stop *action
+			ev, stop = q.perform(ctx, runCtx, m, lp, a, signals)
+			if stop == nil {
+				break
+			}
+			a = *stop
+		}
+	}
+}
+
+// perform does a in a goroutine and returns its outcome, stepping every
+// signal that arrives meanwhile (and the end of ctx, and a graceful stop's
+// deadline); if the step stops the run, the action is cancelled and
+// waited for, and the stop returned instead. runCtx is the run's context
+// (see act).
+func (q *Query) perform(ctx, runCtx context.Context, m *machine, lp *loop, a action, signals <-chan Signal) (event, *action) {
+	actx, cancel := context.WithCancel(task.WithDraining(ctx, lp.draining))
+	defer cancel()
+	done := make(chan outcome, 1)
+	go func() {
+		// A panic in the action (a fault hook's simulated crash, a bug)
+		// is raised again in Run's goroutine, where it would have been.
+		defer func() {
+			if p := recover(); p != nil {
+				done <- outcome{panicked: true, panic: p}
+			}
+		}()
+		done <- outcome{ev: q.act(actx, runCtx, lp, a)}
+	}()
+	wait := func() {
+		if out := <-done; out.panicked {
+			panic(out.panic)
+		}
+	}
+	ctxDone := ctx.Done()
+	for {
+		var ev event
+		select {
+		case out := <-done:
+			if out.panicked {
+				panic(out.panic)
+			}
+			return out.ev, nil
+		case s, ok := <-signals:
+			if !ok {
+				signals = nil
+				continue
+			}
+			q.cfg.Logger.Info("signal", "query", q.cfg.Spec.Name, "signal", s.Kind.String())
+			ev = s.event()
+		case <-ctxDone:
+			ctxDone = nil
+			ev = event{Type: evStop, StopNow: true}
+		case <-lp.abandon:
+			lp.abandon, lp.abandonAt = nil, time.Time{}
+			ev = event{Type: evAbandon}
+		}
+		ev.Now = q.cfg.Clock.Now()
+		next := m.step(ev)
+		switch next.Type {
+		case actContinue:
+			q.draining(runCtx, lp, next)
+		case actStop:
+			cancel()
+			wait()
+			return event{}, &next
+		default:
+			// The step answers a signal with a stop or with going on.
+			cancel()
+			wait()
+			err := fmt.Errorf("microbatch: step answered %s with %s", ev.Type, next.Type)
+			return event{}, &action{Type: actStop, Reason: stopFailed, Err: err}
+		}
+	}
+}
+
+// outcome is what an action's goroutine hands back: its event, or the
+// panic it raised.
+type outcome struct {
+	ev       event
+	panicked bool
+	panic    any
+}
+
+// draining tells the runner a graceful stop was accepted (task.Draining)
+// and arms its deadline, when the step set one.
+func (q *Query) draining(dctx context.Context, lp *loop, a action) {
+	if !lp.drainClosed {
+		lp.drainClosed = true
+		close(lp.draining)
+	}
+	if a.AbandonAt.IsZero() || a.AbandonAt.Equal(lp.abandonAt) {
+		return
+	}
+	ch := make(chan struct{})
+	lp.abandon, lp.abandonAt = ch, a.AbandonAt
+	d := a.AbandonAt.Sub(q.cfg.Clock.Now())
+	go func() {
+		if q.cfg.Clock.Sleep(dctx, d) {
+			close(ch)
+		}
+	}()
+}
+
+// observe tells the observer what a says happened before it is done.
+func (q *Query) observe(a action) {
+	obs := q.cfg.Observer
+	if a.ReportIdle {
+		obs.Idle(a.Idle)
+	}
+	switch a.Type {
+	case actRun, actRunMaps:
+		if a.Attempt == 1 {
+			obs.BatchStarted(a.Batch)
+		}
+	case actWait:
+		switch a.Op {
+		case opPlan:
+			q.cfg.Logger.Warn("cannot plan the next batch; waiting for the source", "query", q.cfg.Spec.Name, "batch", a.Batch, "retry_in", a.D, "err", a.Err)
+			obs.Retrying(a.Batch, 0, a.Err)
+		case opRun:
+			q.cfg.Logger.Warn("batch failed; retrying from its logged offsets", "query", q.cfg.Spec.Name, "batch", a.Batch, "attempt", a.Attempt, "retry_in", a.D, "err", a.Err)
+			obs.Retrying(a.Batch, a.Attempt, a.Err)
+		case opOffsets, opCommit:
+			q.cfg.Logger.Warn("cannot write the checkpoint log; retrying", "query", q.cfg.Spec.Name, "object", a.Key, "retry_in", a.D, "err", a.Err)
+		}
+	}
+}
+
+// stopping logs a stop that abandons the batch in flight and drops the
+// batch planned ahead.
+func (q *Query) stopping(lp *loop, a action) {
+	if a.DropAhead {
+		lp.ahead.drop()
+		lp.ahead = nil
+	}
+	if a.Abandoned && lp.cur.entry != nil {
+		q.cfg.Logger.Info("batch in flight abandoned: its logged offsets are re-run by the next run", "query", q.cfg.Spec.Name, "batch", lp.cur.entry.BatchID, "reason", a.Reason.String())
+	}
+}
+
+// stopErr is what Run returns for a stop: nil for a clean one.
+func (q *Query) stopErr(ctx context.Context, a action) error {
+	err := a.Err
+	if err == nil || ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return nil
+	}
+	return err
+}
+
+// act performs a (in its own goroutine; ctx ends when the step stops the
+// run) and returns what happened. runCtx is the run's: what an action
+// starts to outlive it (a batch's map tasks, whose batch the runner keeps
+// until its reduce) runs on it, and ends with Run.
+func (q *Query) act(ctx, runCtx context.Context, lp *loop, a action) event {
+	cfg := q.cfg
+	cur := &lp.cur
 	failed := func(err error) event { return event{Type: evFailed, Kind: classify(err), Err: err} }
 	// writeFailed classifies a failed log write: one that failed after a
 	// stop is not retried (never start a log write after a stop).
@@ -198,208 +442,168 @@ func (q *Query) Run(ctx context.Context, runner task.Runner) error {
 		return ev
 	}
 	stopNow := event{Type: evStop, StopNow: true}
-	for {
-		ev.Now = clock.Now()
-		a := m.step(ev)
-		if a.ReportIdle && cfg.Idle != nil {
-			cfg.Idle(a.Idle)
+	switch a.Type {
+	case actTarget:
+		start, err := q.start(ctx, lp)
+		if err == nil {
+			if lp.target, err = cfg.Source.Latest(ctx, start, cfg.Clock.Now()); err != nil {
+				err = fmt.Errorf("availableNow: read latest offsets: %w", err)
+			}
 		}
-		if a.DropAhead {
-			ahead.drop()
-			ahead = nil
+		if err != nil {
+			return failed(err)
 		}
-		switch a.Type {
-		case actStop:
-			return stopErr(ctx, a.Err)
+		return event{Type: evTarget}
 
-		case actTarget:
+	case actPlan:
+		if ctx.Err() != nil {
+			return stopNow
+		}
+		cur.started = a.At
+		if a.NoDataOnly {
+			// A no-data batch run at once: it ends where it starts.
 			start, err := q.start(ctx, lp)
-			if err == nil {
-				if target, err = cfg.Source.Latest(ctx, start, clock.Now()); err != nil {
-					err = fmt.Errorf("availableNow: read latest offsets: %w", err)
-				}
-			}
-			if ev = (event{Type: evTarget}); err != nil {
-				ev = failed(err)
-			}
-
-		case actPlan:
-			if ctx.Err() != nil {
-				ev = stopNow
-				break
-			}
-			started = a.At
-			if a.NoDataOnly {
-				// A no-data batch run at once: it ends where it starts.
-				start, err := q.start(ctx, lp)
-				planNow, lp.planEnd = cfg.Now(), start
-				if ev = (event{Type: evPlanned}); err != nil {
-					ev = failed(err)
-				}
-				break
-			}
-			hasData, now, err := q.plan(ctx, lp, target, a.Batch)
-			planNow = now
-			if ev = (event{Type: evPlanned, HasData: hasData}); err != nil {
-				ev = failed(err)
-			}
-
-		case actPrepare:
-			manifest, err := q.snapshot(ctx, planNow)
+			cur.planNow, lp.planEnd = cfg.Now(), start
 			if err != nil {
-				ev = failed(fmt.Errorf("plan batch %d: %w", a.Batch, err))
-				break
+				return failed(err)
 			}
-			entry, rerun = q.offsetEntry(a, planNow, lp.ends[0], lp.planEnd, manifest), false
-			ev = event{Type: evPrepared}
-
-		case actWriteOffsets:
-			if a.Attempt == 1 {
-				// The batch is in flight from here: a graceful stop
-				// arriving now lets it commit (a stop that came before
-				// has cancelled ctx, and nothing is written).
-				q.hook("before-offsets", entry.BatchID)
-			}
-			if ctx.Err() != nil {
-				ev = stopNow
-				break
-			}
-			if err := q.log.WriteOffsets(ctx, entry); err != nil {
-				ev = writeFailed(err)
-				break
-			}
-			ev = event{Type: evWritten}
-
-		case actRun:
-			if a.Attempt == 1 {
-				if rerun {
-					started = clock.Now()
-				} else {
-					q.hook("after-offsets", entry.BatchID)
-				}
-			}
-			var err error
-			result, skipSink, err = q.attempt(ctx, entry, batchWatermarks(entry))
-			attempts = a.Attempt
-			if err != nil {
-				ev = failed(err)
-				break
-			}
-			q.hook("after-sink-commit", entry.BatchID)
-			ev = event{Type: evRan, MaxEventTime: result.MaxEventTime, HasEventTime: result.HasEventTime}
-
-		case actRunMaps:
-			if a.Attempt == 1 {
-				if rerun {
-					started = clock.Now()
-				} else {
-					q.hook("after-offsets", entry.BatchID)
-				}
-			}
-			attempts = a.Attempt
-			pr := q.runner.(task.PhasedRunner)
-			if running == nil {
-				// Not started ahead (or a retry): start them now.
-				var err error
-				if plan, err = q.batchPlan(ctx, entry, batchWatermarks(entry)); err != nil {
-					ev = failed(err)
-					break
-				}
-				running = pr.StartMaps(ctx, plan, false)
-			}
-			var err error
-			maps, err = pr.TakeMaps(ctx, plan, running)
-			running = nil
-			if err != nil {
-				ev = failed(err)
-				break
-			}
-			ev = event{Type: evMapsRan, MaxEventTime: maps.Result.MaxEventTime, HasEventTime: maps.Result.HasEventTime}
-
-		case actPlanAhead:
-			ev = event{Type: evPlanned}
-			if len(entry.Sources) == 0 {
-				break // a source-less entry: nothing to plan from
-			}
-			ahead = &aheadBatch{start: entry.Sources[0].End, started: a.At}
-			hasData, err := q.planFrom(ctx, ahead, target, a.Batch)
-			if ev = (event{Type: evPlanned, HasData: hasData}); err != nil {
-				ev = failed(err)
-			}
-
-		case actStartAhead:
-			ev = event{Type: evStarted}
-			if err := q.startAhead(ctx, ahead, a); err != nil {
-				ev = failed(err)
-			}
-
-		case actReduce:
-			var err error
-			result, skipSink, err = q.reduceAttempt(ctx, entry, plan, maps)
-			maps = nil
-			if err != nil {
-				ev = failed(err)
-				break
-			}
-			q.hook("after-sink-commit", entry.BatchID)
-			ev = event{Type: evRan}
-
-		case actTakeAhead:
-			entry, rerun, running, plan = ahead.entry, false, ahead.maps, ahead.plan
-			started, planNow = ahead.started, ahead.planNow
-			lp.latest, lp.planEnd = ahead.latest, ahead.end
-			ahead = nil
-			ev = event{Type: evPrepared}
-
-		case actCommit:
-			if a.Attempt == 1 {
-				q.watermarkMoved(entry, a, result)
-				commitStart = clock.Now()
-				commitEntry = q.commitEntry(entry, result, a.NextWatermark)
-			}
-			if ctx.Err() != nil {
-				ev = stopNow
-				break
-			}
-			if err := q.log.WriteCommit(ctx, commitEntry); err != nil {
-				ev = writeFailed(err)
-				break
-			}
-			ev = event{Type: evWritten}
-
-		case actCheckOwn:
-			mine, err := q.log.WrittenBy(ctx, a.Key, q.runID)
-			mine = err == nil && mine
-			if mine {
-				cfg.Logger.Info("a retried log write found its own earlier attempt", "query", cfg.Spec.Name, "object", a.Key)
-			}
-			ev = event{Type: evOwn, Mine: mine}
-
-		case actFinish:
-			err := q.finish(ctx, lp, entry, result, rerun, skipSink, attempts, started, commitStart)
-			ev = event{Type: evCommitted, Err: err}
-			rerun = false
-
-		case actWait:
-			switch a.Op {
-			case opPlan:
-				cfg.Logger.Warn("cannot plan the next batch; waiting for the source", "query", cfg.Spec.Name, "batch", a.Batch, "retry_in", a.D, "err", a.Err)
-				q.retrying(a.Batch, 0, a.Err)
-			case opRun:
-				cfg.Logger.Warn("batch failed; retrying from its logged offsets", "query", cfg.Spec.Name, "batch", a.Batch, "attempt", a.Attempt, "retry_in", a.D, "err", a.Err)
-				q.retrying(a.Batch, a.Attempt, a.Err)
-			case opOffsets, opCommit:
-				cfg.Logger.Warn("cannot write the checkpoint log; retrying", "query", cfg.Spec.Name, "object", a.Key, "retry_in", a.D, "err", a.Err)
-			}
-			ev = event{Type: evElapsed}
-			if !clock.Sleep(ctx, a.D) {
-				ev = stopNow
-			}
-
-		default:
-			return fmt.Errorf("scheduler: unknown action %v", a.Type)
+			return event{Type: evPlanned}
 		}
+		hasData, now, err := q.plan(ctx, lp, lp.target, a.Batch)
+		cur.planNow = now
+		if err != nil {
+			return failed(err)
+		}
+		return event{Type: evPlanned, HasData: hasData}
+
+	case actPrepare:
+		manifest, err := q.snapshot(ctx, cur.planNow)
+		if err != nil {
+			return failed(fmt.Errorf("plan batch %d: %w", a.Batch, err))
+		}
+		cur.entry, cur.rerun = q.offsetEntry(a, cur.planNow, lp.ends[0], lp.planEnd, manifest), false
+		return event{Type: evPrepared}
+
+	case actWriteOffsets:
+		if ctx.Err() != nil {
+			return stopNow
+		}
+		if err := q.log.WriteOffsets(ctx, cur.entry); err != nil {
+			return writeFailed(err)
+		}
+		return event{Type: evWritten}
+
+	case actRun:
+		q.startAttempt(cur, a)
+		result, skipSink, err := q.attempt(ctx, cur.entry, batchWatermarks(cur.entry))
+		if err != nil {
+			return failed(err)
+		}
+		cur.result, cur.skipSink = result, skipSink
+		q.hook("after-sink-commit", cur.entry.BatchID)
+		return event{Type: evRan, MaxEventTime: result.MaxEventTime, HasEventTime: result.HasEventTime}
+
+	case actRunMaps:
+		q.startAttempt(cur, a)
+		pr := q.runner.(task.PhasedRunner)
+		if cur.running == nil {
+			// Not started ahead (or a retry): start them now.
+			var err error
+			if cur.plan, err = q.batchPlan(ctx, cur.entry, batchWatermarks(cur.entry)); err != nil {
+				return failed(err)
+			}
+			cur.running = pr.StartMaps(runCtx, cur.plan, false)
+		}
+		maps, err := pr.TakeMaps(ctx, cur.plan, cur.running)
+		cur.running = nil
+		if err != nil {
+			return failed(err)
+		}
+		cur.maps = maps
+		return event{Type: evMapsRan, MaxEventTime: maps.Result.MaxEventTime, HasEventTime: maps.Result.HasEventTime}
+
+	case actPlanAhead:
+		if len(cur.entry.Sources) == 0 {
+			return event{Type: evPlanned} // a source-less entry: nothing to plan from
+		}
+		lp.ahead = &aheadBatch{start: cur.entry.Sources[0].End, started: a.At}
+		hasData, err := q.planFrom(ctx, lp.ahead, lp.target, a.Batch)
+		if err != nil {
+			return failed(err)
+		}
+		return event{Type: evPlanned, HasData: hasData}
+
+	case actStartAhead:
+		if err := q.startAhead(ctx, runCtx, lp.ahead, a); err != nil {
+			return failed(err)
+		}
+		return event{Type: evStarted}
+
+	case actReduce:
+		result, skipSink, err := q.reduceAttempt(ctx, cur.entry, cur.plan, cur.maps)
+		cur.maps = nil
+		if err != nil {
+			return failed(err)
+		}
+		cur.result, cur.skipSink = result, skipSink
+		q.hook("after-sink-commit", cur.entry.BatchID)
+		return event{Type: evRan}
+
+	case actTakeAhead:
+		ah := lp.ahead
+		lp.cur = inflight{entry: ah.entry, running: ah.maps, plan: ah.plan, started: ah.started, planNow: ah.planNow}
+		lp.latest, lp.planEnd = ah.latest, ah.end
+		lp.ahead = nil
+		return event{Type: evPrepared}
+
+	case actCommit:
+		if a.Attempt == 1 {
+			q.watermarkMoved(cur.entry, a, cur.result)
+			cur.commitStart = cfg.Clock.Now()
+			cur.commitEntry = q.commitEntry(cur.entry, cur.result, a.NextWatermark)
+		}
+		if ctx.Err() != nil {
+			return stopNow
+		}
+		if err := q.log.WriteCommit(ctx, cur.commitEntry); err != nil {
+			return writeFailed(err)
+		}
+		return event{Type: evWritten}
+
+	case actCheckOwn:
+		mine, err := q.log.WrittenBy(ctx, a.Key, q.runID)
+		mine = err == nil && mine
+		if mine {
+			cfg.Logger.Info("a retried log write found its own earlier attempt", "query", cfg.Spec.Name, "object", a.Key)
+		}
+		return event{Type: evOwn, Mine: mine}
+
+	case actFinish:
+		err := q.finish(ctx, lp, cur)
+		cur.rerun = false
+		return event{Type: evCommitted, Err: err}
+
+	case actWait:
+		if !cfg.Clock.Sleep(ctx, a.D) {
+			return stopNow
+		}
+		return event{Type: evElapsed}
 	}
+	return failed(fmt.Errorf("microbatch: unknown action %v", a.Type))
+}
+
+// startAttempt marks the start of an attempt of the batch in flight: its
+// first attempt's fault point, or a re-run's start time.
+func (q *Query) startAttempt(cur *inflight, a action) {
+	cur.attempts = a.Attempt
+	if a.Attempt != 1 {
+		return
+	}
+	if cur.rerun {
+		cur.started = q.cfg.Clock.Now()
+		return
+	}
+	q.hook("after-offsets", cur.entry.BatchID)
 }
 
 // plan reads the source for batch: whether it has data past the last
@@ -449,13 +653,15 @@ func (q *Query) planFrom(ctx context.Context, a *aheadBatch, target source.Offse
 // startAhead builds the entry of the batch planned ahead (logged only
 // once the step takes it) and starts its map tasks, which write nothing
 // until they are taken.
-func (q *Query) startAhead(ctx context.Context, a *aheadBatch, act action) error {
+func (q *Query) startAhead(ctx, runCtx context.Context, a *aheadBatch, act action) error {
 	a.entry = q.offsetEntry(act, a.planNow, a.start, a.end, nil)
 	var err error
 	if a.plan, err = q.batchPlan(ctx, a.entry, batchWatermarks(a.entry)); err != nil {
 		return err
 	}
-	a.maps = q.runner.(task.PhasedRunner).StartMaps(ctx, a.plan, true)
+	// The tasks outlive this action: they run on the run's context, and
+	// dropping the batch (aheadBatch.drop) stops them.
+	a.maps = q.runner.(task.PhasedRunner).StartMaps(runCtx, a.plan, true)
 	return nil
 }
 
@@ -530,11 +736,12 @@ func (q *Query) commitEntry(e *checkpoint.OffsetEntry, res *task.BatchResult, ne
 	return ce
 }
 
-// finish does what follows batch e's commit: the hook, the source's
+// finish does what follows the commit of the batch in flight: the hook, the source's
 // clean-up, the progress report and retention. The error stops the run
 // (a state budget with onExceed: stop).
-func (q *Query) finish(ctx context.Context, lp *loop, e *checkpoint.OffsetEntry, res *task.BatchResult, rerun, skipSink bool, attempts int, started, commitStart time.Time) error {
+func (q *Query) finish(ctx context.Context, lp *loop, cur *inflight) error {
 	cfg := q.cfg
+	e, res := cur.entry, cur.result
 	q.hook("after-commit", e.BatchID)
 	if c, ok := cfg.Source.(source.Committer); ok && len(e.Sources) > 0 && !e.NoData {
 		if err := c.Commit(ctx, e.Sources[0].End); err != nil {
@@ -551,31 +758,17 @@ func (q *Query) finish(ctx context.Context, lp *loop, e *checkpoint.OffsetEntry,
 		lp.ends = []source.Offset{e.Sources[0].End}
 	}
 	latest := lp.latest
-	if rerun {
+	if cur.rerun {
 		latest = nil
 	}
-	inRate := progress.InputRowsPerSecond(res.InputRows, lp.lastBatchStart, started)
-	lp.lastBatchStart = started
-	p := q.report(ctx, e, res, latest, rerun, skipSink, attempts, inRate, started, commitStart, done)
+	inRate := progress.InputRowsPerSecond(res.InputRows, lp.lastBatchStart, cur.started)
+	lp.lastBatchStart = cur.started
+	p := q.report(ctx, cur, latest, inRate, done)
 	q.cleaner.committed(e.BatchID)
 	if sb := p.StateBudget; sb != nil && sb.Exceeded && cfg.Spec.StateBudget.Stops() {
 		return fmt.Errorf("query %s stopped after batch %d committed: %s: %w", cfg.Spec.Name, e.BatchID, sb.Message, ErrStateBudgetExceeded)
 	}
 	return nil
-}
-
-// stopErr turns the cancellation of ctx into a clean stop.
-func stopErr(ctx context.Context, err error) error {
-	if err == nil || ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		return nil
-	}
-	return err
-}
-
-func (q *Query) retrying(batch ids.BatchID, attempt int, err error) {
-	if q.cfg.OnRetry != nil {
-		q.cfg.OnRetry(batch, attempt, err)
-	}
 }
 
 func (q *Query) hook(point string, batch ids.BatchID) {

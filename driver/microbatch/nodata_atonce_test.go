@@ -27,18 +27,18 @@ func TestNoDataBatchAtOnceClosesTheWindowBeforeTheNextTrigger(t *testing.T) {
 	spec.Trigger = query.Trigger{ProcessingTime: query.Duration(time.Hour), NoDataBatchesAtOnce: true}
 	var mu sync.Mutex
 	var reports []*progress.Report
-	job, err := microbatch.Build(context.Background(), spec, microbatch.Options{Progress: func(p *progress.Report) {
+	job, err := microbatch.Build(context.Background(), spec, microbatch.Options{Observer: progress.Committed(func(p *progress.Report) {
 		mu.Lock()
 		reports = append(reports, p)
 		mu.Unlock()
-	}})
+	})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer job.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- job.Run(ctx) }()
+	go func() { done <- job.Run(ctx, nil) }()
 	defer func() {
 		cancel()
 		<-done

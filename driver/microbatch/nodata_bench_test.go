@@ -44,7 +44,7 @@ func BenchmarkNoDataBatch(b *testing.B) {
 			}
 			spec.Trigger = query.Trigger{}
 			reports := make(chan *progress.Report, 16)
-			opts.Progress = func(p *progress.Report) { reports <- p }
+			opts.Observer = progress.Committed(func(p *progress.Report) { reports <- p })
 			job, err := microbatch.Build(context.Background(), spec, opts)
 			if err != nil {
 				b.Fatal(err)
@@ -54,9 +54,9 @@ func BenchmarkNoDataBatch(b *testing.B) {
 			done := make(chan error, 1)
 			if where == "s3-2-executors" {
 				runner := startCluster(b, ctx, job, opts)
-				go func() { done <- job.RunWith(ctx, runner) }()
+				go func() { done <- job.RunWith(ctx, runner, nil) }()
 			} else {
-				go func() { done <- job.Run(ctx) }()
+				go func() { done <- job.Run(ctx, nil) }()
 			}
 			var closing, quiet []float64
 			b.ResetTimer()

@@ -67,17 +67,17 @@ func TestRetentionOnS3KeepsCheckpointBoundedThroughStopsMidCleanup(t *testing.T)
 	var reports []*progress.Report
 	runOnce := func(o microbatch.Options, ctx context.Context) {
 		t.Helper()
-		o.Progress = func(p *progress.Report) {
+		o.Observer = progress.Committed(func(p *progress.Report) {
 			mu.Lock()
 			reports = append(reports, p)
 			mu.Unlock()
-		}
+		})
 		job, err := microbatch.Build(ctx, spec, o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer job.Close()
-		if err := job.Run(ctx); err != nil {
+		if err := job.Run(ctx, nil); err != nil {
 			t.Fatalf("run: %v", err)
 		}
 	}

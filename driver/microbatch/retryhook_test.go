@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/driver/microbatch"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
 	"github.com/sluicehq/sluice/statestore"
@@ -55,7 +56,7 @@ func TestOnRetryIsToldOfARetriedBatchAndNewQueryIDIsRecorded(t *testing.T) {
 	q, err := microbatch.Open(context.Background(), microbatch.Config{
 		Spec: spec, Checkpoint: store, Source: src, Writer: out, RetryBackoff: time.Millisecond,
 		NewQueryID: "3f0c2d9e-1b7a-4c55-9e0f-6a1b2c3d4e5f",
-		OnRetry:    func(b ids.BatchID, a int, err error) { retries = append(retries, retry{b, a, err}) },
+		Observer:   progress.Funcs{OnRetrying: func(b ids.BatchID, a int, err error) { retries = append(retries, retry{b, a, err}) }},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +65,7 @@ func TestOnRetryIsToldOfARetriedBatchAndNewQueryIDIsRecorded(t *testing.T) {
 		t.Fatalf("query id %s, want the given one", q.QueryID())
 	}
 	env := &task.Env{QueryID: q.QueryID(), Spec: &spec, Source: src, BadRecords: store, State: statestore.NewMemory(store, statestore.MemoryOptions{})}
-	if err := q.Run(context.Background(), &task.Local{Env: env}); err != nil {
+	if err := q.Run(context.Background(), &task.Local{Env: env}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if len(retries) != 1 || retries[0].batch != 0 || retries[0].attempt != 1 || retries[0].err == nil {

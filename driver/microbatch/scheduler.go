@@ -78,23 +78,18 @@ type Config struct {
 	// Clock tells the time and waits (default: the real clock, with Now).
 	// The batch loop's triggers, idle polls and retry back-offs wait on it.
 	Clock Clock
-	// Progress receives each batch's report.
-	Progress func(*progress.Report)
-	// Idle, if set, is called when the loop finds nothing to run (no new
-	// data and no no-data batch due): once when a run starts idle, and
-	// again each time it becomes idle after running batches. With
-	// availableNow or once it is called only when the run stops without
-	// having run a batch.
-	Idle func(Idle)
-	// OnRetry, if set, is told each time a batch or the planning of one
-	// fails for a retryable reason and will be tried again (the query is
-	// recovering, not failed).
-	OnRetry func(batch ids.BatchID, attempt int, err error)
+	// Observer is told what the loop did: batches started, retries,
+	// idleness and each committed batch's report (default: nobody).
+	Observer progress.Observer
+	// StopTimeout bounds how long a graceful stop (the Stop, Shutdown and
+	// Pause signals) lets the batch in flight take to commit before it is
+	// abandoned (zero: no bound).
+	StopTimeout time.Duration
 	// NewQueryID, if set, is the id a new checkpoint records (the driver
 	// service's registry id); an existing checkpoint keeps its own.
 	NewQueryID string
-	// Hook, if set, is called at named points (fault injection):
-	// before-offsets, after-offsets, before-sink-gather (when small outputs
+	// Hook, if set, is called at named points, for fault injection only:
+	// after-offsets, before-sink-gather (when small outputs
 	// were gathered), before-sink-commit, after-sink-commit, after-commit.
 	Hook func(point string, batch ids.BatchID)
 	// Manifests takes the join's dimension snapshots (required when the
@@ -108,14 +103,6 @@ type Config struct {
 // stores it in the checkpoint (join.Taker).
 type Manifests interface {
 	Take(ctx context.Context, now time.Time) (join.Ref, error)
-}
-
-// Idle says where an idle query stands.
-type Idle struct {
-	// LastCommitted is the last committed batch id (-1 for none).
-	LastCommitted ids.BatchID
-	// Watermark is the watermark the next batch will use.
-	Watermark eventtime.Watermark
 }
 
 // Query is one query's loop, bound to its checkpoint.
@@ -165,6 +152,9 @@ func Open(ctx context.Context, cfg Config) (*Query, error) {
 	cfg.Now = cfg.Clock.Now
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = progress.Observers(nil)
 	}
 	s := &cfg.Spec
 	q := &Query{cfg: cfg, log: checkpoint.New(cfg.Checkpoint), runID: newID()}
@@ -525,8 +515,9 @@ func (q *Query) commitSink(ctx context.Context, e *checkpoint.OffsetEntry, res *
 	return res, skipSink, nil
 }
 
-func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *task.BatchResult, latest source.Offset, rerun, skipped bool, attempts int, inRate float64, started, commitStart, done time.Time) *progress.Report {
+func (q *Query) report(ctx context.Context, cur *inflight, latest source.Offset, inRate float64, done time.Time) *progress.Report {
 	cfg := q.cfg
+	e, res, rerun, skipped, attempts, started, commitStart := cur.entry, cur.result, cur.rerun, cur.skipSink, cur.attempts, cur.started, cur.commitStart
 	total := done.Sub(started)
 	p := &progress.Report{
 		ID: q.meta.QueryID, RunID: q.runID, Name: cfg.Spec.Name,
@@ -624,9 +615,7 @@ func (q *Query) report(ctx context.Context, e *checkpoint.OffsetEntry, res *task
 	p.Sources = []progress.Source{sp}
 	p.Sink = progress.Sink{Description: sinkDescription(&cfg.Spec), NumOutputRows: out, Skipped: skipped}
 	cfg.Logger.Debug(p.Line(), "query", cfg.Spec.Name, "batch", e.BatchID)
-	if cfg.Progress != nil {
-		cfg.Progress(p)
-	}
+	cfg.Observer.Committed(p)
 	return p
 }
 

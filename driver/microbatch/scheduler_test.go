@@ -101,7 +101,7 @@ func runQueryWith(t *testing.T, lines []string, perBatch int, mutate func(*query
 	var reports []*progress.Report
 	cfg := microbatch.Config{
 		Spec: spec, Checkpoint: store, Source: src, Writer: out,
-		Progress: func(p *progress.Report) { reports = append(reports, p) },
+		Observer: progress.Committed(func(p *progress.Report) { reports = append(reports, p) }),
 	}
 	if config != nil {
 		config(&cfg)
@@ -117,7 +117,7 @@ func runQueryWith(t *testing.T, lines []string, perBatch int, mutate func(*query
 			t.Fatal(err)
 		}
 	}
-	if err := q.Run(context.Background(), &task.Local{Env: env}); err != nil {
+	if err := q.Run(context.Background(), &task.Local{Env: env}, nil); err != nil {
 		t.Fatal(err)
 	}
 	return reports, out.batches
@@ -210,28 +210,30 @@ func TestQueryAndRunIDsAreVersion4UUIDs(t *testing.T) {
 // runIdle runs the tile over src on store with trigger and returns the
 // Idle reports and the number of batches; runIdleOn runs the default
 // trigger and calls onIdle with the number of reports so far.
-func runIdle(t *testing.T, ctx context.Context, store objstore.Store, src *listSource, trigger query.Trigger) ([]microbatch.Idle, int) {
+func runIdle(t *testing.T, ctx context.Context, store objstore.Store, src *listSource, trigger query.Trigger) ([]progress.Idle, int) {
 	t.Helper()
 	return runIdleTrigger(t, ctx, store, src, trigger, func(int) {})
 }
 
-func runIdleOn(t *testing.T, ctx context.Context, store objstore.Store, src source.Source, onIdle func(n int)) ([]microbatch.Idle, int) {
+func runIdleOn(t *testing.T, ctx context.Context, store objstore.Store, src source.Source, onIdle func(n int)) ([]progress.Idle, int) {
 	t.Helper()
 	return runIdleTrigger(t, ctx, store, src, query.Trigger{}, onIdle)
 }
 
-func runIdleTrigger(t *testing.T, ctx context.Context, store objstore.Store, src source.Source, trigger query.Trigger, onIdle func(n int)) ([]microbatch.Idle, int) {
+func runIdleTrigger(t *testing.T, ctx context.Context, store objstore.Store, src source.Source, trigger query.Trigger, onIdle func(n int)) ([]progress.Idle, int) {
 	t.Helper()
 	var spec query.Spec
 	runQueryConfig(&spec, trigger)
-	var idles []microbatch.Idle
+	var idles []progress.Idle
 	batches := 0
 	q, err := microbatch.Open(ctx, microbatch.Config{
 		Spec: spec, Checkpoint: store, Source: src, Writer: &collect{batches: map[ids.BatchID][]row.Row{}},
-		Progress: func(*progress.Report) { batches++ },
-		Idle: func(i microbatch.Idle) {
-			idles = append(idles, i)
-			onIdle(len(idles))
+		Observer: progress.Funcs{
+			OnCommitted: func(*progress.Report) { batches++ },
+			OnIdle: func(i progress.Idle) {
+				idles = append(idles, i)
+				onIdle(len(idles))
+			},
 		},
 		IdlePoll: time.Millisecond,
 	})
@@ -243,7 +245,7 @@ func runIdleTrigger(t *testing.T, ctx context.Context, store objstore.Store, src
 	if env.Layout, err = agg.Compile(&spec); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.Run(ctx, &task.Local{Env: env}); err != nil {
+	if err := q.Run(ctx, &task.Local{Env: env}, nil); err != nil {
 		t.Fatal(err)
 	}
 	return idles, batches

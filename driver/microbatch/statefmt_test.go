@@ -84,7 +84,7 @@ func crashAt(t *testing.T, spec query.Spec, opts microbatch.Options, point strin
 			t.Fatalf("run finished without reaching %s of batch %d", point, batch)
 		}
 	}()
-	_ = job.Run(context.Background())
+	_ = job.Run(context.Background(), nil)
 }
 
 // rangeDeltas returns the state deltas in the checkpoint whose format is 2

@@ -9,6 +9,7 @@ import (
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/ids"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/source"
 	"github.com/sluicehq/sluice/statestore"
 )
@@ -21,9 +22,9 @@ import (
 // stopping are all decided here; the datadriven cases in testdata/step
 // drive it with a fake clock.
 
-// errLeaseLost: the run stopped because its driver no longer holds the
-// lease; nothing more is written.
-var errLeaseLost = errors.New("lease lost: stopped without writing")
+// ErrLeaseLost: the run stopped because its driver no longer holds the
+// lease (the LeaseLost signal); nothing more was written.
+var ErrLeaseLost = errors.New("lease lost: stopped without writing")
 
 // maxBackoff caps the doubling wait between retries.
 const maxBackoff = 10 * time.Second
@@ -137,6 +138,10 @@ type stepConfig struct {
 	// Watermark: the spec has one, with Delay and MaxJump (µs).
 	Watermark      bool
 	Delay, MaxJump int64
+	// StopTimeout bounds how long a graceful stop (or pause) waits for
+	// the batch in flight to commit before abandoning it (zero: no
+	// bound).
+	StopTimeout time.Duration
 	// Overlap: a batch runs as map tasks, then reduce tasks (actRunMaps,
 	// actReduce), and while it reduces and commits the next batch is
 	// planned and its map tasks started (actPlanAhead, actStartAhead):
@@ -191,16 +196,20 @@ const (
 	evMapsRan
 	// evStarted: the next batch's map tasks were started ahead.
 	evStarted
-	// evStop: a stop was asked; Now abandons the batch in flight,
-	// otherwise it commits first.
+	// evStop: a stop was asked (the Stop, StopNow or Shutdown signal);
+	// StopNow abandons the batch in flight, otherwise it commits first,
+	// within StopTimeout; Shutdown: the driver is shutting down.
 	evStop
 	// evPause: a pause was asked: like a graceful stop.
 	evPause
 	// evLeaseLost: another driver holds the lease; stop without writing.
 	evLeaseLost
+	// evAbandon: the time a graceful stop gave the batch in flight is up
+	// (the action's AbandonAt passed).
+	evAbandon
 )
 
-var eventNames = [...]string{"start", "target", "planned", "prepared", "written", "ran", "committed", "failed", "own", "elapsed", "maps-ran", "started", "stop", "pause", "lease-lost"}
+var eventNames = [...]string{"start", "target", "planned", "prepared", "written", "ran", "committed", "failed", "own", "elapsed", "maps-ran", "started", "stop", "pause", "lease-lost", "abandon"}
 
 func (t eventType) String() string { return eventNames[t] }
 
@@ -219,6 +228,8 @@ type event struct {
 	Err                      error               // evFailed, evCommitted
 	Mine                     bool                // evOwn
 	StopNow                  bool                // evStop
+	Shutdown                 bool                // evStop
+	Timeout                  time.Duration       // evStop, evPause: the graceful stop's bound (0: StopTimeout)
 }
 
 // actionType says what to do next.
@@ -265,9 +276,13 @@ const (
 	// actTakeAhead: Batch, planned and started ahead, is the batch in
 	// flight now: its entry is the one it was started with.
 	actTakeAhead
+	// actContinue: a graceful stop or pause was accepted while a batch is
+	// in flight: go on with the action outstanding, so the batch
+	// commits; if AbandonAt is set, abandon it then (evAbandon).
+	actContinue
 )
 
-var actionNames = [...]string{"target", "plan", "prepare", "write-offsets", "run", "commit", "check-own", "finish", "wait", "stop", "run-maps", "plan-ahead", "start-ahead", "reduce", "take-ahead"}
+var actionNames = [...]string{"target", "plan", "prepare", "write-offsets", "run", "commit", "check-own", "finish", "wait", "stop", "run-maps", "plan-ahead", "start-ahead", "reduce", "take-ahead", "continue"}
 
 func (t actionType) String() string { return actionNames[t] }
 
@@ -295,9 +310,10 @@ const (
 	stopPaused                      // a pause was asked
 	stopLeaseLost                   // the lease went to another driver
 	stopFailed                      // Err
+	stopShutdown                    // the driver is shutting down
 )
 
-var reasonNames = [...]string{"done", "requested", "paused", "lease-lost", "failed"}
+var reasonNames = [...]string{"done", "requested", "paused", "lease-lost", "failed", "shutdown"}
 
 func (r stopReason) String() string { return reasonNames[r] }
 
@@ -320,12 +336,18 @@ type action struct {
 	Op                       retryOp             // actWait after a failure
 	Err                      error               // actWait: the failure; actStop: the run's error
 	Reason                   stopReason          // actStop
-	// ReportIdle: tell Config.Idle that the query is Idle before acting.
+	// ReportIdle: tell Config.Observer that the query is Idle before acting.
 	ReportIdle bool
-	Idle       Idle
+	Idle       progress.Idle
 	// DropAhead: abandon the batch planned ahead (stop its map tasks)
 	// before acting; nothing of it was written.
 	DropAhead bool
+	// AbandonAt (actContinue): when the batch in flight is abandoned if
+	// it has not committed (zero: never).
+	AbandonAt time.Time
+	// Abandoned (actStop): the batch in flight was abandoned, not
+	// committed; its logged offsets are re-run by the next run.
+	Abandoned bool
 }
 
 type phase int
@@ -377,6 +399,7 @@ type machine struct {
 	// stopAfter: a graceful stop (or pause) waits for the batch in flight.
 	stopAfter bool
 	stopWhy   stopReason
+	stopBy    time.Time // when stopAfter abandons it (zero: never)
 	// pending is the last action handed out and not yet answered.
 	pending action
 	// ahead: the batch after the one in flight is planned and its map
@@ -402,6 +425,9 @@ func (m *machine) step(ev event) action {
 		// Whatever stops the run abandons the batch planned ahead.
 		m.ahead, a.DropAhead = false, true
 	}
+	if a.Type == actContinue {
+		return a // the outstanding action stays pending
+	}
 	m.pending = a
 	if a.Type == actStop {
 		m.phase = phStopped
@@ -415,19 +441,23 @@ func (m *machine) apply(ev event) action {
 	}
 	switch ev.Type {
 	case evStop:
-		if ev.StopNow || !m.inFlight() {
-			return action{Type: actStop, Reason: stopRequested}
+		why := stopRequested
+		if ev.Shutdown {
+			why = stopShutdown
 		}
-		m.stopAfter, m.stopWhy = true, stopRequested
-		return m.pending
+		if ev.StopNow {
+			return action{Type: actStop, Reason: why, Abandoned: m.inFlight()}
+		}
+		return m.stopGracefully(ev.Now, ev.Timeout, why)
 	case evPause:
-		if !m.inFlight() {
-			return action{Type: actStop, Reason: stopPaused}
-		}
-		m.stopAfter, m.stopWhy = true, stopPaused
-		return m.pending
+		return m.stopGracefully(ev.Now, ev.Timeout, stopPaused)
 	case evLeaseLost:
-		return action{Type: actStop, Reason: stopLeaseLost, Err: errLeaseLost}
+		return action{Type: actStop, Reason: stopLeaseLost, Err: ErrLeaseLost, Abandoned: m.inFlight()}
+	case evAbandon:
+		if m.stopAfter && !m.stopBy.IsZero() && !ev.Now.Before(m.stopBy) {
+			return action{Type: actStop, Reason: m.stopWhy, Abandoned: m.inFlight()}
+		}
+		return action{Type: actContinue}
 	}
 	switch m.phase {
 	case phStart:
@@ -597,6 +627,28 @@ func (m *machine) apply(ev event) action {
 	return m.fail(fmt.Errorf("scheduler: event %s in state %s", ev.Type, m.phaseName()))
 }
 
+// stopGracefully stops at once when no batch is in flight; otherwise the
+// batch in flight commits first, within timeout (zero: StopTimeout), and
+// nothing new is planned. A later graceful stop can only bring the
+// deadline forward.
+func (m *machine) stopGracefully(now time.Time, timeout time.Duration, why stopReason) action {
+	if !m.inFlight() {
+		return action{Type: actStop, Reason: why}
+	}
+	if !m.stopAfter {
+		m.stopAfter, m.stopWhy = true, why
+	}
+	if timeout <= 0 {
+		timeout = m.cfg.StopTimeout
+	}
+	if timeout > 0 {
+		if by := now.Add(timeout); m.stopBy.IsZero() || by.Before(m.stopBy) {
+			m.stopBy = by
+		}
+	}
+	return action{Type: actContinue, AbandonAt: m.stopBy}
+}
+
 // inFlight reports a batch past its offsets write's start: a graceful stop
 // lets it commit.
 func (m *machine) inFlight() bool {
@@ -668,7 +720,7 @@ func (m *machine) planned(ev event) action {
 	if report {
 		m.idleAt = m.batches
 	}
-	idle := Idle{LastCommitted: m.next - 1, Watermark: m.nextWM}
+	idle := progress.Idle{LastCommitted: m.next - 1, Watermark: m.nextWM}
 	var a action
 	switch {
 	case stops:
@@ -705,6 +757,11 @@ func (m *machine) run(attempt int) action {
 // runFailed retries the batch in flight, or gives up; a batch planned
 // ahead is abandoned (after a retry the next batch is planned again).
 func (m *machine) runFailed(ev event) action {
+	if m.stopAfter && ev.Kind == kindCanceled {
+		// The runner gave the batch up for the graceful stop (it had run
+		// nothing: task.Draining); its offsets are re-run next time.
+		return action{Type: actStop, Reason: m.stopWhy, Abandoned: true}
+	}
 	wait, giveUp := m.cfg.batchPolicy().fail(&m.retry, ev.Now, ev.Kind)
 	if giveUp {
 		return m.fail(fmt.Errorf("batch %d failed after %d attempts: %w", m.next, m.retry.attempts, ev.Err))

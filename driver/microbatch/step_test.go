@@ -80,8 +80,16 @@ func (s *stepSim) format(a action) string {
 		b.WriteString(")")
 	case actStop:
 		fmt.Fprintf(&b, "stop %s", a.Reason)
+		if a.Abandoned {
+			b.WriteString(" abandoned")
+		}
 		if a.Err != nil {
 			fmt.Fprintf(&b, ": %v", a.Err)
+		}
+	case actContinue:
+		b.WriteString("continue")
+		if !a.AbandonAt.IsZero() {
+			fmt.Fprintf(&b, " abandon-at=+%v", a.AbandonAt.Sub(stepEpoch))
 		}
 	}
 	if a.DropAhead {
@@ -147,6 +155,8 @@ func (s *stepSim) cmd(t *testing.T, td *datadriven.TestData) string {
 				c.MaxJump = parseDur(t, v).Microseconds()
 			case "overlap":
 				c.Overlap = true
+			case "stop-timeout":
+				c.StopTimeout = parseDur(t, v)
 			default:
 				t.Fatalf("config: unknown argument %s", a.Key)
 			}
@@ -234,6 +244,12 @@ func (s *stepSim) cmd(t *testing.T, td *datadriven.TestData) string {
 	case "stop":
 		ev.Type = evStop
 		_, ev.StopNow = arg("now")
+		_, ev.Shutdown = arg("shutdown")
+		if v, ok := arg("timeout"); ok {
+			ev.Timeout = parseDur(t, v)
+		}
+	case "abandon":
+		ev.Type = evAbandon
 	case "pause":
 		ev.Type = evPause
 	case "lease-lost":

@@ -10,12 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/driver/dispatch"
 	"github.com/sluicehq/sluice/driver/microbatch"
 	"github.com/sluicehq/sluice/driver/policy"
 	"github.com/sluicehq/sluice/driver/registry"
-	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
@@ -223,7 +221,7 @@ func (s *Service) shutdown() {
 	s.active.Store(false)
 	s.mu.Lock()
 	for _, r := range s.runs {
-		r.stop(false, s.opts.StopTimeout, false)
+		r.stop(microbatch.Signal{Kind: microbatch.Shutdown}, false)
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
@@ -234,10 +232,12 @@ func (s *Service) shutdown() {
 	}
 }
 
+// abandonAll stops every run at once, writing nothing more: the lease is
+// another driver's.
 func (s *Service) abandonAll() {
 	s.mu.Lock()
 	for _, r := range s.runs {
-		r.stop(true, 0, false)
+		r.stop(microbatch.Signal{Kind: microbatch.LeaseLost}, false)
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
@@ -262,11 +262,15 @@ func (s *Service) reconcile(ctx context.Context) error {
 				s.start(rec)
 			case !r.ended() && r.spec != rec.Spec && !r.stopping():
 				s.log.Info("query changed: stopping the old version after its batch in flight", "query", rec.Name, "generation", rec.Generation)
-				r.stop(false, s.opts.StopTimeout, false)
+				r.stop(microbatch.Signal{Kind: microbatch.Stop}, false)
 			}
 		case registry.Stopped:
 			if r != nil && !r.ended() && !r.stopping() {
-				r.stop(rec.Change == ChangeStopNow, s.opts.StopTimeout, true)
+				sig := microbatch.Signal{Kind: microbatch.Stop}
+				if rec.Change == ChangeStopNow {
+					sig.Kind = microbatch.StopNow
+				}
+				r.stop(sig, true)
 			}
 			if r == nil {
 				if v, ok := s.tr.Get(rec.Name); ok && v.State == monitor.Pending {
@@ -278,21 +282,18 @@ func (s *Service) reconcile(ctx context.Context) error {
 	return nil
 }
 
-// run is one query's run in this process.
+// run is one query's run in this process. The service decides nothing
+// about its batches: it sends signals, and the run's loop decides.
 type run struct {
-	name string
-	gen  int64
-	spec string
-	done chan struct{}
+	name    string
+	gen     int64
+	spec    string
+	done    chan struct{}
+	signals chan microbatch.Signal
 
-	mu        sync.Mutex
-	cancel    context.CancelFunc
-	stopped   chan struct{} // closed by the first stop: abandons a wait for executors
-	inFlight  bool
-	stopReq   bool // a stop was asked
-	userStop  bool // ... by an operator (STOPPED), not a shutdown
-	graceful  bool // waiting for the batch in flight to commit
-	cancelled bool
+	mu       sync.Mutex
+	stopReq  bool // a stop was sent
+	userStop bool // ... by an operator (STOPPED), not a shutdown
 }
 
 func (r *run) ended() bool {
@@ -310,65 +311,25 @@ func (r *run) stopping() bool {
 	return r.stopReq
 }
 
-// stop asks the run to stop: now abandons the batch in flight, otherwise
-// it is let to commit within timeout.
-func (r *run) stop(now bool, timeout time.Duration, user bool) {
+// stop sends sig to the run's loop (user: an operator asked).
+func (r *run) stop(sig microbatch.Signal, user bool) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.stopReq {
-		close(r.stopped)
-	}
 	r.stopReq = true
 	r.userStop = r.userStop || user
-	if now || !r.inFlight {
-		r.cancelLocked()
-		return
-	}
-	if !r.graceful {
-		r.graceful = true
-		go func() {
-			t := time.NewTimer(timeout)
-			defer t.Stop()
-			select {
-			case <-r.done:
-			case <-t.C:
-				r.mu.Lock()
-				r.cancelLocked()
-				r.mu.Unlock()
-			}
-		}()
-	}
-}
-
-func (r *run) cancelLocked() {
-	if !r.cancelled {
-		r.cancelled = true
-		r.cancel()
-	}
-}
-
-// batchStarted is called once a batch's offsets are logged.
-func (r *run) batchStarted() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.inFlight = true
-}
-
-// batchDone is called once a batch committed; a pending graceful stop
-// happens now.
-func (r *run) batchDone() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.inFlight = false
-	if r.stopReq {
-		r.cancelLocked()
+	r.mu.Unlock()
+	select {
+	case r.signals <- sig:
+	case <-r.done:
 	}
 }
 
 // start runs rec in a goroutine (s.mu held).
 func (s *Service) start(rec registry.Record) {
 	ctx, cancel := context.WithCancel(s.base)
-	r := &run{name: rec.Name, gen: rec.Generation, spec: rec.Spec, done: make(chan struct{}), stopped: make(chan struct{}), cancel: cancel}
+	// The signals a run can be sent are few (stop, stop now, the lease
+	// lost, a shutdown): the buffer takes them all, so a sender never
+	// waits on a loop that has not started yet.
+	r := &run{name: rec.Name, gen: rec.Generation, spec: rec.Spec, done: make(chan struct{}), signals: make(chan microbatch.Signal, 8)}
 	s.runs[rec.Name] = r
 	ref := monitor.Ref{Name: rec.Name, ID: rec.ID}
 	s.tr.SetState(ref, monitor.Starting, nil)
@@ -381,7 +342,7 @@ func (s *Service) start(rec registry.Record) {
 		r.mu.Lock()
 		stopped, user := r.stopReq, r.userStop
 		r.mu.Unlock()
-		canceled := err == nil || errors.Is(err, context.Canceled)
+		canceled := err == nil || errors.Is(err, context.Canceled) || errors.Is(err, microbatch.ErrLeaseLost)
 		switch {
 		case stopped && canceled:
 			s.tr.SetState(ref, monitor.Stopped, nil)
@@ -405,31 +366,9 @@ func (s *Service) runQuery(ctx context.Context, r *run, rec registry.Record, ref
 	opts := s.opts.Engine
 	opts.AllowFirstStart, opts.AllowReplay, opts.QueryID = rec.AllowFirstStart, rec.AllowReplay, rec.ID
 	opts.Ticket, opts.ApprovedBy = rec.Ticket, rec.ApprovedBy
-	base := opts.Hook
+	opts.StopTimeout = s.opts.StopTimeout
 	s.tr.SetTrigger(ref, time.Duration(spec.Trigger.ProcessingTime))
-	opts.Hook = func(point string, batch ids.BatchID) {
-		if point == "before-offsets" {
-			r.batchStarted()
-			s.tr.BatchStarted(ref, batch)
-		}
-		if base != nil {
-			base(point, batch)
-		}
-	}
-	next := opts.Progress
-	opts.Progress = func(p *progress.Report) {
-		s.tr.Observe(p)
-		if v, ok := s.tr.Get(rec.Name); ok && v.State == monitor.Recovering {
-			s.tr.SetState(ref, monitor.Running, nil)
-		}
-		if next != nil {
-			next(p)
-		}
-		r.batchDone()
-	}
-	opts.OnRetry = func(batch ids.BatchID, attempt int, err error) {
-		s.tr.SetState(ref, monitor.Recovering, fmt.Errorf("batch %d attempt %d: %w", batch, attempt, err))
-	}
+	opts.Observer = progress.Observers{s.tr.Observer(ref), opts.Observer}
 	job, err := microbatch.Build(ctx, spec, opts)
 	if err != nil {
 		return err
@@ -438,37 +377,26 @@ func (s *Service) runQuery(ctx context.Context, r *run, rec registry.Record, ref
 	if id := job.Query.QueryID(); id != rec.ID {
 		s.log.Info("the checkpoint has its own query id (it was created before the registry entry)", "query", rec.Name, "registry_id", rec.ID, "checkpoint_id", id)
 	}
-	// A batch logged but not committed is re-run first: it is in flight
-	// from the start, so a graceful stop lets it commit.
-	if last, commit, err := checkpoint.New(job.Env.Checkpoint).Latest(ctx); err == nil {
-		if res, err := checkpoint.Decide(last, commit); err == nil && res.Rerun != nil {
-			r.batchStarted()
-		}
-	}
-	r.mu.Lock()
-	stopping := r.stopReq
-	r.mu.Unlock()
-	if !stopping {
+	if !r.stopping() {
 		s.tr.SetState(ref, monitor.Running, nil)
 	}
 	s.log.Info("query running", "query", rec.Name, "generation", rec.Generation, "id", job.Query.QueryID())
 	if s.opts.Cluster == nil {
-		return job.Run(ctx)
+		return job.Run(ctx, r.signals)
 	}
-	runner, err := s.opts.Cluster.NewRunner(dispatch.RunnerOptions{QueryID: job.Query.QueryID(), Spec: job.Spec, Logger: opts.Logger, Hook: opts.Hook, MinExecutors: s.opts.MinExecutors, Abandon: r.stopped})
+	runner, err := s.opts.Cluster.NewRunner(dispatch.RunnerOptions{QueryID: job.Query.QueryID(), Spec: job.Spec, Logger: opts.Logger, Hook: opts.Hook, MinExecutors: s.opts.MinExecutors})
 	if err != nil {
 		return err
 	}
 	start := s.opts.Now()
-	err = job.RunWith(ctx, runner)
+	err = job.RunWith(ctx, runner, r.signals)
 	st := runner.Stats()
 	s.log.Info("query run ended", "query", rec.Name, "id", job.Query.QueryID(), "batches", st.Batches, "inputRows", st.InputRows,
 		"shuffleBytes", st.ShuffleBytes, "shuffleRecords", st.ShuffleRecords, "mapRetries", st.MapRetries, "seconds", s.opts.Now().Sub(start).Seconds())
 	return err
 }
 
-// ended returns a channel closed when name's current run ends (nil if it
-// has no run).
+// runOf returns name's current run (nil if it has none).
 func (s *Service) runOf(name string) *run {
 	s.mu.Lock()
 	defer s.mu.Unlock()

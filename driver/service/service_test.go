@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/internal/testutil/tiletest"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/sink/parquet"
 	"github.com/sluicehq/sluice/task"
@@ -409,11 +410,9 @@ func TestGracefulStopAbandonsABatchWaitingForExecutors(t *testing.T) {
 		Poll:        50 * time.Millisecond,
 		StopTimeout: 10 * time.Minute,
 		Cluster:     drv,
-		Engine: microbatch.Options{Parallelism: 2, Hook: func(point string, _ ids.BatchID) {
-			if point == "before-offsets" {
-				logged <- struct{}{}
-			}
-		}},
+		Engine: microbatch.Options{Parallelism: 2, Observer: progress.Funcs{OnBatchStarted: func(ids.BatchID) {
+			logged <- struct{}{}
+		}}},
 	})
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()

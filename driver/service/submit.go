@@ -301,7 +301,11 @@ func (s *Service) StopAs(ctx context.Context, name string, now bool, timeout tim
 	r := s.runOf(name)
 	if r != nil && !r.ended() {
 		s.tr.SetState(monitor.Ref{Name: rec.Name, ID: rec.ID}, monitor.Stopping, nil)
-		r.stop(now, timeout, true)
+		sig := microbatch.Signal{Kind: microbatch.Stop, Timeout: timeout}
+		if now {
+			sig = microbatch.Signal{Kind: microbatch.StopNow}
+		}
+		r.stop(sig, true)
 		select {
 		case <-r.done:
 		case <-ctx.Done():
