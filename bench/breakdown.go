@@ -61,6 +61,12 @@ var costParts = []struct{ prefix, part string }{
 	// rest of its loops (reading, splitting lines, polling) its source
 	// read.
 	{"main.(*tileCounter)", "aggregate"},
+	// The bare loop: fastjson (above) and time.Parse are its decode, its
+	// map updates its aggregate.
+	{"main.(*bareCounter).decode", "decode"},
+	{"time.Parse", "decode"},
+	{"time.parse", "decode"},
+	{"main.(*bareCounter)", "aggregate"},
 	{"main.mergeCounts", "aggregate"},
 	{"main.refFiles", "source read"},
 	{"main.refGenerator", "source read"},

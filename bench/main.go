@@ -84,7 +84,8 @@ func main() {
 	flag.StringVar(&c.report, "report", "", "write DIR/report.md, DIR/report.json, PNG plots and CPU profiles of the run into this directory")
 	flag.IntVar(&c.kafka.Rows, "kafka-n", 10_000_000, "kafka: catch-up backlog, records (0: no catch-up runs)")
 	flag.Int64Var(&c.kafka.MaxOffsets, "kafka-max-offsets", 500_000, "kafka: maxOffsetsPerTrigger of the catch-up runs")
-	flag.IntVar(&c.kafka.Runs, "kafka-runs", 5, "kafka: catch-up rounds (raw loop and engine once each)")
+	flag.IntVar(&c.kafka.Runs, "kafka-runs", 5, "kafka: catch-up rounds (fair reference, bare loop and engine once each)")
+	flag.IntVar(&c.kafka.ProcessRuns, "kafka-process-runs", -1, "kafka: rounds of the whole-process pair (driver run against the references as processes, the broker in this process); -1: as -kafka-runs, 0: none")
 	var partitions int
 	flag.IntVar(&partitions, "kafka-partitions", 8, "kafka: partitions per topic")
 	flag.StringVar(&c.kafkaRSS, "kafka-rss", "1000000,10000000", "kafka: backlogs of the driver-run peak-RSS runs, comma-separated (empty: none)")
@@ -162,6 +163,9 @@ func main() {
 		}
 	}
 	c.kafka.Partitions = int32(partitions)
+	if c.kafka.ProcessRuns < 0 {
+		c.kafka.ProcessRuns = c.kafka.Runs
+	}
 	for _, f := range []struct {
 		name, v string
 		dst     *[]int
