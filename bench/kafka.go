@@ -72,6 +72,9 @@ type KafkaConfig struct {
 	// ProcessRuns is the rounds of the whole-process pair (driver run
 	// against the references as processes); 0: none.
 	ProcessRuns int
+	// ProcessProfile is -process-cpuprofile: the whole-process pair's
+	// driver runs profile themselves into PATH.kafka.N.
+	ProcessProfile string `json:"-"`
 }
 
 // KafkaResults are the Kafka measurement's figures.
@@ -349,7 +352,7 @@ func runKafka(ctx context.Context, kc KafkaConfig, dir string, out io.Writer) (*
 			n, float64(pr.Bytes)/1e6, pr.Topic, pr.Elapsed.Round(time.Millisecond), float64(n)/pr.Elapsed.Seconds()/1e6)
 	}
 
-	if kc.Rows > 0 && kc.Runs > 0 {
+	if kc.Rows > 0 && (kc.Runs > 0 || kc.ProcessRuns > 0) {
 		if err := kafkaCatchUp(ctx, kc, b, dir, res, out); err != nil {
 			return nil, err
 		}
@@ -402,8 +405,10 @@ func kafkaCatchUp(ctx context.Context, kc KafkaConfig, b *kafkaBroker, dir strin
 		return fmt.Errorf("topic %s holds %d records, want %d", topic, total, kc.Rows)
 	}
 	p := refParallelism()
-	if _, _, err := refKafka(ctx, fairRef, addr, topic, ends, p); err != nil { // warm-up
-		return err
+	if kc.Runs > 0 {
+		if _, _, err := refKafka(ctx, fairRef, addr, topic, ends, p); err != nil { // warm-up
+			return err
+		}
 	}
 	for r := range kc.Runs {
 		var raw, bare *RawResult
@@ -480,7 +485,7 @@ func kafkaCatchUp(ctx context.Context, kc KafkaConfig, b *kafkaBroker, dir strin
 		fmt.Fprintf(out, "round %d kafka engine    %7.3f s  %6.3f M events/s  %5.0f CPU ns/event  %4.0f broker bytes/event  %.2f cores  %d batches  ratio %.2f, to the bare loop %.2f\n",
 			r+1, er.Elapsed.Seconds(), v/1e6, nsPer(kc.Rows, er.CPU), float64(engineSent)/float64(kc.Rows), er.CPU.Seconds()/er.Elapsed.Seconds(), len(er.Batches), v/rawEPS, v/bareEPS)
 	}
-	if kc.ProfileDir != "" {
+	if kc.ProfileDir != "" && kc.Runs > 0 {
 		engFile, refFile := filepath.Join(kc.ProfileDir, "engine-kafka.pprof"), filepath.Join(kc.ProfileDir, "reference-kafka.pprof")
 		runDir := filepath.Join(dir, "kafka-profile")
 		if _, err := profileTop(engFile, func() error {
@@ -522,7 +527,7 @@ func kafkaCatchUp(ctx context.Context, kc KafkaConfig, b *kafkaBroker, dir strin
 			return err
 		}
 		spec := kafkaSpec(addr, topic, "", kc.MaxOffsets, kc.ClientOptions)
-		res.Process, err = runProcessPair(ctx, config{report: kc.ProfileDir}, driver, dir, processJob{
+		res.Process, err = runProcessPair(ctx, config{report: kc.ProfileDir, processProfile: kc.ProcessProfile}, driver, dir, processJob{
 			name: "kafka (kfake), whole process", tag: "kafka", rows: kc.Rows, runs: kc.ProcessRuns,
 			src: spec.Source, refEnv: refKafkaEnv + "=" + string(job),
 		}, out)

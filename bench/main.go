@@ -515,6 +515,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	})
 	step("kafka", func(ctx context.Context) error {
 		c.kafka.Parallelism = c.parallelism
+		c.kafka.ProcessProfile = c.processProfile
 		if c.report != "" && c.cpuProfile == "" {
 			c.kafka.ProfileDir = c.report
 		}
