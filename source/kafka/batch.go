@@ -57,7 +57,10 @@ func (s *Source) plainRecords(dst []record, rp *kmsg.FetchResponseTopicPartition
 		return dst, 0, false
 	}
 	start := len(dst)
-	decline := func() ([]record, int64, bool) { return dst[:start], 0, false }
+	decline := func() ([]record, int64, bool) {
+		clear(dst[start:]) // nothing kept points into rp
+		return dst[:start], 0, false
+	}
 	be := binary.BigEndian
 	in := rp.RecordBatches
 	next = offset

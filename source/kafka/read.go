@@ -133,10 +133,7 @@ func (s *Source) Read(ctx context.Context, split source.Split, fn func(*source.R
 	}
 	cur := 0
 	lastProgress := time.Now()
-	var (
-		call    *fetchCall // the round in flight
-		scratch []record   // takeFetch's, reused
-	)
+	var call *fetchCall // the round in flight
 	defer func() {
 		if call != nil {
 			call.cancel()
@@ -198,7 +195,7 @@ func (s *Source) Read(ctx context.Context, split source.Split, fn func(*source.R
 			lastProgress = time.Now()
 			continue
 		}
-		progressed, failed, err := s.finishFetch(ctx, call, &scratch)
+		progressed, failed, err := s.finishFetch(ctx, call)
 		active := call.active
 		call = nil
 		if err != nil {
@@ -288,7 +285,7 @@ func (s *Source) startFetch(ctx context.Context, active []*rangeRead) *fetchCall
 // finishFetch waits for a round's answers and takes them in. progressed
 // says whether a range moved; failed whether a request or a partition
 // failed in a way worth a pause.
-func (s *Source) finishFetch(ctx context.Context, c *fetchCall, scratch *[]record) (progressed, failed bool, err error) {
+func (s *Source) finishFetch(ctx context.Context, c *fetchCall) (progressed, failed bool, err error) {
 	c.wg.Wait()
 	defer c.cancel()
 	if !c.leaderOK {
@@ -316,7 +313,7 @@ func (s *Source) finishFetch(ctx context.Context, c *fetchCall, scratch *[]recor
 			failed = true
 			continue
 		}
-		p, f, err := s.takeFetch(ctx, c.resps[i], c.byBroker[b], c.ids, scratch)
+		p, f, err := s.takeFetch(ctx, c.resps[i], c.byBroker[b], c.ids)
 		if err != nil {
 			return false, false, err
 		}
@@ -367,7 +364,7 @@ func (s *Source) fetchRequest(rs []*rangeRead, ids map[string][16]byte) *kmsg.Fe
 
 // takeFetch moves the ranges forward with a fetch response, buffering
 // their records, and handles per-partition errors.
-func (s *Source) takeFetch(ctx context.Context, resp *kmsg.FetchResponse, rs []*rangeRead, ids map[string][16]byte, scratch *[]record) (progressed, failed bool, err error) {
+func (s *Source) takeFetch(ctx context.Context, resp *kmsg.FetchResponse, rs []*rangeRead, ids map[string][16]byte) (progressed, failed bool, err error) {
 	byTP := make(map[TopicPartition]*rangeRead, len(rs))
 	for _, r := range rs {
 		byTP[r.tp] = r
@@ -393,20 +390,25 @@ func (s *Source) takeFetch(ctx context.Context, resp *kmsg.FetchResponse, rs []*
 				continue
 			}
 			before := r.next
-			if recs, nextOff, ok := s.plainRecords((*scratch)[:0], rp, r.next); ok {
-				*scratch = recs
-				for k, kr := range recs {
+			// Plain batches go straight into the range's records; what
+			// lies past the range's end is cut off for the ahead cache.
+			n := len(r.buf)
+			if recs, nextOff, ok := s.plainRecords(r.buf, rp, r.next); ok {
+				for k := n; k < len(recs); k++ {
+					kr := &recs[k]
 					if kr.offset >= r.To {
 						if nextOff > r.To {
 							s.ahead.put(r.tp, r.To, nextOff, recs[k:])
 						}
+						clear(recs[k:])
+						recs = recs[:k]
 						r.next = r.To
 						break
 					}
 					r.next = kr.offset + 1
-					r.buf = append(r.buf, kr)
 					r.bufSize += len(kr.value) + len(kr.key)
 				}
+				r.buf = recs
 				if nextOff > r.next {
 					r.next = min(nextOff, r.To)
 				}
