@@ -126,7 +126,18 @@ func main() {
 	flag.IntVar(&c.longRun.SampleEvery, "longrun-sample", 100, "longrun: batches between samples of the checkpoint's object count and RSS")
 	flag.IntVar(&c.longRun.Retain, "longrun-retain", 100, "longrun: minBatchesToRetain of the long run")
 	flag.Int64Var(&c.longRun.Rows, "longrun-rows", 5, "longrun: generator rows per second, one second of event time each (batches run back to back: most take a row or two, and one that finds none after the watermark moved is a no-data batch)")
+	breakdown := flag.String("breakdown", "", "print the CPU profiles' breakdowns by part side by side and exit: label=FILE[+FILE...],label=FILE (the files of one run are merged)")
+	breakdownEvents := flag.Int64("breakdown-events", 0, "-breakdown: events the profiled runs processed")
 	flag.Parse()
+	if *breakdown != "" {
+		t, err := breakdownTable(strings.Split(*breakdown, ","), *breakdownEvents)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sluicebench:", err)
+			os.Exit(1)
+		}
+		fmt.Print(t)
+		return
+	}
 	c.set = setFlags()
 	if c.quick {
 		for name, v := range quickSizes {
