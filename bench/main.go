@@ -19,44 +19,47 @@ import (
 
 // config is the command line.
 type config struct {
-	rows              int
-	runs              int
-	maxRowsPerTrigger int64
-	rowsPerFile       int
-	noDataBatches     int
-	noDataCourses     int
-	noDataInterval    time.Duration
-	parallelism       int
-	dir               string
-	only              string
-	cpuProfile        string
-	processProfile    string
-	markdown          bool
-	report            string
-	scale             ScaleConfig
-	groupsCourses     []int
-	kills             int
-	executors         []int
-	latencyFor        time.Duration
-	kafka             KafkaConfig
-	kafkaRSS          string
-	kafkaOptions      string
-	partitions        PartitionsConfig
-	partCounts        string
-	partExecutors     string
-	partBatch         string
-	state             StateConfig
-	stateGroups       string
-	bigFileBytes      int64
-	quick             bool
-	executorKills     int
-	s3Batches         int
-	backlog           []int
-	backlogMaxOffsets int64
-	backlogRuns       int
-	modeTimeout       time.Duration
-	set               map[string]bool // flags the command line set
-	longRun           LongRunConfig
+	rows               int
+	runs               int
+	maxRowsPerTrigger  int64
+	rowsPerFile        int
+	noDataBatches      int
+	noDataCourses      int
+	noDataInterval     time.Duration
+	parallelism        int
+	dir                string
+	only               string
+	cpuProfile         string
+	processProfile     string
+	markdown           bool
+	report             string
+	scale              ScaleConfig
+	groupsCourses      []int
+	kills              int
+	executors          []int
+	latencyFor         time.Duration
+	kafka              KafkaConfig
+	kafkaRSS           string
+	kafkaOptions       string
+	partitions         PartitionsConfig
+	partCounts         string
+	partExecutors      string
+	partBatch          string
+	state              StateConfig
+	stateGroups        string
+	bigFileBytes       int64
+	bigS3Events        int64
+	bigS3Runs          int
+	bigS3MinPartitions int
+	quick              bool
+	executorKills      int
+	s3Batches          int
+	backlog            []int
+	backlogMaxOffsets  int64
+	backlogRuns        int
+	modeTimeout        time.Duration
+	set                map[string]bool // flags the command line set
+	longRun            LongRunConfig
 }
 
 func main() {
@@ -122,6 +125,9 @@ func main() {
 	flag.IntVar(&c.state.ValueBytes, "state-value-bytes", 24, "state: bytes per group's aggregate")
 	flag.BoolVar(&c.state.MemoryToo, "state-memory", true, "state: also load the checkpoint with the in-memory provider, for contrast")
 	flag.Int64Var(&c.bigFileBytes, "bigfile-bytes", 2<<30, "bigfile (-only bigfile, or -report): size of the JSON-lines file driver run reads with bounded memory")
+	flag.Int64Var(&c.bigS3Events, "bigfile-s3-events", 8_000_000, "bigfile-s3: generator events in the one JSON-lines object on the S3 test server (8 M: about 760 MB)")
+	flag.IntVar(&c.bigS3Runs, "bigfile-s3-runs", 2, "bigfile-s3: rounds of driver run against driver serve + 2 executors")
+	flag.IntVar(&c.bigS3MinPartitions, "bigfile-s3-min-partitions", 16, "bigfile-s3: source.file.minPartitions (byte ranges of the one object per batch)")
 	flag.IntVar(&c.longRun.Batches, "longrun-batches", 10_000, "longrun: micro-batches of the long run on the S3 test server (at least 200)")
 	flag.IntVar(&c.longRun.SampleEvery, "longrun-sample", 100, "longrun: batches between samples of the checkpoint's object count and RSS")
 	flag.IntVar(&c.longRun.Retain, "longrun-retain", 100, "longrun: minBatchesToRetain of the long run")
@@ -224,6 +230,8 @@ func main() {
 // section say which sizes ran.
 var quickSizes = map[string]string{
 	"bigfile-bytes":        "268435456",
+	"bigfile-s3-events":    "500000",
+	"bigfile-s3-runs":      "1",
 	"longrun-batches":      "1000",
 	"n":                    "300000",
 	"runs":                 "2",
