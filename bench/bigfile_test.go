@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/source/generator"
 )
@@ -53,5 +54,31 @@ func TestBigFileHoldsTheGeneratorsLines(t *testing.T) {
 	}
 	if i != n || bytes != size || size < 1<<20 {
 		t.Fatalf("%d lines, %d bytes; writeBigFile said %d, %d", i, bytes, n, size)
+	}
+}
+
+// One object on the S3 test server, read by driver run and by driver
+// serve with two executors: both read every event (each process's
+// progress is checked against the events written), and the round's ratio
+// is recorded.
+func TestBigObjectOnS3ReadByOneProcessAndByACluster(t *testing.T) {
+	needVersityGW(t)
+	driver, executor := buildBinaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := config{bigS3Events: 20_000, bigS3Runs: 1, bigS3MinPartitions: 4}
+	e := &ModeEnv{Config: &c, Dir: t.TempDir(), Out: io.Discard,
+		Driver:   func(context.Context) (string, error) { return driver, nil },
+		Executor: func(context.Context) (string, error) { return executor, nil }}
+	sec, err := runBigFileS3Mode(ctx, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sec.Data.(*BigFileS3Result)
+	if r.Bytes < 20_000*80 || len(r.Ratio) != 1 || r.Ratio[0] <= 0 {
+		t.Fatalf("%+v", r)
+	}
+	if len(sec.Targets) != 1 || sec.Targets[0].Name != bigFileS3TargetName || sec.Targets[0].Status == "not measured" {
+		t.Errorf("targets %+v", sec.Targets)
 	}
 }

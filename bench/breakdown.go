@@ -63,6 +63,12 @@ var costParts = []struct{ prefix, part string }{
 	// rest of its loops (reading, splitting lines, polling) its source
 	// read.
 	{"main.(*tileCounter)", "aggregate"},
+	// The bare loop: fastjson (above) and time.Parse are its decode, its
+	// map updates its aggregate.
+	{"main.(*bareCounter).decode", "decode"},
+	{"time.Parse", "decode"},
+	{"time.parse", "decode"},
+	{"main.(*bareCounter)", "aggregate"},
 	{"main.mergeCounts", "aggregate"},
 	{"main.refFiles", "source read"},
 	{"main.refGenerator", "source read"},
@@ -274,4 +280,54 @@ func capitalize(s string) string {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// breakdownTable renders the breakdowns of profiles side by side as a
+// Markdown table, CPU ns per event by part, one column per profile: specs
+// are label=file (label=file1+file2 merges the processes of one run), each
+// over events (-breakdown, -breakdown-events: before/after figures of one
+// part of the work from the profiles of two builds).
+func breakdownTable(specs []string, events int64) (string, error) {
+	var labels []string
+	var bds []Breakdown
+	parts := map[string]bool{}
+	for _, spec := range specs {
+		label, files, ok := strings.Cut(spec, "=")
+		if !ok {
+			label, files = spec, spec
+		}
+		b, err := costBreakdown(strings.Split(files, "+"), events)
+		if err != nil {
+			return "", fmt.Errorf("breakdown of %s: %w", spec, err)
+		}
+		labels, bds = append(labels, label), append(bds, b)
+		for part := range b.NsPerEvent {
+			parts[part] = true
+		}
+	}
+	names := make([]string, 0, len(parts))
+	for part := range parts {
+		names = append(names, part)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if bds[0].NsPerEvent[names[i]] != bds[0].NsPerEvent[names[j]] {
+			return bds[0].NsPerEvent[names[i]] > bds[0].NsPerEvent[names[j]]
+		}
+		return names[i] < names[j]
+	})
+	var w strings.Builder
+	fmt.Fprintf(&w, "| part (CPU ns/event) | %s |\n|---|%s\n", strings.Join(labels, " | "), strings.Repeat("---|", len(labels)))
+	for _, part := range names {
+		fmt.Fprintf(&w, "| %s |", part)
+		for _, b := range bds {
+			fmt.Fprintf(&w, " %.0f |", b.NsPerEvent[part])
+		}
+		w.WriteString("\n")
+	}
+	w.WriteString("| **total** (broker excluded) |")
+	for _, b := range bds {
+		fmt.Fprintf(&w, " **%.0f** |", b.Total)
+	}
+	w.WriteString("\n")
+	return w.String(), nil
 }

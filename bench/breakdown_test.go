@@ -100,3 +100,21 @@ func TestCostBreakdownAttributesByInnermostNamedFrame(t *testing.T) {
 		t.Errorf("named sides' Why:\n%s", w)
 	}
 }
+
+// The side-by-side table has a row per part and a column per profile,
+// with each one's total.
+func TestBreakdownTableSideBySide(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.pprof"), filepath.Join(dir, "b.pprof")
+	writeProfile(t, a, map[string]int64{"github.com/sluicehq/sluice/row.(*Decoder).Decode;main.x": 600, "github.com/sluicehq/sluice/agg.(*Table).Add": 400})
+	writeProfile(t, b, map[string]int64{"github.com/sluicehq/sluice/row.(*Decoder).Decode": 200})
+	table, err := breakdownTable([]string{"before=" + a, "after=" + b}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| part (CPU ns/event) | before | after |", "| decode | 300 | 100 |", "| aggregate | 200 | 0 |", "| **total** (broker excluded) | **500** | **100** |"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+}

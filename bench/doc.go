@@ -3,9 +3,13 @@
 // watermark) and reports it as ratios within one run, because the machines
 // are shared and noisy:
 //
-//   - raw loop: one goroutine decoding the generator's JSON lines with the
-//     engine's decoder, assigning windows and counting in a Go map: the
-//     floor the engine is compared against;
+//   - two references, run in the same rounds as the engine: the fair
+//     reference (the engine's decoder and field list, one goroutine per
+//     core, counts in Go maps: what exactly-once costs) and the bare loop
+//     (fastjson and time.Parse instead of the engine's decoder: what the
+//     whole engine costs against the loop a user writes first);
+//   - raw loop: one goroutine decoding lines in memory, a yardstick of the
+//     cores the machine gives;
 //   - engine: the same events through engine.Build and Job.Run in this
 //     process (availableNow, Parquet sink, local checkpoint), once with the
 //     generator source and once with the file source over the same lines;

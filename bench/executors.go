@@ -55,9 +55,9 @@ func buildExecutor(ctx context.Context, dir string) (string, error) {
 // runCluster runs spec on `driver serve` with n executors and returns the
 // time from the driver's start to its exit. A non-empty profile makes
 // each process write a CPU profile: PROFILE.driver, PROFILE.executor-I.
-func runCluster(ctx context.Context, driver, executor, specFile, runDir string, n int, want int64, profile string) (time.Duration, string, error) {
+func runCluster(ctx context.Context, driver, executor, specFile, runDir string, n int, want int64, profile string, env ...string) (time.Duration, string, error) {
 	var ended string
-	d, err := runClusterLog(ctx, driver, executor, specFile, runDir, n, want, profile, func(dlog string) {
+	d, err := runClusterLog(ctx, driver, executor, specFile, runDir, n, want, profile, env, func(dlog string) {
 		for _, l := range strings.Split(dlog, "\n") {
 			if strings.Contains(l, `msg="query run ended"`) {
 				ended = l
@@ -67,7 +67,9 @@ func runCluster(ctx context.Context, driver, executor, specFile, runDir string, 
 	return d, ended, err
 }
 
-func runClusterLog(ctx context.Context, driver, executor, specFile, runDir string, n int, want int64, profile string, onExit func(driverLog string)) (time.Duration, error) {
+// env is added to every process's environment (the S3 test server's
+// settings, for instance).
+func runClusterLog(ctx context.Context, driver, executor, specFile, runDir string, n int, want int64, profile string, env []string, onExit func(driverLog string)) (time.Duration, error) {
 	token := filepath.Join(runDir, "token")
 	if err := os.WriteFile(token, []byte("sluicebench-cluster-token\n"), 0o600); err != nil {
 		return 0, err
@@ -84,6 +86,9 @@ func runClusterLog(ctx context.Context, driver, executor, specFile, runDir strin
 	}
 	drv := exec.CommandContext(ctx, driver, args...)
 	drv.Stdout, drv.Stderr = &dlog, &dlog
+	if len(env) > 0 {
+		drv.Env = append(os.Environ(), env...)
+	}
 	if err := drv.Start(); err != nil {
 		return 0, fmt.Errorf("start driver serve: %w", err)
 	}
@@ -127,6 +132,9 @@ func runClusterLog(ctx context.Context, driver, executor, specFile, runDir strin
 		}
 		e := exec.CommandContext(ctx, executor, eargs...)
 		e.Stdout, e.Stderr = elog, elog
+		if len(env) > 0 {
+			e.Env = append(os.Environ(), env...)
+		}
 		if err := e.Start(); err != nil {
 			drv.Process.Kill()
 			<-exited

@@ -28,6 +28,13 @@ type Pair struct {
 	// Cost compares one profiled run of each side (with -report), where
 	// the pair has profiles.
 	Cost *CostCompare `json:",omitempty"`
+	// The bare loop (bare.go), run in the same rounds: events/s, CPU ns
+	// per event and engine / bare loop of the same round; BareCost
+	// compares profiles of the engine and the bare loop, where the pair
+	// has them.
+	BareEPS, BareCPU, BareRatio []float64    `json:",omitempty"`
+	BareRSS                     []float64    `json:",omitempty"` // whole-process pairs
+	BareCost                    *CostCompare `json:",omitempty"`
 }
 
 // cores is the engine's median cores busy (CPU / wall) over the rounds.
@@ -54,15 +61,41 @@ func (p *Pair) add(ref, eng, refCPU, engCPU float64) {
 	p.Overhead = append(p.Overhead, (engCPU-refCPU)/refCPU)
 }
 
+// addBare records the bare loop's run of the round last added.
+func (p *Pair) addBare(bare, bareCPU float64) {
+	p.BareEPS = append(p.BareEPS, bare)
+	p.BareCPU = append(p.BareCPU, bareCPU)
+	p.BareRatio = append(p.BareRatio, p.EngEPS[len(p.EngEPS)-1]/bare)
+}
+
+// bareView is the pair's engine / bare loop figures as a pair of their
+// own (for a target), or nil when the bare loop did not run.
+func (p *Pair) bareView() *Pair {
+	if p == nil || len(p.BareRatio) == 0 {
+		return nil
+	}
+	return &Pair{Name: p.Name, Ratio: p.BareRatio, Cost: p.BareCost, EngEPS: p.EngEPS, EngCPU: p.EngCPU}
+}
+
 // alternate runs a then b in even rounds and b then a in odd ones.
 func alternate(round int, a, b func() error) error {
-	if round%2 == 1 {
-		a, b = b, a
+	return inTurn(round, a, b)
+}
+
+// inTurn runs fns in order in even rounds and in reverse order in odd
+// ones, stopping at the first error: of any two sides, each runs first
+// in half the rounds.
+func inTurn(round int, fns ...func() error) error {
+	for i := range fns {
+		f := fns[i]
+		if round%2 == 1 {
+			f = fns[len(fns)-1-i]
+		}
+		if err := f(); err != nil {
+			return err
+		}
 	}
-	if err := a(); err != nil {
-		return err
-	}
-	return b()
+	return nil
 }
 
 // runRounds runs c.runs rounds of the in-process measurements: the
@@ -85,7 +118,7 @@ func runRounds(ctx context.Context, c config, res *Results, lines *Lines, srcDir
 		}
 	}
 	if do("gen") {
-		if _, err := refGenerator(gopts, min(c.rows, 200_000), p); err != nil {
+		if _, err := refGenerator(fairRef, gopts, min(c.rows, 200_000), p); err != nil {
 			return err
 		}
 	}
@@ -110,11 +143,14 @@ func runRounds(ctx context.Context, c config, res *Results, lines *Lines, srcDir
 				r+1, raw/1e6, p, par/1e6, par/raw)
 		}
 		if do("gen") {
-			var ref *RawResult
+			var ref, bare *RawResult
 			var er *EngineRun
 			runDir := filepath.Join(dir, fmt.Sprintf("gen-%d", r))
-			err := alternate(r, func() (err error) {
-				labelled(ctx, "reference", "gen", func(context.Context) { ref, err = refGenerator(gopts, c.rows, p) })
+			err := inTurn(r, func() (err error) {
+				labelled(ctx, "reference", "gen", func(context.Context) { ref, err = refGenerator(fairRef, gopts, c.rows, p) })
+				return err
+			}, func() (err error) {
+				labelled(ctx, "bare", "gen", func(context.Context) { bare, err = refGenerator(bareRef, gopts, c.rows, p) })
 				return err
 			}, func() error {
 				g := gopts
@@ -137,23 +173,30 @@ func runRounds(ctx context.Context, c config, res *Results, lines *Lines, srcDir
 			if err := sameWindows(er, ref); err != nil {
 				return fmt.Errorf("engine with generator source: %w", err)
 			}
+			if err := sameWindows(er, bare); err != nil {
+				return fmt.Errorf("engine with generator source against the bare loop: %w", err)
+			}
 			res.recordEngine(&res.GenEPS, &res.GenCPU, &res.GenCores, &res.Gen, er, c.rows)
 			res.GenPair.add(eps(c.rows, ref.Elapsed), eps(c.rows, er.Elapsed), nsPer(c.rows, ref.CPU), nsPer(c.rows, er.CPU))
+			res.GenPair.addBare(eps(c.rows, bare.Elapsed), nsPer(c.rows, bare.CPU))
 			printPairRound(out, r, res.GenPair, er)
 		}
 		if do("file") {
-			var ref *RawResult
+			var ref, bare *RawResult
 			var er *EngineRun
 			runDir := filepath.Join(dir, fmt.Sprintf("file-%d", r))
-			err := alternate(r, func() error {
-				var n int64
-				var err error
-				labelled(ctx, "reference", "file", func(context.Context) { ref, n, err = refFiles(srcDir, p) })
-				if err == nil && n != int64(c.rows) {
-					err = fmt.Errorf("reference read %d lines, want %d", n, c.rows)
+			refRun := func(kind refKind, side string, dst **RawResult) func() error {
+				return func() error {
+					var n int64
+					var err error
+					labelled(ctx, side, "file", func(context.Context) { *dst, n, err = refFiles(kind, srcDir, p) })
+					if err == nil && n != int64(c.rows) {
+						err = fmt.Errorf("%s read %d lines, want %d", kind, n, c.rows)
+					}
+					return err
 				}
-				return err
-			}, func() error {
+			}
+			err := inTurn(r, refRun(fairRef, "reference", &ref), refRun(bareRef, "bare", &bare), func() error {
 				spec := tileSpec(query.Source{File: &query.FileSource{Path: srcDir, MaxFilesPerTrigger: filesPerTrigger}, Schema: query.GeneratorSchema()},
 					runDir, query.Trigger{AvailableNow: true})
 				var err error
@@ -173,15 +216,19 @@ func runRounds(ctx context.Context, c config, res *Results, lines *Lines, srcDir
 			if err := sameWindows(er, ref); err != nil {
 				return fmt.Errorf("engine with file source: %w", err)
 			}
+			if err := sameWindows(er, bare); err != nil {
+				return fmt.Errorf("engine with file source against the bare loop: %w", err)
+			}
 			res.recordEngine(&res.FileEPS, &res.FileCPU, &res.FileCores, &res.File, er, c.rows)
 			res.FilePair.add(eps(c.rows, ref.Elapsed), eps(c.rows, er.Elapsed), nsPer(c.rows, ref.CPU), nsPer(c.rows, er.CPU))
+			res.FilePair.addBare(eps(c.rows, bare.Elapsed), nsPer(c.rows, bare.CPU))
 			printPairRound(out, r, res.FilePair, er)
 		}
 	}
 	return nil
 }
 
-// labelled runs fn with the profiler labels side (reference, engine) and
+// labelled runs fn with the profiler labels side (reference, bare, engine) and
 // source (gen, file), which every goroutine fn starts inherits, so a
 // -cpuprofile tells the sides apart: go tool pprof -tagfocus side=engine.
 func labelled(ctx context.Context, side, src string, fn func(context.Context)) {
@@ -218,6 +265,10 @@ func printPairRound(out io.Writer, r int, p *Pair, er *EngineRun) {
 		line += fmt.Sprintf(" %.2f cores %d batches", er.CPU.Seconds()/er.Elapsed.Seconds(), len(er.Batches))
 	}
 	fmt.Fprintf(out, "%s | ratio %.2f, CPU +%.0f ns/event (%s)\n", line, p.Ratio[i], p.CPUDiff[i], first)
+	if i < len(p.BareRatio) {
+		fmt.Fprintf(out, "round %d %-24s bare loop %6.3f M events/s %5.0f CPU ns/event | engine / bare loop %.2f\n",
+			r+1, p.Name, p.BareEPS[i]/1e6, p.BareCPU[i], p.BareRatio[i])
+	}
 }
 
 // pairs are the in-process and whole-process pairs measured, in report
@@ -231,6 +282,9 @@ func (res *Results) pairs() []*Pair {
 	}
 	if k := res.Kafka; k != nil && len(k.Ratio) > 0 {
 		out = append(out, k.pair())
+	}
+	if k := res.Kafka; k != nil && k.Process != nil && len(k.Process.Ratio) > 0 {
+		out = append(out, k.Process)
 	}
 	return out
 }
@@ -246,6 +300,16 @@ func pairLines(p *Pair) []line {
 	}
 	if len(p.RefRSS) > 0 {
 		ls = append(ls, line{p.Name + ": peak RSS MiB, reference / engine", rangeOf(p.RefRSS, "%.0f") + " / " + rangeOf(p.EngRSS, "%.0f"), ""})
+	}
+	if len(p.BareRatio) > 0 {
+		ls = append(ls,
+			line{p.Name + ": bare loop (fastjson + time.Parse), M events/s", rangeOf(millions(p.BareEPS), "%.2f"), ""},
+			line{p.Name + ": engine / bare loop (within each round)", rangeOf(p.BareRatio, "%.2f"), ""},
+			line{p.Name + ": CPU ns/event, bare loop / engine", rangeOf(p.BareCPU, "%.0f") + " / " + rangeOf(p.EngCPU, "%.0f"), ""},
+		)
+		if len(p.BareRSS) > 0 {
+			ls = append(ls, line{p.Name + ": peak RSS MiB, bare loop", rangeOf(p.BareRSS, "%.0f"), ""})
+		}
 	}
 	return ls
 }

@@ -71,7 +71,7 @@ func checkAgainstRawLoop(t *testing.T, er *EngineRun, raw *RawResult, n int) {
 	}
 }
 
-func TestEngineOutputMatchesTheFairReferenceOnBothSources(t *testing.T) {
+func TestEngineOutputMatchesBothReferencesOnBothSources(t *testing.T) {
 	const n, perBatch, perFile = 30_000, 8_000, 2_000
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -92,19 +92,27 @@ func TestEngineOutputMatchesTheFairReferenceOnBothSources(t *testing.T) {
 		t.Fatalf("raw loop counted %d events, want %d", total, n)
 	}
 
-	// The fair references count what the single-goroutine loop counts,
+	// The references count what the single-goroutine loop counts,
 	// window by window, whatever their goroutine count.
-	refGen, err := refGenerator(gopts, n, 3)
+	refGen, err := refGenerator(fairRef, gopts, n, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sameCounts(t, "generator reference", refGen, raw)
+
+	// The bare loop (fastjson and time.Parse) counts the same.
+	bareGen, err := refGenerator(bareRef, gopts, n, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameCounts(t, "generator bare loop", bareGen, raw)
 
 	gen, err := runEngine(ctx, tileSpec(query.Source{Generator: &gopts}, filepath.Join(dir, "gen"), query.Trigger{AvailableNow: true}), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkAgainstRawLoop(t, gen, refGen, n)
+	checkAgainstRawLoop(t, gen, bareGen, n)
 
 	src := filepath.Join(dir, "lines")
 	if _, err := writeFiles(src, lines, perFile); err != nil {
@@ -112,7 +120,7 @@ func TestEngineOutputMatchesTheFairReferenceOnBothSources(t *testing.T) {
 	}
 	fileSpec := tileSpec(query.Source{File: &query.FileSource{Path: src, MaxFilesPerTrigger: perBatch / perFile}, Schema: query.GeneratorSchema()},
 		filepath.Join(dir, "file"), query.Trigger{AvailableNow: true})
-	refFile, read, err := refFiles(src, 3)
+	refFile, read, err := refFiles(fairRef, src, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,11 +128,20 @@ func TestEngineOutputMatchesTheFairReferenceOnBothSources(t *testing.T) {
 		t.Fatalf("file reference read %d lines, want %d", read, n)
 	}
 	sameCounts(t, "file reference", refFile, raw)
+	bareFile, read, err := refFiles(bareRef, src, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if read != n {
+		t.Fatalf("file bare loop read %d lines, want %d", read, n)
+	}
+	sameCounts(t, "file bare loop", bareFile, raw)
 	file, err := runEngine(ctx, fileSpec, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkAgainstRawLoop(t, file, refFile, n)
+	checkAgainstRawLoop(t, file, bareFile, n)
 
 	for name, er := range map[string]*EngineRun{"generator": gen, "file": file} {
 		data := collect(er.Batches, false)
@@ -228,5 +245,29 @@ func TestMedianAndRange(t *testing.T) {
 	}
 	if got := rangeOf([]float64{2, 9, 4}, "%.0f"); !strings.HasPrefix(got, "4 [2") || !strings.HasSuffix(got, "9]") {
 		t.Errorf("rangeOf = %q", got)
+	}
+}
+
+// The bare loop reads only RFC 3339 and needs both of its fields: what it
+// cannot read stops it with an error, never a silent miscount.
+func TestBareLoopRefusesWhatItCannotRead(t *testing.T) {
+	c := newBareCounter()
+	for _, bad := range []string{
+		`{"course_id":"c","event_time":"2026-01-01 00:00:00"}`,
+		`{"course_id":"c","event_time":1767225600}`,
+		`{"event_time":"2026-01-01T00:00:00Z"}`,
+		`{"course_id":"c",`,
+	} {
+		if err := c.add([]byte(bad)); err == nil {
+			t.Errorf("bare loop counted %s", bad)
+		}
+	}
+	if err := c.add([]byte(`{"course_id":"c","event_time":"1969-12-31T23:59:59.5Z"}`)); err != nil {
+		t.Fatal(err)
+	}
+	// Before the epoch the window still starts at or before the event.
+	res := c.result()
+	if want := (WindowKey{Start: -windowSize.Microseconds(), Course: "c"}); res.Counts[want] != 1 || len(res.Counts) != 1 {
+		t.Errorf("counts %v, want 1 in %v", res.Counts, want)
 	}
 }

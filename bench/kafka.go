@@ -69,6 +69,12 @@ type KafkaConfig struct {
 	// run and one more reference run over the catch-up topic, after the
 	// timed rounds: engine-kafka.pprof, reference-kafka.pprof.
 	ProfileDir string `json:"-"`
+	// ProcessRuns is the rounds of the whole-process pair (driver run
+	// against the references as processes); 0: none.
+	ProcessRuns int
+	// ProcessProfile is -process-cpuprofile: the whole-process pair's
+	// driver runs profile themselves into PATH.kafka.N.
+	ProcessProfile string `json:"-"`
 }
 
 // KafkaResults are the Kafka measurement's figures.
@@ -84,10 +90,18 @@ type KafkaResults struct {
 	// RawSentPerEvent, EngineSentPerEvent are the bytes the broker sent
 	// per event read: fetched-ahead data that is thrown away shows here.
 	RawSentPerEvent, EngineSentPerEvent []float64
-	EngineCores                         []float64
-	RawWindows, EngineWindows           int // windows the raw loop counted; emitted + open windows of the engine
-	EngineBatches                       int
-	RSS                                 []RSSRun
+	// Bare* are the bare loop's (bare.go: one franz-go reader per core,
+	// fastjson and time.Parse), in the same rounds; BareRatio is engine /
+	// bare loop of the same round.
+	BareEPS, BareCPU, BareRatio, BareSentPerEvent []float64    `json:",omitempty"`
+	BareCost                                      *CostCompare `json:",omitempty"`
+	// Process is the whole-process pair: `driver run` against the
+	// references as processes, the broker in this process.
+	Process                   *Pair `json:",omitempty"`
+	EngineCores               []float64
+	RawWindows, EngineWindows int // windows the raw loop counted; emitted + open windows of the engine
+	EngineBatches             int
+	RSS                       []RSSRun
 }
 
 // ProduceRun is one topic's preload.
@@ -290,6 +304,8 @@ func (c *tileCounter) add(value []byte) error {
 	return nil
 }
 
+func (c *tileCounter) result() *RawResult { return c.res }
+
 // kafkaSpec is the bench's tile over a Kafka topic.
 func kafkaSpec(addr, topic, dir string, maxOffsets int64, options map[string]string) query.Spec {
 	src := query.Source{
@@ -336,7 +352,7 @@ func runKafka(ctx context.Context, kc KafkaConfig, dir string, out io.Writer) (*
 			n, float64(pr.Bytes)/1e6, pr.Topic, pr.Elapsed.Round(time.Millisecond), float64(n)/pr.Elapsed.Seconds()/1e6)
 	}
 
-	if kc.Rows > 0 && kc.Runs > 0 {
+	if kc.Rows > 0 && (kc.Runs > 0 || kc.ProcessRuns > 0) {
 		if err := kafkaCatchUp(ctx, kc, b, dir, res, out); err != nil {
 			return nil, err
 		}
@@ -389,31 +405,35 @@ func kafkaCatchUp(ctx context.Context, kc KafkaConfig, b *kafkaBroker, dir strin
 		return fmt.Errorf("topic %s holds %d records, want %d", topic, total, kc.Rows)
 	}
 	p := refParallelism()
-	if _, _, err := refKafka(ctx, addr, topic, ends, p); err != nil { // warm-up
-		return err
+	if kc.Runs > 0 {
+		if _, _, err := refKafka(ctx, fairRef, addr, topic, ends, p); err != nil { // warm-up
+			return err
+		}
 	}
 	for r := range kc.Runs {
-		var raw *RawResult
+		var raw, bare *RawResult
 		var er *EngineRun
-		var rawSent, engineSent int64
-		rawRun := func() error {
-			var n int64
-			var err error
-			sent := b.sent.Load()
-			defer func() { rawSent = b.sent.Load() - sent }()
-			// Labels let a -cpuprofile tell the two sides apart
-			// (go tool pprof -tagfocus phase=raw); the broker's
-			// goroutines carry none.
-			pprof.Do(ctx, pprof.Labels("phase", "raw"), func(ctx context.Context) {
-				raw, n, err = refKafka(ctx, addr, topic, ends, p)
-			})
-			if err != nil {
-				return err
+		var rawSent, bareSent, engineSent int64
+		refRun := func(kind refKind, phase string, dst **RawResult, sentTo *int64) func() error {
+			return func() error {
+				var n int64
+				var err error
+				sent := b.sent.Load()
+				defer func() { *sentTo = b.sent.Load() - sent }()
+				// Labels let a -cpuprofile tell the sides apart
+				// (go tool pprof -tagfocus phase=raw); the broker's
+				// goroutines carry none.
+				pprof.Do(ctx, pprof.Labels("phase", phase), func(ctx context.Context) {
+					*dst, n, err = refKafka(ctx, kind, addr, topic, ends, p)
+				})
+				if err != nil {
+					return err
+				}
+				if n != int64(kc.Rows) {
+					return fmt.Errorf("kafka %s read %d records, want %d", kind, n, kc.Rows)
+				}
+				return nil
 			}
-			if n != int64(kc.Rows) {
-				return fmt.Errorf("kafka reference read %d records, want %d", n, kc.Rows)
-			}
-			return nil
 		}
 		runDir := filepath.Join(dir, fmt.Sprintf("kafka-%d", r))
 		engineRun := func() error {
@@ -434,18 +454,11 @@ func kafkaCatchUp(ctx context.Context, kc KafkaConfig, b *kafkaBroker, dir strin
 		}
 		// Alternate which goes first, so that a drift of the machine's
 		// load within a round does not favour one side.
-		first, second := rawRun, engineRun
-		if r%2 == 1 {
-			first, second = engineRun, rawRun
-		}
-		if err := first(); err != nil {
+		if err := inTurn(r, refRun(fairRef, "raw", &raw, &rawSent), refRun(bareRef, "bare", &bare, &bareSent), engineRun); err != nil {
 			return err
 		}
-		if err := second(); err != nil {
-			return err
-		}
-		if got := int(er.OutputRows + er.StateRows); got != len(raw.Counts) {
-			return fmt.Errorf("engine with kafka source: emitted %d + open %d windows, the reference counted %d", er.OutputRows, er.StateRows, len(raw.Counts))
+		if got := int(er.OutputRows + er.StateRows); got != len(raw.Counts) || got != len(bare.Counts) {
+			return fmt.Errorf("engine with kafka source: emitted %d + open %d windows, the reference counted %d, the bare loop %d", er.OutputRows, er.StateRows, len(raw.Counts), len(bare.Counts))
 		}
 		rawEPS := eps(kc.Rows, raw.Elapsed)
 		res.RawEPS = append(res.RawEPS, rawEPS)
@@ -462,10 +475,17 @@ func kafkaCatchUp(ctx context.Context, kc KafkaConfig, b *kafkaBroker, dir strin
 		res.Ratio = append(res.Ratio, v/rawEPS)
 		res.RawSentPerEvent = append(res.RawSentPerEvent, float64(rawSent)/float64(kc.Rows))
 		res.EngineSentPerEvent = append(res.EngineSentPerEvent, float64(engineSent)/float64(kc.Rows))
-		fmt.Fprintf(out, "round %d kafka engine    %7.3f s  %6.3f M events/s  %5.0f CPU ns/event  %4.0f broker bytes/event  %.2f cores  %d batches  ratio %.2f\n",
-			r+1, er.Elapsed.Seconds(), v/1e6, nsPer(kc.Rows, er.CPU), float64(engineSent)/float64(kc.Rows), er.CPU.Seconds()/er.Elapsed.Seconds(), len(er.Batches), v/rawEPS)
+		bareEPS := eps(kc.Rows, bare.Elapsed)
+		res.BareEPS = append(res.BareEPS, bareEPS)
+		res.BareCPU = append(res.BareCPU, nsPer(kc.Rows, bare.CPU))
+		res.BareRatio = append(res.BareRatio, v/bareEPS)
+		res.BareSentPerEvent = append(res.BareSentPerEvent, float64(bareSent)/float64(kc.Rows))
+		fmt.Fprintf(out, "round %d kafka bare loop %7.3f s  %6.3f M events/s  %5.0f CPU ns/event  %4.0f broker bytes/event\n",
+			r+1, bare.Elapsed.Seconds(), bareEPS/1e6, nsPer(kc.Rows, bare.CPU), float64(bareSent)/float64(kc.Rows))
+		fmt.Fprintf(out, "round %d kafka engine    %7.3f s  %6.3f M events/s  %5.0f CPU ns/event  %4.0f broker bytes/event  %.2f cores  %d batches  ratio %.2f, to the bare loop %.2f\n",
+			r+1, er.Elapsed.Seconds(), v/1e6, nsPer(kc.Rows, er.CPU), float64(engineSent)/float64(kc.Rows), er.CPU.Seconds()/er.Elapsed.Seconds(), len(er.Batches), v/rawEPS, v/bareEPS)
 	}
-	if kc.ProfileDir != "" {
+	if kc.ProfileDir != "" && kc.Runs > 0 {
 		engFile, refFile := filepath.Join(kc.ProfileDir, "engine-kafka.pprof"), filepath.Join(kc.ProfileDir, "reference-kafka.pprof")
 		runDir := filepath.Join(dir, "kafka-profile")
 		if _, err := profileTop(engFile, func() error {
@@ -479,12 +499,41 @@ func kafkaCatchUp(ctx context.Context, kc KafkaConfig, b *kafkaBroker, dir strin
 			return fmt.Errorf("profile the engine with kafka source: %w", err)
 		}
 		if _, err := profileTop(refFile, func() error {
-			_, _, err := refKafka(ctx, addr, topic, ends, p)
+			_, _, err := refKafka(ctx, fairRef, addr, topic, ends, p)
 			return err
 		}); err != nil {
 			return fmt.Errorf("profile the kafka reference: %w", err)
 		}
 		res.Cost = compareCosts(engFile, refFile, int64(kc.Rows))
+		bareFile := filepath.Join(kc.ProfileDir, "bare-kafka.pprof")
+		if _, err := profileTop(bareFile, func() error {
+			_, _, err := refKafka(ctx, bareRef, addr, topic, ends, p)
+			return err
+		}); err != nil {
+			return fmt.Errorf("profile the kafka bare loop: %w", err)
+		}
+		res.BareCost = compareCostFiles([]string{engFile}, []string{bareFile}, int64(kc.Rows), [2]string{"the engine", "the bare loop"})
+	}
+	if kc.ProcessRuns > 0 {
+		driver := kc.Driver
+		if driver == "" {
+			var err error
+			if driver, err = buildDriver(ctx, dir); err != nil {
+				return err
+			}
+		}
+		job, err := json.Marshal(kafkaRefJob{Addr: addr, Topic: topic, Ends: ends})
+		if err != nil {
+			return err
+		}
+		spec := kafkaSpec(addr, topic, "", kc.MaxOffsets, kc.ClientOptions)
+		res.Process, err = runProcessPair(ctx, config{report: kc.ProfileDir, processProfile: kc.ProcessProfile}, driver, dir, processJob{
+			name: "kafka (kfake), whole process", tag: "kafka", rows: kc.Rows, runs: kc.ProcessRuns,
+			src: spec.Source, refEnv: refKafkaEnv + "=" + string(job),
+		}, out)
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -696,6 +745,9 @@ func kafkaLines(k *KafkaResults) []line {
 		add(pre+": (engine against the reference: see the kafka pair above)", "", "")
 		add("kafka: engine cores used (CPU/wall, broker included)", rangeOf(k.EngineCores, "%.2f"), "")
 		add("kafka: bytes the broker sent per event, reference / engine", rangeOf(k.RawSentPerEvent, "%.0f")+" / "+rangeOf(k.EngineSentPerEvent, "%.0f"), "")
+		if len(k.BareSentPerEvent) > 0 {
+			add("kafka: bytes the broker sent per event, bare loop", rangeOf(k.BareSentPerEvent, "%.0f"), "")
+		}
 		if len(kc.ClientOptions) > 0 {
 			add("kafka: engine's kafka.* client options", fmt.Sprintf("%v", kc.ClientOptions), "")
 		}
@@ -740,9 +792,12 @@ func kafkaLines(k *KafkaResults) []line {
 // pair is the catch-up as a Pair (the engine against the fair
 // reference, round by round).
 func (k *KafkaResults) pair() *Pair {
-	p := &Pair{Name: "kafka (kfake), in process", Cost: k.Cost}
+	p := &Pair{Name: "kafka (kfake), in process", Cost: k.Cost, BareCost: k.BareCost}
 	for i := range k.Ratio {
 		p.add(k.RawEPS[i], k.EngineEPS[i], k.RawCPU[i], k.EngineCPU[i])
+		if i < len(k.BareEPS) {
+			p.addBare(k.BareEPS[i], k.BareCPU[i])
+		}
 	}
 	return p
 }

@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -44,7 +47,7 @@ func TestKafkaEngineOutputMatchesTheReference(t *testing.T) {
 	}
 	// Three readers over the partitions: the merge is exercised with an
 	// uneven share.
-	raw, read, err := refKafka(ctx, b.addr, topic, ends, 3)
+	raw, read, err := refKafka(ctx, fairRef, b.addr, topic, ends, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,11 +62,39 @@ func TestKafkaEngineOutputMatchesTheReference(t *testing.T) {
 		t.Fatalf("reference counted %d events, want %d", total, n)
 	}
 
+	bare, read, err := refKafka(ctx, bareRef, b.addr, topic, ends, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if read != n {
+		t.Fatalf("bare loop read %d records, want %d", read, n)
+	}
+	sameCounts(t, "kafka bare loop", bare, raw)
+	// As processes (the whole-process pair), both count the same.
+	job, err := json.Marshal(kafkaRefJob{Addr: b.addr, Topic: topic, Ends: ends})
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, env := range [][]string{{refKafkaEnv + "=" + string(job)}, {refKafkaEnv + "=" + string(job), refBareEnv + "=1"}} {
+		pr, err := launchProcess(ctx, env, self)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := lastLine(pr.Stdout, "rows "), fmt.Sprintf("rows %d windows %d", n, len(raw.Counts)); got != want {
+			t.Errorf("%v: reference process printed %q, want %q", env[1:], got, want)
+		}
+	}
+
 	er, err := runEngine(ctx, kafkaSpec(b.addr, topic, filepath.Join(t.TempDir(), "kafka"), perBatch, nil), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkAgainstRawLoop(t, er, raw, n)
+	checkAgainstRawLoop(t, er, bare, n)
 	if got := int(er.OutputRows + er.StateRows); got != len(raw.Counts) {
 		t.Errorf("engine has %d windows (emitted + open), reference %d", got, len(raw.Counts))
 	}

@@ -19,44 +19,47 @@ import (
 
 // config is the command line.
 type config struct {
-	rows              int
-	runs              int
-	maxRowsPerTrigger int64
-	rowsPerFile       int
-	noDataBatches     int
-	noDataCourses     int
-	noDataInterval    time.Duration
-	parallelism       int
-	dir               string
-	only              string
-	cpuProfile        string
-	processProfile    string
-	markdown          bool
-	report            string
-	scale             ScaleConfig
-	groupsCourses     []int
-	kills             int
-	executors         []int
-	latencyFor        time.Duration
-	kafka             KafkaConfig
-	kafkaRSS          string
-	kafkaOptions      string
-	partitions        PartitionsConfig
-	partCounts        string
-	partExecutors     string
-	partBatch         string
-	state             StateConfig
-	stateGroups       string
-	bigFileBytes      int64
-	quick             bool
-	executorKills     int
-	s3Batches         int
-	backlog           []int
-	backlogMaxOffsets int64
-	backlogRuns       int
-	modeTimeout       time.Duration
-	set               map[string]bool // flags the command line set
-	longRun           LongRunConfig
+	rows               int
+	runs               int
+	maxRowsPerTrigger  int64
+	rowsPerFile        int
+	noDataBatches      int
+	noDataCourses      int
+	noDataInterval     time.Duration
+	parallelism        int
+	dir                string
+	only               string
+	cpuProfile         string
+	processProfile     string
+	markdown           bool
+	report             string
+	scale              ScaleConfig
+	groupsCourses      []int
+	kills              int
+	executors          []int
+	latencyFor         time.Duration
+	kafka              KafkaConfig
+	kafkaRSS           string
+	kafkaOptions       string
+	partitions         PartitionsConfig
+	partCounts         string
+	partExecutors      string
+	partBatch          string
+	state              StateConfig
+	stateGroups        string
+	bigFileBytes       int64
+	bigS3Events        int64
+	bigS3Runs          int
+	bigS3MinPartitions int
+	quick              bool
+	executorKills      int
+	s3Batches          int
+	backlog            []int
+	backlogMaxOffsets  int64
+	backlogRuns        int
+	modeTimeout        time.Duration
+	set                map[string]bool // flags the command line set
+	longRun            LongRunConfig
 }
 
 func main() {
@@ -84,7 +87,8 @@ func main() {
 	flag.StringVar(&c.report, "report", "", "write DIR/report.md, DIR/report.json, PNG plots and CPU profiles of the run into this directory")
 	flag.IntVar(&c.kafka.Rows, "kafka-n", 10_000_000, "kafka: catch-up backlog, records (0: no catch-up runs)")
 	flag.Int64Var(&c.kafka.MaxOffsets, "kafka-max-offsets", 500_000, "kafka: maxOffsetsPerTrigger of the catch-up runs")
-	flag.IntVar(&c.kafka.Runs, "kafka-runs", 5, "kafka: catch-up rounds (raw loop and engine once each)")
+	flag.IntVar(&c.kafka.Runs, "kafka-runs", 5, "kafka: catch-up rounds (fair reference, bare loop and engine once each)")
+	flag.IntVar(&c.kafka.ProcessRuns, "kafka-process-runs", -1, "kafka: rounds of the whole-process pair (driver run against the references as processes, the broker in this process); -1: as -kafka-runs, 0: none")
 	var partitions int
 	flag.IntVar(&partitions, "kafka-partitions", 8, "kafka: partitions per topic")
 	flag.StringVar(&c.kafkaRSS, "kafka-rss", "1000000,10000000", "kafka: backlogs of the driver-run peak-RSS runs, comma-separated (empty: none)")
@@ -121,11 +125,25 @@ func main() {
 	flag.IntVar(&c.state.ValueBytes, "state-value-bytes", 24, "state: bytes per group's aggregate")
 	flag.BoolVar(&c.state.MemoryToo, "state-memory", true, "state: also load the checkpoint with the in-memory provider, for contrast")
 	flag.Int64Var(&c.bigFileBytes, "bigfile-bytes", 2<<30, "bigfile (-only bigfile, or -report): size of the JSON-lines file driver run reads with bounded memory")
+	flag.Int64Var(&c.bigS3Events, "bigfile-s3-events", 8_000_000, "bigfile-s3: generator events in the one JSON-lines object on the S3 test server (8 M: about 760 MB)")
+	flag.IntVar(&c.bigS3Runs, "bigfile-s3-runs", 2, "bigfile-s3: rounds of driver run against driver serve + 2 executors")
+	flag.IntVar(&c.bigS3MinPartitions, "bigfile-s3-min-partitions", 16, "bigfile-s3: source.file.minPartitions (byte ranges of the one object per batch)")
 	flag.IntVar(&c.longRun.Batches, "longrun-batches", 10_000, "longrun: micro-batches of the long run on the S3 test server (at least 200)")
 	flag.IntVar(&c.longRun.SampleEvery, "longrun-sample", 100, "longrun: batches between samples of the checkpoint's object count and RSS")
 	flag.IntVar(&c.longRun.Retain, "longrun-retain", 100, "longrun: minBatchesToRetain of the long run")
 	flag.Int64Var(&c.longRun.Rows, "longrun-rows", 5, "longrun: generator rows per second, one second of event time each (batches run back to back: most take a row or two, and one that finds none after the watermark moved is a no-data batch)")
+	breakdown := flag.String("breakdown", "", "print the CPU profiles' breakdowns by part side by side and exit: label=FILE[+FILE...],label=FILE (the files of one run are merged)")
+	breakdownEvents := flag.Int64("breakdown-events", 0, "-breakdown: events the profiled runs processed")
 	flag.Parse()
+	if *breakdown != "" {
+		t, err := breakdownTable(strings.Split(*breakdown, ","), *breakdownEvents)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sluicebench:", err)
+			os.Exit(1)
+		}
+		fmt.Print(t)
+		return
+	}
 	c.set = setFlags()
 	if c.quick {
 		for name, v := range quickSizes {
@@ -162,6 +180,9 @@ func main() {
 		}
 	}
 	c.kafka.Partitions = int32(partitions)
+	if c.kafka.ProcessRuns < 0 {
+		c.kafka.ProcessRuns = c.kafka.Runs
+	}
 	for _, f := range []struct {
 		name, v string
 		dst     *[]int
@@ -209,6 +230,8 @@ func main() {
 // section say which sizes ran.
 var quickSizes = map[string]string{
 	"bigfile-bytes":        "268435456",
+	"bigfile-s3-events":    "500000",
+	"bigfile-s3-runs":      "1",
 	"longrun-batches":      "1000",
 	"n":                    "300000",
 	"runs":                 "2",
@@ -511,6 +534,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	})
 	step("kafka", func(ctx context.Context) error {
 		c.kafka.Parallelism = c.parallelism
+		c.kafka.ProcessProfile = c.processProfile
 		if c.report != "" && c.cpuProfile == "" {
 			c.kafka.ProfileDir = c.report
 		}

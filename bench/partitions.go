@@ -250,7 +250,7 @@ func partitionsBatches(ctx context.Context, pc PartitionsConfig, b *kafkaBroker,
 		}
 		var data, noData, raw []float64
 		for r := range max(pc.Runs, 1) {
-			res, _, err := refKafka(ctx, b.addr, topic, ends, runtime.GOMAXPROCS(0))
+			res, _, err := refKafka(ctx, fairRef, b.addr, topic, ends, runtime.GOMAXPROCS(0))
 			if err != nil {
 				return err
 			}

@@ -37,14 +37,32 @@ const processCourses = 1000
 // program the generator's reference as a process.
 const refGeneratorEnv = "SLUICEBENCH_REFERENCE_GENERATOR"
 
+// refKafkaEnv, set to a kafkaRefJob as JSON, makes this program the
+// Kafka reference as a process (the broker is the bench's).
+const refKafkaEnv = "SLUICEBENCH_REFERENCE_KAFKA"
+
+// refBareEnv, set to 1 with one of the above, makes the reference process
+// the bare loop (bare.go) instead of the fair reference.
+const refBareEnv = "SLUICEBENCH_REFERENCE_BARE"
+
 // refProfileEnv, set to a file, makes the reference process write a CPU
 // profile of its run there.
 const refProfileEnv = "SLUICEBENCH_REFERENCE_CPUPROFILE"
 
+// kafkaRefJob is what a Kafka reference process reads.
+type kafkaRefJob struct {
+	Addr, Topic string
+	Ends        map[int32]int64
+}
+
 func init() {
-	dir, gen := os.Getenv(refProcessEnv), os.Getenv(refGeneratorEnv)
-	if (dir == "" && gen == "") || os.Getenv(rssLaunchEnv) == "1" {
+	dir, gen, kjob := os.Getenv(refProcessEnv), os.Getenv(refGeneratorEnv), os.Getenv(refKafkaEnv)
+	if (dir == "" && gen == "" && kjob == "") || os.Getenv(rssLaunchEnv) == "1" {
 		return
+	}
+	kind := fairRef
+	if os.Getenv(refBareEnv) == "1" {
+		kind = bareRef
 	}
 	var res *RawResult
 	var n int64
@@ -60,14 +78,20 @@ func init() {
 		}
 		defer f.Close()
 	}
-	if gen != "" {
+	switch {
+	case gen != "":
 		var opts query.GeneratorSource
 		if err = json.Unmarshal([]byte(gen), &opts); err == nil {
-			res, err = refGenerator(opts, int(opts.Rows), refParallelism())
+			res, err = refGenerator(kind, opts, int(opts.Rows), refParallelism())
 			n = opts.Rows
 		}
-	} else {
-		res, n, err = refFiles(dir, refParallelism())
+	case kjob != "":
+		var job kafkaRefJob
+		if err = json.Unmarshal([]byte(kjob), &job); err == nil {
+			res, n, err = refKafka(context.Background(), kind, job.Addr, job.Topic, job.Ends, refParallelism())
+		}
+	default:
+		res, n, err = refFiles(kind, dir, refParallelism())
 	}
 	pprof.StopCPUProfile() // writes the profile, if one was started
 	if err != nil {
@@ -136,9 +160,11 @@ func runProcessPairs(ctx context.Context, c config, driver, dir string, out io.W
 	}
 	defer os.RemoveAll(src)
 	filesPerTrigger := max(int(c.maxRowsPerTrigger)/c.rowsPerFile, 1)
-	file, err := runProcessPair(ctx, c, driver, dir, fmt.Sprintf("file source, whole process (%d courses)", processCourses),
-		query.Source{File: &query.FileSource{Path: src, MaxFilesPerTrigger: filesPerTrigger}, Schema: query.GeneratorSchema()},
-		refProcessEnv+"="+src, "file", out)
+	file, err := runProcessPair(ctx, c, driver, dir, processJob{
+		name: fmt.Sprintf("file source, whole process (%d courses)", processCourses), tag: "file", rows: c.rows, runs: c.runs,
+		src:    query.Source{File: &query.FileSource{Path: src, MaxFilesPerTrigger: filesPerTrigger}, Schema: query.GeneratorSchema()},
+		refEnv: refProcessEnv + "=" + src,
+	}, out)
 	if err != nil {
 		return nil, err
 	}
@@ -146,53 +172,72 @@ func runProcessPairs(ctx context.Context, c config, driver, dir string, out io.W
 	if err != nil {
 		return nil, err
 	}
-	gen, err := runProcessPair(ctx, c, driver, dir, fmt.Sprintf("generator, whole process (%d courses)", processCourses),
-		query.Source{Generator: &opts}, refGeneratorEnv+"="+string(b), "gen", out)
+	gen, err := runProcessPair(ctx, c, driver, dir, processJob{
+		name: fmt.Sprintf("generator, whole process (%d courses)", processCourses), tag: "gen", rows: c.rows, runs: c.runs,
+		src: query.Source{Generator: &opts}, refEnv: refGeneratorEnv + "=" + string(b),
+	}, out)
 	if err != nil {
 		return nil, err
 	}
 	return []*Pair{file, gen}, nil
 }
 
-// runProcessPair runs, c.runs rounds alternating the order, `driver run`
-// over src and the reference process (this program with refEnv). With
-// -process-cpuprofile, driver run profiles itself (--cpuprofile) into
-// PATH.<tag>.<round>.
-func runProcessPair(ctx context.Context, c config, driver, dir, name string, src query.Source, refEnv, tag string, out io.Writer) (*Pair, error) {
+// processJob is one whole-process pair: `driver run` over src against
+// the references as processes (this program with refEnv, and with
+// refBareEnv for the bare loop), rows events, runs rounds.
+type processJob struct {
+	name, tag  string
+	src        query.Source
+	refEnv     string
+	rows, runs int
+}
+
+// runProcessPair runs, job.runs rounds alternating the order, `driver
+// run` over job.src, the fair reference process and the bare loop
+// process. With -process-cpuprofile, driver run profiles itself
+// (--cpuprofile) into PATH.<tag>.<round>.
+func runProcessPair(ctx context.Context, c config, driver, dir string, job processJob, out io.Writer) (*Pair, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find this program to run as the reference: %w", err)
 	}
+	name := job.name
 	pair := &Pair{Name: name}
-	// With -report, the first round of each side is profiled (both, so
-	// the round's ratio stays fair) into the report directory.
-	var engProfile, refProfile string
+	// With -report, the first round of each side is profiled (every
+	// side, so the round's ratios stay fair) into the report directory.
+	var engProfile, refProfile, bareProfile string
 	if c.report != "" && c.processProfile == "" {
-		engProfile = filepath.Join(c.report, "process-engine-"+tag+".pprof")
-		refProfile = filepath.Join(c.report, "process-reference-"+tag+".pprof")
+		engProfile = filepath.Join(c.report, "process-engine-"+job.tag+".pprof")
+		refProfile = filepath.Join(c.report, "process-reference-"+job.tag+".pprof")
+		bareProfile = filepath.Join(c.report, "process-bare-"+job.tag+".pprof")
 	}
-	for r := range c.runs {
-		runDir := filepath.Join(dir, fmt.Sprintf("process-%d", r))
-		refEnvs := []string{refEnv}
-		if refProfile != "" && r == 0 {
-			refEnvs = append(refEnvs, refProfileEnv+"="+refProfile)
-		}
-		var ref, eng *ProcRun
-		var refWindows int
-		var engRows, engWindows int64
-		err := alternate(r, func() error {
+	refSide := func(envs []string, what string, dst **ProcRun, windows *int) func() error {
+		return func() error {
 			var err error
-			if ref, err = launchProcess(ctx, refEnvs, self); err != nil {
-				return fmt.Errorf("reference process: %w", err)
+			if *dst, err = launchProcess(ctx, envs, self); err != nil {
+				return fmt.Errorf("%s process: %w", what, err)
 			}
 			var rows int
-			if _, err := fmt.Sscanf(lastLine(ref.Stdout, "rows "), "rows %d windows %d", &rows, &refWindows); err != nil || rows != c.rows {
-				return fmt.Errorf("reference process: counted %d rows (%v), want %d; output: %s", rows, err, c.rows, tail(ref.Stdout, 500))
+			if _, err := fmt.Sscanf(lastLine((*dst).Stdout, "rows "), "rows %d windows %d", &rows, windows); err != nil || rows != job.rows {
+				return fmt.Errorf("%s process: counted %d rows (%v), want %d; output: %s", what, rows, err, job.rows, tail((*dst).Stdout, 500))
 			}
 			return nil
-		}, func() error {
+		}
+	}
+	for r := range job.runs {
+		runDir := filepath.Join(dir, fmt.Sprintf("process-%d", r))
+		refEnvs := []string{job.refEnv}
+		bareEnvs := []string{job.refEnv, refBareEnv + "=1"}
+		if refProfile != "" && r == 0 {
+			refEnvs = append(refEnvs, refProfileEnv+"="+refProfile)
+			bareEnvs = append(bareEnvs, refProfileEnv+"="+bareProfile)
+		}
+		var ref, bare, eng *ProcRun
+		var refWindows, bareWindows int
+		var engRows, engWindows int64
+		err := inTurn(r, refSide(refEnvs, "reference", &ref, &refWindows), refSide(bareEnvs, "bare loop", &bare, &bareWindows), func() error {
 			defer os.RemoveAll(runDir)
-			spec := tileSpec(src, runDir, query.Trigger{AvailableNow: true})
+			spec := tileSpec(job.src, runDir, query.Trigger{AvailableNow: true})
 			if err := os.MkdirAll(runDir, 0o755); err != nil {
 				return err
 			}
@@ -206,7 +251,7 @@ func runProcessPair(ctx context.Context, c config, driver, dir, name string, src
 			}
 			args := []string{"run", "-f", specFile, "--progress-json", progress}
 			if c.processProfile != "" {
-				args = append(args, "--cpuprofile", fmt.Sprintf("%s.%s.%d", c.processProfile, tag, r+1))
+				args = append(args, "--cpuprofile", fmt.Sprintf("%s.%s.%d", c.processProfile, job.tag, r+1))
 			} else if engProfile != "" && r == 0 {
 				args = append(args, "--cpuprofile", engProfile)
 			}
@@ -219,17 +264,22 @@ func runProcessPair(ctx context.Context, c config, driver, dir, name string, src
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
-		if engRows != int64(c.rows) || engWindows != int64(refWindows) {
-			return nil, fmt.Errorf("%s: driver run read %d rows and has %d windows (emitted + open); the reference %d rows, %d windows", name, engRows, engWindows, c.rows, refWindows)
+		if engRows != int64(job.rows) || engWindows != int64(refWindows) || bareWindows != refWindows {
+			return nil, fmt.Errorf("%s: driver run read %d rows and has %d windows (emitted + open); the reference %d rows, %d windows; the bare loop %d windows", name, engRows, engWindows, job.rows, refWindows, bareWindows)
 		}
-		pair.add(eps(c.rows, ref.Elapsed), eps(c.rows, eng.Elapsed), nsPer(c.rows, ref.CPU), nsPer(c.rows, eng.CPU))
+		rows := job.rows
+		pair.add(eps(rows, ref.Elapsed), eps(rows, eng.Elapsed), nsPer(rows, ref.CPU), nsPer(rows, eng.CPU))
+		pair.addBare(eps(rows, bare.Elapsed), nsPer(rows, bare.CPU))
 		pair.RefRSS = append(pair.RefRSS, float64(ref.MaxRSSKiB)/1024)
 		pair.EngRSS = append(pair.EngRSS, float64(eng.MaxRSSKiB)/1024)
-		fmt.Fprintf(out, "round %d %s: reference %.3f s %.0f MiB | driver run %.3f s %.0f MiB\n", r+1, name, ref.Elapsed.Seconds(), float64(ref.MaxRSSKiB)/1024, eng.Elapsed.Seconds(), float64(eng.MaxRSSKiB)/1024)
+		pair.BareRSS = append(pair.BareRSS, float64(bare.MaxRSSKiB)/1024)
+		fmt.Fprintf(out, "round %d %s: reference %.3f s %.0f MiB | bare loop %.3f s %.0f MiB | driver run %.3f s %.0f MiB\n", r+1, name,
+			ref.Elapsed.Seconds(), float64(ref.MaxRSSKiB)/1024, bare.Elapsed.Seconds(), float64(bare.MaxRSSKiB)/1024, eng.Elapsed.Seconds(), float64(eng.MaxRSSKiB)/1024)
 		printPairRound(out, r, pair, nil)
 	}
 	if engProfile != "" {
-		pair.Cost = compareCosts(engProfile, refProfile, int64(c.rows))
+		pair.Cost = compareCosts(engProfile, refProfile, int64(job.rows))
+		pair.BareCost = compareCostFiles([]string{engProfile}, []string{bareProfile}, int64(job.rows), [2]string{"the engine", "the bare loop"})
 	}
 	return pair, nil
 }

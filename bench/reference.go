@@ -51,8 +51,8 @@ func mergeCounts(parts []*RawResult, start time.Time, cpu time.Duration) *RawRes
 
 // refGenerator is the reference for the generator source: p goroutines,
 // each rendering a contiguous share of rows [0, n) with the generator (as
-// the engine's map tasks do), decoding and counting them.
-func refGenerator(opts query.GeneratorSource, n, p int) (*RawResult, error) {
+// the engine's map tasks do), decoding and counting them as kind does.
+func refGenerator(kind refKind, opts query.GeneratorSource, n, p int) (*RawResult, error) {
 	cpu := processCPU()
 	start := time.Now()
 	parts := make([]*RawResult, p)
@@ -63,7 +63,7 @@ func refGenerator(opts query.GeneratorSource, n, p int) (*RawResult, error) {
 		go func() {
 			defer wg.Done()
 			g := generator.New(opts)
-			c := newTileCounter()
+			c := kind.newCounter()
 			var buf []byte
 			for j := i * n / p; j < (i+1)*n/p; j++ {
 				buf = g.AppendLine(buf[:0], int64(j))
@@ -72,7 +72,7 @@ func refGenerator(opts query.GeneratorSource, n, p int) (*RawResult, error) {
 					return
 				}
 			}
-			parts[i] = c.res
+			parts[i] = c.result()
 		}()
 	}
 	wg.Wait()
@@ -85,8 +85,8 @@ func refGenerator(opts query.GeneratorSource, n, p int) (*RawResult, error) {
 // refFiles is the reference for the file source: p goroutines taking the
 // directory's files one at a time (in name order, from a shared counter),
 // each reading a whole file, splitting it into lines, decoding and
-// counting them.
-func refFiles(dir string, p int) (*RawResult, int64, error) {
+// counting them as kind does.
+func refFiles(kind refKind, dir string, p int) (*RawResult, int64, error) {
 	cpu := processCPU()
 	start := time.Now()
 	ents, err := os.ReadDir(dir)
@@ -109,8 +109,8 @@ func refFiles(dir string, p int) (*RawResult, int64, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := newTileCounter()
-			parts[i] = c.res
+			c := kind.newCounter()
+			defer func() { parts[i] = c.result() }()
 			for {
 				k := int(next.Add(1) - 1)
 				if k >= len(names) {
@@ -157,10 +157,10 @@ const refKafkaFetchBytes = 1 << 20
 // refKafka is the reference for Kafka: p franz-go clients, client i
 // consuming partitions i, i+p, … of topic from offset 0 below ends (the
 // engine's fetch settings: 1 MiB per partition, reset policy none), each
-// polled by its own goroutine into its own map, merged at the end. It is
-// timed from creating the clients to closing them and returns the records
-// read.
-func refKafka(ctx context.Context, addr, topic string, ends map[int32]int64, p int) (*RawResult, int64, error) {
+// polled by its own goroutine into its own map (decoded and counted as
+// kind does), merged at the end. It is timed from creating the clients to
+// closing them and returns the records read.
+func refKafka(ctx context.Context, kind refKind, addr, topic string, ends map[int32]int64, p int) (*RawResult, int64, error) {
 	cpu := processCPU()
 	start := time.Now()
 	assign := make([]map[int32]int64, p)
@@ -188,7 +188,7 @@ func refKafka(ctx context.Context, addr, topic string, ends map[int32]int64, p i
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i], counts[i], errs[i] = kafkaReader(ctx, addr, topic, assign[i])
+			results[i], counts[i], errs[i] = kafkaReader(ctx, kind, addr, topic, assign[i])
 		}()
 	}
 	wg.Wait()
@@ -203,8 +203,8 @@ func refKafka(ctx context.Context, addr, topic string, ends map[int32]int64, p i
 }
 
 // kafkaReader reads the given partitions from offset 0 to their end
-// offsets with one client and counts the records.
-func kafkaReader(ctx context.Context, addr, topic string, ends map[int32]int64) (*RawResult, int64, error) {
+// offsets with one client and counts the records as kind does.
+func kafkaReader(ctx context.Context, kind refKind, addr, topic string, ends map[int32]int64) (*RawResult, int64, error) {
 	offs := map[int32]kgo.Offset{}
 	for part := range ends {
 		offs[part] = kgo.NewOffset().At(0)
@@ -220,7 +220,7 @@ func kafkaReader(ctx context.Context, addr, topic string, ends map[int32]int64) 
 		return nil, 0, fmt.Errorf("create kafka consumer: %w", err)
 	}
 	defer cl.Close()
-	c := newTileCounter()
+	c := kind.newCounter()
 	left := len(ends)
 	var n int64
 	for left > 0 {
@@ -255,5 +255,5 @@ func kafkaReader(ctx context.Context, addr, topic string, ends map[int32]int64) 
 			return nil, n, ferr
 		}
 	}
-	return c.res, n, nil
+	return c.result(), n, nil
 }

@@ -17,7 +17,10 @@ func TestReportWritesTargetsWithStatusAndPlots(t *testing.T) {
 	gen.add(1e6, 0.95e6, 500, 560)
 	file := &Pair{Name: "file source, in process"}
 	file.add(1e6, 0.5e6, 500, 1000)
-	res := &Results{Rows: 100, Runs: 3, GenPair: gen, FilePair: file,
+	proc := &Pair{Name: "file source, whole process"}
+	proc.add(1e6, 0.9e6, 500, 550)
+	proc.addBare(1.2e6, 400) // 0.75 of the bare loop
+	res := &Results{Rows: 100, Runs: 3, GenPair: gen, FilePair: file, ProcessPair: proc,
 		Scaling: []ScaleSeries{{Name: "courses", Points: []ScalePoint{{X: 100, Pair: gen}, {X: 10000, Pair: file}}}},
 		Groups:  &GroupsResult{BytesPerGroup: 150},
 	}
@@ -35,6 +38,9 @@ func TestReportWritesTargetsWithStatusAndPlots(t *testing.T) {
 		"engine / fair reference, generator, in process":                                        "met",    // median 0.90
 		"engine / fair reference, file source, in process":                                      "missed", // 0.50
 		"engine / fair reference, Kafka (kfake), in process":                                    "not measured",
+		"engine / fair reference, file source, whole `driver run` process":                      "met",
+		"engine / bare loop, file source, whole `driver run` process":                           "missed", // 0.75
+		"engine / bare loop, Kafka (kfake), whole `driver run` process":                         "not measured",
 		"exactly-once overhead, CPU per event, generator, in process":                           "met", // median 12 %
 		"exactly-once overhead, CPU per event, file source, in process":                         "missed",
 		"bytes per open group in memory":                                                        "met",
@@ -48,7 +54,8 @@ func TestReportWritesTargetsWithStatusAndPlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Targets", "| engine / fair reference, file source, in process | ≥ 0.85 | 0.50 [0.50–0.50] | missed |", "engine top", "ratios.png", "scaling-courses.png"} {
+	for _, want := range []string{"## Targets", "| engine / fair reference, file source, in process | ≥ 0.85 | 0.50 [0.50–0.50] | missed |", "engine top", "ratios.png", "scaling-courses.png",
+		"**the bare loop**", "file source, whole process: engine / bare loop (within each round) | 0.75 [0.75–0.75]"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report.md lacks %q", want)
 		}
@@ -89,7 +96,7 @@ func TestReferenceProcessCountsWhatTheInProcessReferenceDoes(t *testing.T) {
 	if _, err := writeFiles(src, generateLines(gopts, n), 1000); err != nil {
 		t.Fatal(err)
 	}
-	in, read, err := refFiles(src, 2)
+	in, read, err := refFiles(fairRef, src, 2)
 	if err != nil || read != n {
 		t.Fatalf("in process: %d rows, %v", read, err)
 	}
@@ -107,6 +114,13 @@ func TestReferenceProcessCountsWhatTheInProcessReferenceDoes(t *testing.T) {
 	}
 	if pr.MaxRSSKiB <= 0 || pr.CPU <= 0 {
 		t.Errorf("launcher reported peak RSS %d KiB, CPU %v", pr.MaxRSSKiB, pr.CPU)
+	}
+	bare, err := launchProcess(context.Background(), []string{refProcessEnv + "=" + src, refBareEnv + "=1"}, self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := lastLine(bare.Stdout, "rows "); got != want {
+		t.Errorf("bare loop process printed %q, want %q", got, want)
 	}
 }
 

@@ -65,7 +65,7 @@ func runScaling(ctx context.Context, c config, sc ScaleConfig, dir string, out i
 			var er *EngineRun
 			runDir := filepath.Join(dir, fmt.Sprintf("scale-%d", r))
 			err := alternate(r, func() (err error) {
-				ref, err = refGenerator(gopts, rows, refParallelism())
+				ref, err = refGenerator(fairRef, gopts, rows, refParallelism())
 				return err
 			}, func() error {
 				g := gopts

@@ -100,6 +100,7 @@ var modes = []Mode{
 	{Name: "s3-requests", Run: runS3RequestsMode},
 	{Name: "backlog", Run: runBacklogMode},
 	{Name: "state", Run: runStateMode},
+	{Name: "bigfile-s3", Run: runBigFileS3Mode},
 }
 
 func modeNames() []string {

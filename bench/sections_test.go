@@ -347,7 +347,7 @@ func TestGroupsOpenGroupsEqualTheReferencesWindows(t *testing.T) {
 	}
 	for _, r := range append([]GroupsRun{g.Base}, g.Runs...) {
 		rows, gopts := groupsOptions(r.Courses)
-		ref, err := refGenerator(gopts, rows, 2)
+		ref, err := refGenerator(fairRef, gopts, rows, 2)
 		if err != nil {
 			t.Fatal(err)
 		}

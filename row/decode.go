@@ -77,7 +77,9 @@ type Decoder struct {
 	slots   []*fastjson.Value
 	index   map[string]int // for wide schemas; nil when fields are few
 	visit   func(key []byte, v *fastjson.Value)
-	num     []byte           // scratch for number text and JSON text
+	num     []byte           // scratch for JSON text
+	tok     []byte           // scratch for a number token
+	fast    fastState        // the fast path's (fast.go)
 	session *Zone            // nil: UTC
 	zones   map[string]*Zone // region zones met in timestamps, by name
 }
@@ -97,6 +99,7 @@ func NewDecoder(fields []Field) *Decoder {
 		fields: append([]Field(nil), fields...),
 		slots:  make([]*fastjson.Value, len(fields)),
 	}
+	d.fast.init(fields)
 	for _, f := range fields {
 		if f.Kind == Null || f.Kind > Timestamp {
 			panic(fmt.Sprintf("row.NewDecoder: field %s has unsupported kind %v", f.Name, f.Kind))
@@ -132,7 +135,22 @@ func (d *Decoder) Fields() []Field { return d.fields }
 // per field in schema order. Strings in the result are copies: they stay
 // valid after data changes. On error the returned row is empty and the
 // error matches ErrMalformed.
+//
+// A record of the common shape (a flat object, keys and strings without
+// escapes; see decodeFast) is read in one pass without building a tree;
+// anything else, and every record that is malformed, goes through
+// fastjson and gives the same row or the same error (fast_test.go and
+// FuzzDecodeFastAgreesWithFull check that the two agree).
 func (d *Decoder) Decode(data []byte, dst Row) (Row, error) {
+	if r, ok := d.decodeFast(data, dst); ok {
+		return r, nil
+	}
+	return d.decodeFull(data, dst)
+}
+
+// decodeFull decodes data through fastjson's tree: every record the fast
+// path declines.
+func (d *Decoder) decodeFull(data []byte, dst Row) (Row, error) {
 	dst = dst[:0]
 	v, err := d.p.ParseBytes(data)
 	if err != nil {
@@ -160,91 +178,120 @@ func (d *Decoder) Decode(data []byte, dst Row) (Row, error) {
 	for i := range d.fields {
 		f := &d.fields[i]
 		jv := d.slots[i]
-		if jv == nil || jv.Type() == fastjson.TypeNull {
-			// Spark reads every column as nullable; Sluice holds a
-			// non-nullable column to it
-			// (docs/spark-differences.md#non-nullable-columns).
-			if !f.Nullable {
-				if jv == nil {
-					return dst[:0], &MalformedError{Field: f.Name, Reason: "missing non-nullable field"}
-				}
-				return dst[:0], &MalformedError{Field: f.Name, Reason: "null in non-nullable field"}
+		var (
+			t    fastjson.Type
+			text []byte
+		)
+		if jv != nil {
+			switch t = jv.Type(); t {
+			case fastjson.TypeString:
+				text, _ = jv.StringBytes()
+			case fastjson.TypeNumber:
+				d.tok = jv.MarshalTo(d.tok[:0])
+				text = d.tok
 			}
-			dst[i] = Value{}
-			continue
 		}
-		if f.Unused && f.Kind == String {
-			// Any value fits a string column; only its number tokens can
-			// make the record corrupt.
-			if jv.Type() != fastjson.TypeString {
-				if _, reason := d.toText(jv); reason != "" {
-					return dst[:0], &MalformedError{Field: f.Name, Reason: reason}
-				}
-			}
-			dst[i] = Value{}
-			continue
-		}
-		val, reason := d.convert(f.Kind, jv)
+		val, reason := d.value(f, jv != nil, t, text, jv)
 		if reason != "" {
 			return dst[:0], &MalformedError{Field: f.Name, Reason: reason}
-		}
-		if f.Unused {
-			val = Value{}
 		}
 		dst[i] = val
 	}
 	return dst, nil
 }
 
-// convert turns one non-null JSON value into a Value of kind k, or returns
-// why it cannot.
-func (d *Decoder) convert(k Kind, jv *fastjson.Value) (Value, string) {
-	t := jv.Type()
+// value converts field f's JSON value, shared by both paths: present
+// says whether the record has the key, t is the value's type, text its
+// string content (unescaped) or its number token, and jv the fastjson
+// value, needed only for an object or array (nil on the fast path, which
+// declines those). A reason makes the record malformed.
+func (d *Decoder) value(f *Field, present bool, t fastjson.Type, text []byte, jv *fastjson.Value) (Value, string) {
+	if !present || t == fastjson.TypeNull {
+		// Spark reads every column as nullable; Sluice holds a
+		// non-nullable column to it
+		// (docs/spark-differences.md#non-nullable-columns).
+		if !f.Nullable {
+			if !present {
+				return Value{}, "missing non-nullable field"
+			}
+			return Value{}, "null in non-nullable field"
+		}
+		return Value{}, ""
+	}
+	if f.Unused && f.Kind == String {
+		// Any value fits a string column; only its number tokens can
+		// make the record corrupt. No string is made: the query never
+		// reads it.
+		if t != fastjson.TypeString && t != fastjson.TypeTrue && t != fastjson.TypeFalse {
+			if _, reason := d.appendText(t, text, jv); reason != "" {
+				return Value{}, reason
+			}
+		}
+		return Value{}, ""
+	}
+	val, reason := d.convert(f.Kind, t, text, jv)
+	if reason != "" {
+		return Value{}, reason
+	}
+	if f.Unused {
+		val = Value{}
+	}
+	return val, ""
+}
+
+// convert turns one non-null JSON value (see value for t, text and jv)
+// into a Value of kind k, or returns why it cannot.
+func (d *Decoder) convert(k Kind, t fastjson.Type, text []byte, jv *fastjson.Value) (Value, string) {
 	switch k {
 	case String:
-		if t == fastjson.TypeString {
-			b, _ := jv.StringBytes()
-			return Value{Kind: String, S: string(b)}, ""
+		switch t {
+		case fastjson.TypeString:
+			return Value{Kind: String, S: string(text)}, ""
+		case fastjson.TypeTrue:
+			return Value{Kind: String, S: "true"}, ""
+		case fastjson.TypeFalse:
+			return Value{Kind: String, S: "false"}, ""
 		}
-		return d.toText(jv)
+		b, reason := d.appendText(t, text, jv)
+		if reason != "" {
+			return Value{}, reason
+		}
+		return Value{Kind: String, S: string(b)}, ""
 
 	case Long:
 		if t != fastjson.TypeNumber {
 			return Value{}, "want an integer, got a JSON " + t.String()
 		}
-		d.num = jv.MarshalTo(d.num[:0])
-		n, ok := parseJSONInt(d.num)
+		n, ok := parseJSONInt(text)
 		if !ok {
-			switch kind, _ := numberToken(d.num); kind {
+			switch kind, _ := numberToken(text); kind {
 			case tokenInt:
-				return Value{}, "want an integer within the long range, got " + string(d.num) +
+				return Value{}, "want an integer within the long range, got " + string(text) +
 					" (Spark's parser fails on it too: a null field in PERMISSIVE mode)"
 			case tokenBad:
-				return Value{}, badToken(d.num)
+				return Value{}, badToken(text)
 			}
-			return Value{}, "want an integer, got " + string(d.num)
+			return Value{}, "want an integer, got " + string(text)
 		}
 		return Value{Kind: Long, I: n}, ""
 
 	case Double:
 		switch t {
 		case fastjson.TypeNumber:
-			d.num = jv.MarshalTo(d.num[:0])
-			kind, f := numberToken(d.num)
+			kind, f := numberToken(text)
 			switch kind {
 			case tokenBad:
-				return Value{}, badToken(d.num)
+				return Value{}, badToken(text)
 			case tokenNonNumeric:
 				return Value{Kind: Double, F: f}, ""
 			}
-			f, err := strconv.ParseFloat(string(d.num), 64)
+			f, err := strconv.ParseFloat(string(text), 64)
 			if err != nil && !errors.Is(err, strconv.ErrRange) {
-				return Value{}, badToken(d.num)
+				return Value{}, badToken(text)
 			}
 			return Value{Kind: Double, F: f}, "" // ±Inf past the double range, as Java's parseDouble
 		case fastjson.TypeString:
-			b, _ := jv.StringBytes()
-			switch string(b) {
+			switch string(text) {
 			case "NaN":
 				return Value{Kind: Double, F: math.NaN()}, ""
 			case "Infinity", "+Infinity", "+INF":
@@ -252,7 +299,7 @@ func (d *Decoder) convert(k Kind, jv *fastjson.Value) (Value, string) {
 			case "-Infinity", "-INF":
 				return Value{Kind: Double, F: math.Inf(-1)}, ""
 			}
-			return Value{}, "want a number, got the string " + strconv.Quote(string(b))
+			return Value{}, "want a number, got the string " + strconv.Quote(string(text))
 		}
 		return Value{}, "want a number, got a JSON " + t.String()
 
@@ -268,19 +315,17 @@ func (d *Decoder) convert(k Kind, jv *fastjson.Value) (Value, string) {
 	case Timestamp:
 		switch t {
 		case fastjson.TypeString:
-			b, _ := jv.StringBytes()
-			us, st := parseSparkTimestamp(b, d.session, d.zoneCache())
+			us, st := parseSparkTimestamp(text, d.session, d.zoneCache())
 			switch st {
 			case tsOK:
 				return Value{Kind: Timestamp, I: us}, ""
 			case tsTimeOnly:
-				return Value{}, "a time without a date, " + strconv.Quote(string(b)) +
+				return Value{}, "a time without a date, " + strconv.Quote(string(text)) +
 					": Spark puts it on the current day; Sluice is stricter than Spark so that rows do not depend on when they are read (docs/spark-differences.md#time-without-date)"
 			}
-			return Value{}, "want a timestamp such as 2026-01-01T00:00:00.123Z (as Spark casts a string), got " + strconv.Quote(string(b))
+			return Value{}, "want a timestamp such as 2026-01-01T00:00:00.123Z (as Spark casts a string), got " + strconv.Quote(string(text))
 		case fastjson.TypeNumber:
-			d.num = jv.MarshalTo(d.num[:0])
-			us, reason := epochSecondsToMicros(d.num)
+			us, reason := epochSecondsToMicros(text)
 			if reason != "" {
 				return Value{}, reason
 			}
@@ -291,21 +336,22 @@ func (d *Decoder) convert(k Kind, jv *fastjson.Value) (Value, string) {
 	return Value{}, "unsupported kind " + k.String()
 }
 
-// toText is a non-string value's text in a string column (see
-// appendJackson).
-func (d *Decoder) toText(jv *fastjson.Value) (Value, string) {
-	switch jv.Type() {
-	case fastjson.TypeTrue:
-		return Value{Kind: String, S: "true"}, ""
-	case fastjson.TypeFalse:
-		return Value{Kind: String, S: "false"}, ""
-	}
+// appendText is the text of a number, object or array in a string column
+// (see appendJackson), in d.num, or why the record is corrupt.
+func (d *Decoder) appendText(t fastjson.Type, text []byte, jv *fastjson.Value) ([]byte, string) {
 	var ok bool
+	if t == fastjson.TypeNumber {
+		d.num, ok = appendJacksonToken(d.num[:0], text)
+		if !ok {
+			return nil, "a number token Spark's JSON parser does not read, in " + strconv.Quote(string(text))
+		}
+		return d.num, ""
+	}
 	d.num, ok = appendJackson(d.num[:0], jv)
 	if !ok {
-		return Value{}, "a number token Spark's JSON parser does not read, in " + strconv.Quote(string(jv.MarshalTo(nil)))
+		return nil, "a number token Spark's JSON parser does not read, in " + strconv.Quote(string(jv.MarshalTo(nil)))
 	}
-	return Value{Kind: String, S: string(d.num)}, ""
+	return d.num, ""
 }
 
 func (d *Decoder) zoneCache() map[string]*Zone {

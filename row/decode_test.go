@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/valyala/fastjson"
 )
 
 func tileFields() []Field {
@@ -28,7 +30,7 @@ func us(year int, month time.Month, day, hour, min, sec, nsec int, loc *time.Loc
 
 func TestDecodeTileEvent(t *testing.T) {
 	d := NewDecoder(tileFields())
-	got, err := d.Decode([]byte(tileEvent), nil)
+	got, err := decodeBoth(t, d, []byte(tileEvent), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +91,7 @@ func TestDecodeEachKind(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.kind.String()+"/"+c.json, func(t *testing.T) {
 			d := NewDecoder([]Field{{Name: "x", Kind: c.kind}})
-			got, err := d.Decode([]byte(`{"x":`+c.json+`}`), nil)
+			got, err := decodeBoth(t, d, []byte(`{"x":`+c.json+`}`), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,7 +143,7 @@ func TestDecodeRejectsValuesThatBreakTheFieldType(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.kind.String()+"/"+c.json, func(t *testing.T) {
 			d := NewDecoder([]Field{{Name: "x", Kind: c.kind, Nullable: true}})
-			got, err := d.Decode([]byte(`{"x":`+c.json+`}`), nil)
+			got, err := decodeBoth(t, d, []byte(`{"x":`+c.json+`}`), nil)
 			var me *MalformedError
 			if !errors.As(err, &me) {
 				t.Fatalf("Decode = %v, %v; want a *MalformedError", got, err)
@@ -163,7 +165,7 @@ func TestDecodeRejectsRecordsThatAreNotJSONObjects(t *testing.T) {
 	for _, in := range []string{``, `{`, `{"x":}`, `[1,2]`, `"x"`, `42`, `null`, `{"x":1}garbage`, `{"x":1,}`} {
 		t.Run(in, func(t *testing.T) {
 			d := NewDecoder([]Field{{Name: "x", Kind: Long, Nullable: true}})
-			_, err := d.Decode([]byte(in), nil)
+			_, err := decodeBoth(t, d, []byte(in), nil)
 			var me *MalformedError
 			if !errors.As(err, &me) || !errors.Is(err, ErrMalformed) {
 				t.Fatalf("Decode(%q) error = %v, want a malformed error", in, err)
@@ -181,19 +183,19 @@ func TestMissingOrNullFieldIsNullWhenNullableAndMalformedOtherwise(t *testing.T)
 		{Name: "b", Kind: Long, Nullable: false},
 	}
 	d := NewDecoder(fields)
-	got, err := d.Decode([]byte(`{"b":1}`), nil)
+	got, err := decodeBoth(t, d, []byte(`{"b":1}`), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	assertRow(t, got, Row{{}, LongValue(1)})
-	got, err = d.Decode([]byte(`{"a":null,"b":2}`), nil)
+	got, err = decodeBoth(t, d, []byte(`{"a":null,"b":2}`), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	assertRow(t, got, Row{{}, LongValue(2)})
 
 	for _, in := range []string{`{"a":"x"}`, `{"a":"x","b":null}`, `{}`} {
-		_, err := d.Decode([]byte(in), nil)
+		_, err := decodeBoth(t, d, []byte(in), nil)
 		var me *MalformedError
 		if !errors.As(err, &me) || me.Field != "b" {
 			t.Errorf("Decode(%s) error = %v, want malformed field b", in, err)
@@ -207,7 +209,7 @@ func TestMissingOrNullFieldIsNullWhenNullableAndMalformedOtherwise(t *testing.T)
 
 func TestExtraKeysAreIgnoredAndLastDuplicateWins(t *testing.T) {
 	d := NewDecoder([]Field{{Name: "a", Kind: Long}})
-	got, err := d.Decode([]byte(`{"z":[1,{"q":2}],"a":1,"y":"s","a":7}`), nil)
+	got, err := decodeBoth(t, d, []byte(`{"z":[1,{"q":2}],"a":1,"y":"s","a":7}`), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +218,7 @@ func TestExtraKeysAreIgnoredAndLastDuplicateWins(t *testing.T) {
 
 func TestKeysWithEscapesMatchFields(t *testing.T) {
 	d := NewDecoder([]Field{{Name: "a\"b", Kind: Long}, {Name: "é", Kind: Long}})
-	got, err := d.Decode([]byte(`{"a\"b":1,"\u00e9":2}`), nil)
+	got, err := decodeBoth(t, d, []byte(`{"a\"b":1,"\u00e9":2}`), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +240,7 @@ func TestWideSchemaUsesTheSameRules(t *testing.T) {
 	}
 	sb.WriteString(`,"extra":1}`)
 	d := NewDecoder(fields)
-	got, err := d.Decode([]byte(sb.String()), nil)
+	got, err := decodeBoth(t, d, []byte(sb.String()), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +253,7 @@ func TestWideSchemaUsesTheSameRules(t *testing.T) {
 			t.Errorf("f%02d = %v, want %v", i, got[i], want)
 		}
 	}
-	_, err = d.Decode([]byte(`{"f00":1}`), nil)
+	_, err = decodeBoth(t, d, []byte(`{"f00":1}`), nil)
 	var me *MalformedError
 	if !errors.As(err, &me) || me.Field != "f01" {
 		t.Errorf("error = %v, want missing f01", err)
@@ -274,7 +276,7 @@ func TestDecodeReusesRowCapacityAndStringsOutliveInput(t *testing.T) {
 	for i := range buf {
 		buf[i] = ' '
 	}
-	if _, err := d.Decode([]byte(`{"event_id":"zzzzzzzz","course_id":"yyyyy","event_time":0}`), make(Row, 0, 4)); err != nil {
+	if _, err := decodeBoth(t, d, []byte(`{"event_id":"zzzzzzzz","course_id":"yyyyy","event_time":0}`), make(Row, 0, 4)); err != nil {
 		t.Fatal(err)
 	}
 	if got[0].S != "e-000001" || got[1].S != "c-042" || got[2].S != "l-7" {
@@ -284,12 +286,12 @@ func TestDecodeReusesRowCapacityAndStringsOutliveInput(t *testing.T) {
 
 func TestDecoderRecoversAfterMalformedRecord(t *testing.T) {
 	d := NewDecoder(tileFields())
-	if _, err := d.Decode([]byte(`{"event_id":1}`), nil); err == nil {
+	if _, err := decodeBoth(t, d, []byte(`{"event_id":1}`), nil); err == nil {
 		t.Fatal("want error")
 	}
 	// A record missing lesson_id (nullable) after the bad one must not see
 	// the previous record's values.
-	got, err := d.Decode([]byte(`{"event_id":"a","course_id":"b","event_time":"1970-01-01T00:00:00Z"}`), nil)
+	got, err := decodeBoth(t, d, []byte(`{"event_id":"a","course_id":"b","event_time":"1970-01-01T00:00:00Z"}`), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,7 +387,7 @@ func TestTimestampBeforeEpochTruncatesFractionTowardEarlier(t *testing.T) {
 
 func TestMalformedErrorMessageNamesFieldAndValue(t *testing.T) {
 	d := NewDecoder([]Field{{Name: "event_time", Kind: Timestamp}})
-	_, err := d.Decode([]byte(`{"event_time":"01/02/2026"}`), nil)
+	_, err := decodeBoth(t, d, []byte(`{"event_time":"01/02/2026"}`), nil)
 	if err == nil {
 		t.Fatal("want error")
 	}
@@ -461,17 +463,66 @@ func TestUnusedFieldIsCheckedButNotKept(t *testing.T) {
 		{Name: "n", Kind: Long, Unused: true},
 		{Name: "k", Kind: String},
 	})
-	r, err := d.Decode([]byte(`{"id":"x","n":3,"k":"y"}`), nil)
+	r, err := decodeBoth(t, d, []byte(`{"id":"x","n":3,"k":"y"}`), nil)
 	if err != nil || r[0].Kind != Null || r[1].Kind != Null || r[2].S != "y" {
 		t.Fatalf("got %v %v, want null, null, y", r, err)
 	}
 	for _, bad := range []string{`{"id":[nan],"n":3,"k":"y"}`, `{"id":"x","n":"3","k":"y"}`} {
-		if _, err := d.Decode([]byte(bad), nil); !errors.Is(err, ErrMalformed) {
+		if _, err := decodeBoth(t, d, []byte(bad), nil); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: an unused field of the wrong type must still make the record malformed, got %v", bad, err)
 		}
 	}
 	d = NewDecoder([]Field{{Name: "id", Kind: String, Unused: true}})
-	if _, err := d.Decode([]byte(`{}`), nil); !errors.Is(err, ErrMalformed) {
+	if _, err := decodeBoth(t, d, []byte(`{}`), nil); !errors.Is(err, ErrMalformed) {
 		t.Errorf("a missing non-nullable unused field must still be malformed, got %v", err)
 	}
+}
+
+// tileQueryFields are the tile query's decoder fields as the map tasks
+// build them (executor.ValueFields): the columns it never reads unused.
+func tileQueryFields() []Field {
+	f := tileFields()
+	f[0].Unused, f[2].Unused = true, true
+	return f
+}
+
+// BenchmarkDecodeTileQuery is the map tasks' decode of a tile event with
+// the tile query's fields.
+func BenchmarkDecodeTileQuery(b *testing.B) {
+	d := NewDecoder(tileQueryFields())
+	data := []byte(tileEvent)
+	dst := make(Row, 0, 4)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		dst, err = d.Decode(data, dst)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecodeTileBare is the bare loop's parse of the same event
+// (bench/bare.go): fastjson, GetStringBytes and time.Parse, the floor
+// BenchmarkDecodeTileQuery is compared with.
+func BenchmarkDecodeTileBare(b *testing.B) {
+	var p fastjson.Parser
+	data := []byte(tileEvent)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	var sink int
+	for b.Loop() {
+		v, err := p.ParseBytes(data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		course := v.GetStringBytes("course_id")
+		t, err := time.Parse(time.RFC3339Nano, string(v.GetStringBytes("event_time")))
+		if err != nil {
+			b.Fatal(err)
+		}
+		sink += len(course) + int(t.UnixMicro()&1)
+	}
+	_ = sink
 }

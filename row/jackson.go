@@ -96,35 +96,41 @@ func numberToken(b []byte) (int, float64) {
 	return tokenBad, 0
 }
 
-// appendJacksonNumber writes a number token: an integer literal as its
+// appendJacksonNumber writes a number value (see appendJacksonToken).
+func appendJacksonNumber(dst []byte, v *fastjson.Value) ([]byte, bool) {
+	start := len(dst)
+	dst = v.MarshalTo(dst)
+	return appendJacksonToken(dst[:start], dst[start:])
+}
+
+// appendJacksonToken writes a number token: an integer literal as its
 // value (so -0 is 0; integers past the long range keep their digits, as
 // BigInteger), any other number as the double it parses to, in Java's
 // Double.toString form.
 // A double that is not finite (a NaN or INF token, or a number past the
 // double range) Jackson writes as a string (QUOTE_NON_NUMERIC_NUMBERS):
-// "NaN", "Infinity", "-Infinity" with the quotes.
-func appendJacksonNumber(dst []byte, v *fastjson.Value) ([]byte, bool) {
-	start := len(dst)
-	dst = v.MarshalTo(dst)
-	text := dst[start:]
+// "NaN", "Infinity", "-Infinity" with the quotes. text may be the bytes
+// just past dst's length (appendJacksonNumber): it is read before dst is
+// written.
+func appendJacksonToken(dst, text []byte) ([]byte, bool) {
 	kind, f := numberToken(text)
 	switch kind {
 	case tokenInt:
 		if string(text) == "-0" {
-			return append(dst[:start], '0'), true
+			return append(dst, '0'), true
 		}
-		return dst, true
+		return append(dst, text...), true
 	case tokenFloat, tokenNonNumeric:
 		if kind == tokenFloat {
 			f, _ = strconv.ParseFloat(string(text), 64) // ±Inf past the double range, as Java
 		}
 		if math.IsInf(f, 0) || math.IsNaN(f) {
-			dst = append(dst[:start], '"')
+			dst = append(dst, '"')
 			return append(appendJavaDouble(dst, f), '"'), true
 		}
-		return appendJavaDouble(dst[:start], f), true
+		return appendJavaDouble(dst, f), true
 	}
-	return dst[:start], false
+	return dst, false
 }
 
 // isJSONInt reports whether b is -?(0|[1-9][0-9]*).

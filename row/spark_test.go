@@ -125,7 +125,7 @@ func TestConversionIsSparks(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.kind.String()+"/"+c.json, func(t *testing.T) {
 			d := NewDecoder([]Field{{Name: "x", Kind: c.kind}})
-			got, err := d.Decode([]byte(`{"x":`+c.json+`}`), nil)
+			got, err := decodeBoth(t, d, []byte(`{"x":`+c.json+`}`), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -177,7 +177,7 @@ func TestConversionRefusalsAreSparksOrSaySo(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.kind.String()+"/"+c.json, func(t *testing.T) {
 			d := NewDecoder([]Field{{Name: "x", Kind: c.kind}})
-			_, err := d.Decode([]byte(`{"x":`+c.json+`}`), nil)
+			_, err := decodeBoth(t, d, []byte(`{"x":`+c.json+`}`), nil)
 			var me *MalformedError
 			if !errors.As(err, &me) || !strings.Contains(me.Reason, c.reason) {
 				t.Fatalf("Decode = %v, want a malformed record with a reason containing %q", err, c.reason)
@@ -201,7 +201,7 @@ func TestSessionTimeZoneAppliesToStringsWithoutZone(t *testing.T) {
 		}
 		d := NewDecoder([]Field{{Name: "a", Kind: Timestamp}, {Name: "b", Kind: Timestamp}, {Name: "c", Kind: Timestamp}})
 		d.SetSessionTimeZone(z)
-		got, err := d.Decode([]byte(`{"a":"2026-03-02 09:01:00","b":"2026-03-02T09:01:00Z","c":1772442060}`), nil)
+		got, err := decodeBoth(t, d, []byte(`{"a":"2026-03-02 09:01:00","b":"2026-03-02T09:01:00Z","c":1772442060}`), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,7 +217,7 @@ func TestSessionTimeZoneAppliesToStringsWithoutZone(t *testing.T) {
 	}
 	d := NewDecoder([]Field{{Name: "a", Kind: Timestamp}})
 	d.SetSessionTimeZone(fixed)
-	got, err := d.Decode([]byte(`{"a":"2026-03-02"}`), nil)
+	got, err := decodeBoth(t, d, []byte(`{"a":"2026-03-02"}`), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -133,7 +133,36 @@ func (s *Source) Read(ctx context.Context, split source.Split, fn func(*source.R
 	}
 	cur := 0
 	lastProgress := time.Now()
+	var call *fetchCall // the round in flight
+	defer func() {
+		if call != nil {
+			call.cancel()
+			call.wg.Wait()
+		}
+	}()
 	for {
+		// Send the next round before handing out what the last one
+		// brought, so that the broker works while fn decodes: one
+		// round in flight, as a franz-go consumer keeps one fetch
+		// buffered. The active ranges are the ones not finished whose
+		// turn it is, and later ones while they hold less than a
+		// partition fetch.
+		if call == nil {
+			var active []*rangeRead
+			for _, r := range rs[cur:] {
+				if !r.done() && s.ahead.take(r) {
+					lastProgress = time.Now()
+				}
+			}
+			for i, r := range rs[cur:] {
+				if !r.done() && (i == 0 || r.bufSize < s.maxBufferedBytes()) {
+					active = append(active, r)
+				}
+			}
+			if len(active) > 0 {
+				call = s.startFetch(ctx, active)
+			}
+		}
 		// Hand out, in order, what the ranges whose turn it is hold.
 		for cur < len(rs) {
 			r := rs[cur]
@@ -142,11 +171,16 @@ func (s *Source) Read(ctx context.Context, split source.Split, fn func(*source.R
 					return err
 				}
 			}
-			r.buf, r.bufSize = nil, 0
-			if !r.done() {
-				break
+			if r.done() {
+				r.buf, r.bufSize = nil, 0
+				cur++
+				continue
 			}
-			cur++
+			// Keep the slice for the range's next records; drop what
+			// it points to.
+			clear(r.buf)
+			r.buf, r.bufSize = r.buf[:0], 0
+			break
 		}
 		if cur == len(rs) {
 			return nil
@@ -155,22 +189,19 @@ func (s *Source) Read(ctx context.Context, split source.Split, fn func(*source.R
 			r := rs[cur]
 			return fmt.Errorf("read kafka %s at offset %d: %w", r.tp, r.next, err)
 		}
-		var active []*rangeRead
-		for _, r := range rs[cur:] {
-			if !r.done() && s.ahead.take(r) {
-				lastProgress = time.Now()
-			}
+		if call == nil {
+			// Nothing was active: the ranges in turn finished from
+			// what was buffered; hand out the next ones.
+			lastProgress = time.Now()
+			continue
 		}
-		for i, r := range rs[cur:] {
-			if !r.done() && (i == 0 || r.bufSize < s.maxBufferedBytes()) {
-				active = append(active, r)
-			}
-		}
-		progressed, failed, err := s.fetchRound(ctx, active)
+		progressed, failed, err := s.finishFetch(ctx, call)
+		active := call.active
+		call = nil
 		if err != nil {
 			return err
 		}
-		if progressed || len(active) == 0 {
+		if progressed {
 			lastProgress = time.Now()
 			continue
 		}
@@ -193,64 +224,96 @@ func (s *Source) Read(ctx context.Context, split source.Split, fn func(*source.R
 	}
 }
 
-// fetchRound sends one Fetch request to each leader of the active ranges
-// and takes in what comes back. progressed says whether a range moved;
-// failed whether a request or a partition failed in a way worth a pause.
-func (s *Source) fetchRound(ctx context.Context, active []*rangeRead) (progressed, failed bool, err error) {
+// fetchCall is one round of Fetch requests in flight: one request to
+// each leader of the round's active ranges.
+type fetchCall struct {
+	active   []*rangeRead
+	leaderOK bool                   // false: the leaders could not be looked up
+	noLeader []*rangeRead           // active ranges whose partition has no known leader
+	ids      map[string][16]byte    // topic ids, for the responses
+	brokers  []int32                // in request order
+	byBroker map[int32][]*rangeRead // each request's ranges
+	resps    []*kmsg.FetchResponse
+	errs     []error
+	wg       sync.WaitGroup
+	cancel   context.CancelFunc
+}
+
+// startFetch sends one Fetch request to each leader of the active
+// ranges, from their next offsets, without waiting for the answers.
+func (s *Source) startFetch(ctx context.Context, active []*rangeRead) *fetchCall {
+	ctx, cancel := context.WithCancel(ctx)
+	c := &fetchCall{active: active, cancel: cancel, byBroker: map[int32][]*rangeRead{}}
 	tps := make([]TopicPartition, len(active))
 	for i, r := range active {
 		tps[i] = r.tp
 	}
 	leaders, ids, err := s.leaders(ctx, tps)
 	if err != nil {
-		if ctx.Err() != nil {
-			return false, false, fmt.Errorf("read kafka: %w", ctx.Err())
+		if ctx.Err() == nil {
+			s.log.Debug("kafka metadata for a read failed; retrying", "err", err)
 		}
-		s.log.Debug("kafka metadata for a read failed; retrying", "err", err)
-		return false, true, nil
+		c.errs = []error{err}
+		return c
 	}
-	byBroker := map[int32][]*rangeRead{}
-	var brokers []int32
+	c.leaderOK, c.ids = true, ids
 	for _, r := range active {
 		b, ok := leaders[r.tp]
 		if !ok {
-			// No leader known: the topic may be gone. checkLost decides.
-			if err := s.checkLost(ctx, r, errNoLeader); err != nil {
-				return false, false, err
-			}
-			failed = true
+			// No leader known: the topic may be gone. finishFetch
+			// asks checkLost.
+			c.noLeader = append(c.noLeader, r)
 			continue
 		}
-		if byBroker[b] == nil {
-			brokers = append(brokers, b)
+		if c.byBroker[b] == nil {
+			c.brokers = append(c.brokers, b)
 		}
-		byBroker[b] = append(byBroker[b], r)
+		c.byBroker[b] = append(c.byBroker[b], r)
 	}
-	resps := make([]*kmsg.FetchResponse, len(brokers))
-	errs := make([]error, len(brokers))
-	var wg sync.WaitGroup
-	for i, b := range brokers {
-		req := s.fetchRequest(byBroker[b], ids)
-		wg.Go(func() {
+	c.resps = make([]*kmsg.FetchResponse, len(c.brokers))
+	c.errs = make([]error, len(c.brokers))
+	for i, b := range c.brokers {
+		req := s.fetchRequest(c.byBroker[b], ids)
+		c.wg.Go(func() {
 			resp, err := req.RequestWith(ctx, s.admin.Broker(int(b)))
-			resps[i], errs[i] = resp, err
+			c.resps[i], c.errs[i] = resp, err
 		})
 	}
-	wg.Wait()
-	for i, b := range brokers {
-		if errs[i] == nil && resps[i].ErrorCode != 0 {
-			errs[i] = kerr.ErrorForCode(resps[i].ErrorCode)
+	return c
+}
+
+// finishFetch waits for a round's answers and takes them in. progressed
+// says whether a range moved; failed whether a request or a partition
+// failed in a way worth a pause.
+func (s *Source) finishFetch(ctx context.Context, c *fetchCall) (progressed, failed bool, err error) {
+	c.wg.Wait()
+	defer c.cancel()
+	if !c.leaderOK {
+		if ctx.Err() != nil {
+			return false, false, fmt.Errorf("read kafka: %w", ctx.Err())
 		}
-		if errs[i] != nil {
+		return false, true, nil
+	}
+	for _, r := range c.noLeader {
+		if err := s.checkLost(ctx, r, errNoLeader); err != nil {
+			return false, false, err
+		}
+		failed = true
+	}
+	for i, b := range c.brokers {
+		if c.errs[i] == nil && c.resps[i].ErrorCode != 0 {
+			c.errs[i] = kerr.ErrorForCode(c.resps[i].ErrorCode)
+		}
+		if c.errs[i] != nil {
 			if ctx.Err() != nil {
 				return false, false, fmt.Errorf("read kafka: %w", ctx.Err())
 			}
-			s.log.Debug("kafka fetch failed; retrying", "broker", b, "err", errs[i])
+			s.log.Debug("kafka fetch failed; retrying", "broker", b, "err", c.errs[i])
 			s.forgetLeaders()
 			failed = true
 			continue
 		}
-		p, f, err := s.takeFetch(ctx, resps[i], byBroker[b], ids)
+		p, f, err := s.takeFetch(ctx, c.resps[i], c.byBroker[b], c.ids)
 		if err != nil {
 			return false, false, err
 		}
@@ -326,17 +389,45 @@ func (s *Source) takeFetch(ctx context.Context, resp *kmsg.FetchResponse, rs []*
 			if r == nil {
 				continue
 			}
+			before := r.next
+			// Plain batches go straight into the range's records; what
+			// lies past the range's end is cut off for the ahead cache.
+			n := len(r.buf)
+			if recs, nextOff, ok := s.plainRecords(r.buf, rp, r.next); ok {
+				for k := n; k < len(recs); k++ {
+					kr := &recs[k]
+					if kr.offset >= r.To {
+						if nextOff > r.To {
+							s.ahead.put(r.tp, r.To, nextOff, recs[k:])
+						}
+						clear(recs[k:])
+						recs = recs[:k]
+						r.next = r.To
+						break
+					}
+					r.next = kr.offset + 1
+					r.bufSize += len(kr.value) + len(kr.key)
+				}
+				r.buf = recs
+				if nextOff > r.next {
+					r.next = min(nextOff, r.To)
+				}
+				if r.next > before {
+					progressed = true
+					r.retries = 0
+				}
+				continue
+			}
 			fp, nextOff := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
 				KeepControlRecords: true, Offset: r.next, IsolationLevel: iso, Topic: r.Topic, Partition: r.Partition,
 			}, rp, s.decompressor, nil)
-			before := r.next
 			for k, kr := range fp.Records {
 				if kr.Offset < r.next {
 					continue
 				}
 				if kr.Offset >= r.To {
 					if fp.Err == nil && nextOff > r.To {
-						s.ahead.put(r.tp, r.To, nextOff, fp.Records[k:])
+						s.ahead.put(r.tp, r.To, nextOff, kgoRecords(fp.Records[k:]))
 					}
 					r.next = r.To
 					break
@@ -557,29 +648,46 @@ type aheadEntry struct {
 	size       int
 }
 
-// compact copies records (not control records) into one slab, so that a
-// kept entry does not hold the whole fetch response in memory.
-func compact(krs []*kgo.Record) ([]record, int) {
-	n := 0
-	for _, kr := range krs {
-		n += len(kr.Key) + len(kr.Value)
-	}
-	slab := make([]byte, 0, n)
+// kgoRecords are kgo's records as a read keeps them, control records
+// left out.
+func kgoRecords(krs []*kgo.Record) []record {
 	out := make([]record, 0, len(krs))
 	for _, kr := range krs {
-		if kr.Attrs.IsControl() {
-			continue
+		if !kr.Attrs.IsControl() {
+			out = append(out, record{offset: kr.Offset, timestamp: kr.Timestamp.UnixMicro(), key: kr.Key, value: kr.Value})
 		}
-		k := len(slab)
-		slab = append(slab, kr.Key...)
-		v := len(slab)
-		slab = append(slab, kr.Value...)
-		out = append(out, record{offset: kr.Offset, timestamp: kr.Timestamp.UnixMicro(), key: slab[k:v:v], value: slab[v:len(slab):len(slab)]})
+	}
+	return out
+}
+
+// compact copies records into one slab, so that a kept entry does not
+// hold the whole fetch response in memory.
+func compact(recs []record) ([]record, int) {
+	n := 0
+	for _, r := range recs {
+		n += len(r.key) + len(r.value)
+	}
+	slab := make([]byte, 0, n)
+	out := make([]record, 0, len(recs))
+	for _, r := range recs {
+		c := record{offset: r.offset, timestamp: r.timestamp}
+		// A null key or value stays null (nil), an empty one empty.
+		if r.key != nil {
+			k := len(slab)
+			slab = append(slab, r.key...)
+			c.key = slab[k:len(slab):len(slab)]
+		}
+		if r.value != nil {
+			v := len(slab)
+			slab = append(slab, r.value...)
+			c.value = slab[v:len(slab):len(slab)]
+		}
+		out = append(out, c)
 	}
 	return out, n + 48*len(out)
 }
 
-func (c *aheadCache) put(tp TopicPartition, start, end int64, krs []*kgo.Record) {
+func (c *aheadCache) put(tp TopicPartition, start, end int64, krs []record) {
 	c.mu.Lock()
 	if old := c.entries[tp]; old != nil {
 		c.size -= old.size
