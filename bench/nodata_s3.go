@@ -16,7 +16,7 @@ import (
 // (engine/nodata_bench_test.go, BenchmarkNoDataBatch: local, S3, and S3
 // with a driver and two executors over gRPC) run as `go test` from the
 // module, its metrics parsed. It needs the versitygw binary
-// (internal/s3test: $SLUICE_VERSITYGW or scripts/test.sh's install).
+// (internal/testutil/s3test: $SLUICE_VERSITYGW or scripts/test.sh's install).
 
 // NoDataS3 is one sub-benchmark's medians.
 type NoDataS3 struct {
