@@ -34,6 +34,9 @@ type result struct {
 // runDriver runs the driver with args in dir.
 func runDriver(t *testing.T, dir string, args ...string) result {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: runs the driver as a process")
+	}
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "SLUICE_DRIVER_MAIN=1")
