@@ -49,7 +49,7 @@ func newContractCmd() *cobra.Command {
 	var recovery, outage time.Duration
 	cmd := &cobra.Command{
 		Use:   "contract -f QUERY.yaml [--recovery-window D] [--longest-outage D]",
-		Short: "Print what the team that owns the query's source must guarantee (local: no driver needed)",
+		Short: "Print what the query's source team must guarantee",
 		Long: `Print what the team that owns the query's source must guarantee: topics,
 value format and fields, the event-time field and its zone, the watermark
 delay, the retention the topic needs (recovery window + watermark delay +

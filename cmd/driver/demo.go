@@ -25,7 +25,7 @@ func newDemoCmd() *cobra.Command {
 	var inProcess bool
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Run the five-minute course-activity tile end to end with no set-up, printing windows as they close (Ctrl-C stops; run again to resume)",
+		Short: "Run the course-activity tile end to end, no set-up needed",
 		Long: `demo runs the whole architecture in this process: an embedded Kafka-protocol
 broker fed by the event generator, the driver service and two executors
 talking gRPC on loopback, a local checkpoint and Parquet output in --dir.

@@ -34,7 +34,7 @@ func newReplayCmd() *cobra.Command {
 	var f replayFlags
 	cmd := &cobra.Command{
 		Use:   "replay -f QUERY.yaml --checkpoint NEW --starting-offsets OFFSETS --ticket TICKET [--run | --dry-run]",
-		Short: "Replay or skip after failOnDataLoss stopped a query: a new checkpoint from chosen offsets, approved under a ticket",
+		Short: "Restart a query after data loss from chosen offsets",
 		Long: `Writes the query's spec with checkpointLocation NEW and the Kafka source's
 startingOffsets OFFSETS ("earliest", "latest" or Spark's JSON map
 {"topic":{"0":1234}}, -2 earliest, -1 latest) to --out, validates it, checks

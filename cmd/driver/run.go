@@ -31,7 +31,10 @@ func newRunCmd() *cobra.Command {
 	var s3 objstore.S3Options
 	cmd := &cobra.Command{
 		Use:   "run -f QUERY.yaml",
-		Short: "Run one query in this process until its trigger stops (availableNow, once) or SIGINT/SIGTERM",
+		Short: "Run one query in this process",
+		Long: `Run one query in this process until its trigger stops (availableNow and
+once exit 0 when done) or SIGINT/SIGTERM (a batch in flight is abandoned,
+never half-committed, and re-run as logged on the next start).`,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if file == "" {
 				return fmt.Errorf("run: -f QUERY.yaml is required")

@@ -43,7 +43,7 @@ func newServeCmd() *cobra.Command {
 	var policyFile, cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "serve [--registry URI] [--queries-dir DIR] [--query Q.yaml ...]",
-		Short: "Serve the driver service: run every query of the registry whose desired state is running, on the executors that register",
+		Short: "Run the driver service: every registered query, on executors",
 		Long: `Serve the driver service. The driver holds the registry's lease (a second
 driver on the same registry waits as a standby and takes over when the lease
 lapses), runs every query whose desired state is running, each from its own
