@@ -60,7 +60,7 @@ func (c *clientFlags) add(fs *pflag.FlagSet, defaultOutput string) {
 	if def == "" {
 		def = cluster.DefaultDriverListen
 	}
-	fs.StringVar(&c.server, "server", def, "driver address HOST:PORT (env $"+ServerEnv+")")
+	fs.StringVar(&c.server, "server", def, "driver address HOST:PORT, e.g. sluice-driver.streams.svc:7077 (env $"+ServerEnv+")")
 	c.tls.RegisterCerts(fs)
 	fs.StringVar(&c.tokenFile, "token-file", "", "file holding this client's token: a viewer or operator token, or the cluster token where the driver has no roles (default: $"+cluster.TokenEnv+")")
 	fs.StringVarP(&c.output, "output", "o", defaultOutput, "output format: table or json")
@@ -82,7 +82,10 @@ func usageErr(format string, a ...any) error {
 // errors exit with their code after a one-line message (main exits 1 for
 // everything, so the code is set here).
 func clientCmd(cmd *cobra.Command, run func(cmd *cobra.Command, args []string) error) *cobra.Command {
-	cmd.Long = strings.TrimSpace(cmd.Short+"\n"+cmd.Long) + "\n" + exitCodesHelp
+	if cmd.Long == "" {
+		cmd.Long = cmd.Short
+	}
+	cmd.Long = strings.TrimSpace(cmd.Long) + "\n" + exitCodesHelp
 	args := cmd.Args
 	cmd.Args = func(c *cobra.Command, a []string) error {
 		if args != nil {
@@ -93,6 +96,7 @@ func clientCmd(cmd *cobra.Command, run func(cmd *cobra.Command, args []string) e
 		return nil
 	}
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		err = cliflags.PlainFlagError(err)
 		exitWith(c, &cliError{code: exitUsage, msg: err.Error()})
 		return err
 	})
@@ -242,7 +246,7 @@ refused with "new checkpoint required" and the running version is kept.`,
 	cmd.Flags().StringVarP(&file, "file", "f", "", "query spec (YAML or JSON)")
 	cliflags.ProductionGuards(cmd.Flags(), &guards)
 	cmd.Flags().BoolVar(&wait, "wait", false, "answer once the query runs (or failed to start)")
-	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "give up waiting after this long")
+	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "with --wait: give up waiting after this long, e.g. 2m or 90s")
 	cmd.Flags().StringVar(&reason, "reason", "", reasonUsage)
 	return clientCmd(cmd, func(cmd *cobra.Command, _ []string) error {
 		b, _, err := loadSpec(file)
@@ -287,7 +291,7 @@ is abandoned (never half-committed).`,
 	}
 	cf.add(cmd.Flags(), "table")
 	cmd.Flags().BoolVar(&now, "now", false, "abandon the batch in flight")
-	cmd.Flags().DurationVar(&timeout, "timeout", time.Minute, "how long the batch in flight may take to commit")
+	cmd.Flags().DurationVar(&timeout, "timeout", time.Minute, "how long the batch in flight may take to commit, e.g. 1m or 30s")
 	cmd.Flags().StringVar(&reason, "reason", "", reasonUsage)
 	return clientCmd(cmd, func(cmd *cobra.Command, args []string) error {
 		cl, closeConn, err := cf.dial()

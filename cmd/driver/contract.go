@@ -59,8 +59,8 @@ checkpoint and the sink are.`,
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "query spec (YAML or JSON)")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
-	cmd.Flags().DurationVar(&recovery, "recovery-window", 24*time.Hour, "how far back an operator must be able to re-run (a restore, a replay)")
-	cmd.Flags().DurationVar(&outage, "longest-outage", 72*time.Hour, "the longest the query may be down before it resumes (a weekend)")
+	cmd.Flags().DurationVar(&recovery, "recovery-window", 24*time.Hour, "how far back an operator must be able to re-run (a restore, a replay), e.g. 24h or 168h")
+	cmd.Flags().DurationVar(&outage, "longest-outage", 72*time.Hour, "the longest the query may be down before it resumes (a weekend), e.g. 72h")
 	return clientCmd(cmd, func(cmd *cobra.Command, _ []string) error {
 		if output != "table" && output != "json" {
 			return usageErr("-o %q: must be table or json", output)

@@ -49,7 +49,7 @@ func addHTTPFlags(f *pflag.FlagSet, c *httpConfig, def string) {
 	_ = f.MarkDeprecated("metrics-addr", "use --http-addr (it serves the same /metrics, and the status page)")
 	f.StringVar(&c.HealthAddr, "health-addr", "", healthAddrUsage)
 	f.BoolVar(&c.PartitionLag, "metrics-partition-lag", false, "export sluice_source_partition_lag_offsets, one series per source partition")
-	f.DurationVar(&c.Health.Stall, "health-stall", 5*time.Minute, "a watermark, or commits, unchanged this long count as stalled: idle when nothing waits, an incident when lag grows; also the longest a batch may stay in flight")
+	f.DurationVar(&c.Health.Stall, "health-stall", 5*time.Minute, "a watermark, or commits, unchanged this long count as stalled: idle when nothing waits, an incident when lag grows; also the longest a batch may stay in flight; e.g. 5m or 90s")
 	f.IntVar(&c.Health.SlowBatches, "health-slow-batches", 3, "this many batches in a row slower than the processingTime trigger, or each with more lag than the one before, are an incident")
 }
 

@@ -41,6 +41,9 @@ list, status, progress, history).`,
 	root.AddCommand(newExplainCmd())
 	root.AddCommand(newCompactCmd())
 	root.AddCommand(newSubmitCmd(), newReplayCmd(), newStopCmd(), newListCmd(), newStatusCmd(), newProgressCmd(), newHistoryCmd(), newContractCmd())
+	// An approval flag without its ticket is refused in plain words.
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cliflags.PlainFlagError(err) })
+	cliflags.TidyDefaults(root)
 	return root
 }
 
