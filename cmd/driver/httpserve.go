@@ -35,6 +35,9 @@ type httpConfig struct {
 	// Auth, if set with role credentials, requires a viewer or operator
 	// credential for everything but /healthz and /readyz.
 	Auth *cluster.Authenticator
+	// OnListen, if set, is told the address the HTTP port bound (port 0
+	// picks a free one) before it serves.
+	OnListen func(addr string)
 }
 
 // healthAddrUsage is --health-addr's help, the driver's and the
@@ -96,6 +99,9 @@ func serveMainHTTP(ctx context.Context, c httpConfig, tr *monitor.Tracker, ready
 	unlisten := tr.Listen(m.Observe)
 	h := web.New(web.Options{Role: "driver", Stall: c.Health.Stall, Tracker: tr, Ready: ready, Gatherer: reg, Logger: log})
 	log.Info("serving HTTP: /metrics, /healthz, /readyz and the status page", "address", ln.Addr().String())
+	if c.OnListen != nil {
+		c.OnListen(ln.Addr().String())
+	}
 	var handler http.Handler = h
 	if c.Auth != nil {
 		handler = c.Auth.HTTPHandler(h)

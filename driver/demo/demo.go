@@ -18,6 +18,8 @@ import (
 
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/ids"
+	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/scheduler"
 	"github.com/sluicehq/sluice/source/generator"
@@ -79,6 +81,11 @@ type Options struct {
 	Announce func(spec query.Spec, broker string)
 	// Progress, if set, receives each batch's progress.
 	Progress func(*scheduler.Progress)
+	// Tracker, if set, is kept current as `driver serve` keeps its own:
+	// the query's desired and observed state, its progress, the batch in
+	// flight and the executors registered (the status page and the
+	// metrics read it).
+	Tracker *monitor.Tracker
 }
 
 // Run runs the embedded cluster and the tile on it until ctx ends, which
@@ -143,11 +150,61 @@ func Run(ctx context.Context, opts Options) error {
 		opts.Announce(spec, addr)
 	}
 	eopts := engine.Options{Logger: log, Stdout: opts.Stdout, SourceRetryFor: time.Minute, Progress: opts.Progress}
+	if tr := opts.Tracker; tr != nil {
+		track(ctx, tr, drv, spec, &eopts)
+	}
 	err = serve(ctx, drv, spec, executors, eopts)
+	if tr := opts.Tracker; tr != nil {
+		state := monitor.Failed
+		if ctx.Err() != nil {
+			state, err = monitor.Stopped, nil
+		}
+		tr.SetState(monitor.Ref{Name: spec.Name}, state, err)
+	}
 	if ctx.Err() != nil {
 		return nil
 	}
 	return err
+}
+
+// track keeps tr current for the demo's query: its desired and observed
+// states, each committed batch, the batch in flight, retries, and the
+// executors registered with drv (every second until ctx ends).
+func track(ctx context.Context, tr *monitor.Tracker, drv *cluster.Driver, spec query.Spec, opts *engine.Options) {
+	ref := monitor.Ref{Name: spec.Name}
+	tr.SetDesired(ref, monitor.DesiredRunning, 0)
+	tr.SetState(ref, monitor.Starting, nil)
+	tr.SetTrigger(ref, time.Duration(spec.Trigger.ProcessingTime))
+	next := opts.Progress
+	opts.Progress = func(p *scheduler.Progress) {
+		tr.Observe(p)
+		if v, ok := tr.Get(p.Name); ok && v.State != monitor.Running {
+			tr.SetState(monitor.Ref{Name: p.Name, ID: p.ID}, monitor.Running, nil)
+		}
+		if next != nil {
+			next(p)
+		}
+	}
+	opts.Hook = func(point string, batch ids.BatchID) {
+		if point == "after-offsets" {
+			tr.BatchStarted(ref, batch)
+		}
+	}
+	opts.OnRetry = func(batch ids.BatchID, attempt int, err error) {
+		tr.SetState(ref, monitor.Recovering, fmt.Errorf("batch %d attempt %d: %w", batch, attempt, err))
+	}
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			tr.SetExecutors(len(drv.Members.Live()))
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
 }
 
 // serve builds the query and runs it on the driver's executors.
