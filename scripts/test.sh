@@ -41,6 +41,11 @@ elapsed() {
   printf '%dm%02ds' $((s / 60)) $((s % 60))
 }
 
+if [ "$mode" != plan ] && ! command -v go >/dev/null 2>&1; then
+  echo "test.sh: go is not on PATH: install Go (go.mod names the version) first" >&2
+  exit 1
+fi
+
 if [ "$mode" = quick ]; then
   # go test's own cache is off (-count=1), so the time printed is the time
   # the tests take, not a cache lookup.
