@@ -21,6 +21,9 @@ import (
 // needVersityGW skips without the S3-compatible test server (fails on CI).
 func needVersityGW(t *testing.T) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: runs the S3 test server (versitygw), a process")
+	}
 	if _, err := s3test.Binary(); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatal(err)

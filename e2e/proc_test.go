@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,6 +22,18 @@ var bins struct {
 }
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// Every test here runs the binaries as processes: the fast loop
+		// (go test -short, scripts/test.sh --quick) builds nothing and
+		// skips them all; the full suite runs them.
+		fmt.Fprintln(os.Stderr, "e2e: every test runs processes; skipped under -short")
+		if err := flag.Set("test.skip", "."); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "sluice-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -75,6 +75,10 @@ type View struct {
 	// Health is the query's single verdict at the time Get or List was
 	// called (ClassifyHealth); nil on views kept elsewhere.
 	Health *HealthStatus `json:"health,omitempty"`
+	// Rates are the input and processing rates over the last minute
+	// (RecentRates) at the time Get or List was called; nil on views kept
+	// elsewhere.
+	Rates *Rates `json:"recentRates,omitempty"`
 }
 
 // Options configure a Tracker.
@@ -85,6 +89,9 @@ type Options struct {
 	Now func() time.Time
 	// Health tunes the health verdict of Get and List.
 	Health HealthOptions
+	// RateWindow is the window of the views' Rates (default
+	// DefaultRateWindow, a minute).
+	RateWindow time.Duration
 }
 
 // Tracker holds every query's view and recent progress. It is safe for
@@ -94,6 +101,7 @@ type Tracker struct {
 	keep    int
 	now     func() time.Time
 	health  HealthOptions
+	rateWin time.Duration
 	queries map[string]*entry
 	// changed is closed, and replaced, when a query's desired or observed
 	// state changes (see Changed).
@@ -123,7 +131,7 @@ func New(opts Options) *Tracker {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Tracker{keep: opts.Keep, now: opts.Now, health: opts.Health, queries: map[string]*entry{}}
+	return &Tracker{keep: opts.Keep, now: opts.Now, health: opts.Health, rateWin: opts.RateWindow, queries: map[string]*entry{}}
 }
 
 func (t *Tracker) get(r Ref) *entry {
@@ -239,11 +247,15 @@ func (t *Tracker) Get(name string) (View, bool) {
 	return t.withHealth(e), true
 }
 
-// withHealth is e's view with its health judged now (t.mu held).
+// withHealth is e's view with its health judged, and its recent rates
+// taken, now (t.mu held).
 func (t *Tracker) withHealth(e *entry) View {
 	v := e.view
-	h := ClassifyHealth(v, e.recent, t.now(), t.health)
+	now := t.now()
+	h := ClassifyHealth(v, e.recent, now, t.health)
 	v.Health = &h
+	r := RecentRates(e.recent, now, t.rateWin)
+	v.Rates = &r
 	return v
 }
 
@@ -320,7 +332,8 @@ func (t *Tracker) Follow(r Ref) (<-chan *progress.Report, func()) {
 
 // Observer returns the Observer that records one query's loop in t: a
 // batch in flight, a retry (the query is RECOVERING, with the failure),
-// each committed batch's report (and RUNNING again after a retry). It is
+// each committed batch's report (and RUNNING once a batch commits after
+// a start or a retry). It is
 // the one adapter from the batch loop to the tracker, for driver run,
 // driver serve and the demo alike.
 func (t *Tracker) Observer(r Ref) progress.Observer { return queryObserver{t: t, r: r} }
@@ -340,7 +353,7 @@ func (queryObserver) Idle(progress.Idle) {}
 
 func (o queryObserver) Committed(p *progress.Report) {
 	o.t.Observe(p)
-	if v, ok := o.t.Get(p.Name); ok && v.State == Recovering {
+	if v, ok := o.t.Get(p.Name); ok && (v.State == Recovering || v.State == Starting) {
 		o.t.SetState(Ref{Name: p.Name, ID: p.ID}, Running, nil)
 	}
 }

@@ -17,6 +17,15 @@ import (
 // boundKey is a key as agg encodes a windowed group: an 8-byte bound, then
 // the group's bytes. A few keys are shorter than a bound, as a store must
 // take any key.
+// shortOr is n, or short under go test -short (the fast loop): the same
+// randomized walk, fewer steps.
+func shortOr(n, short int) int {
+	if testing.Short() {
+		return short
+	}
+	return n
+}
+
 func boundKey(rng *rand.Rand) string {
 	if rng.IntN(15) == 0 {
 		return fmt.Sprintf("s%d", rng.IntN(5))
@@ -82,7 +91,8 @@ func TestEvictBelowMatchesTheOracleInEveryProvider(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	history := []model{{}}
 	rangeDeltas := 0
-	for step := range 250 {
+	// -short (the fast loop) runs fewer steps of the same walk.
+	for step := range shortOr(250, 60) {
 		v := Version(len(history) - 1)
 		stores := make([]Store, len(provs))
 		for i, pv := range provs {

@@ -170,7 +170,7 @@ func TestPebbleMatchesMemoryOnRandomBatches(t *testing.T) {
 	for p := range history {
 		history[p] = []model{{}}
 	}
-	for step := range 300 {
+	for step := range shortOr(300, 80) {
 		p := ids.PartitionID(rng.IntN(parts))
 		v := Version(len(history[p]) - 1)
 		open := func(prov Provider, name string, at Version) Store {
@@ -507,7 +507,10 @@ func TestPebbleCleanupKeepsStorageBoundedOver1000Batches(t *testing.T) {
 	const retain = 100
 	maxObjects := 0
 	var keep Version
-	for v := Version(0); v < 1000; v++ {
+	// -short (the fast loop) runs 300 batches: cleanup still runs 30 times
+	// with 100 retained.
+	batches := Version(shortOr(1000, 300))
+	for v := Version(0); v < batches; v++ {
 		st, err := pb.Open(ctx, 0, v)
 		if err != nil {
 			t.Fatal(err)
@@ -549,10 +552,10 @@ func TestPebbleCleanupKeepsStorageBoundedOver1000Batches(t *testing.T) {
 			fresh.Close()
 		}
 	}
-	t.Logf("at most %d objects under state/ over 1000 batches", maxObjects)
+	t.Logf("at most %d objects under state/ over %d batches", maxObjects, batches)
 	// Every version >= keep is still loadable.
 	fresh := newTestPebble(t, cp, 10)
-	for v := keep; v <= 1000; v++ {
+	for v := keep; v <= batches; v++ {
 		st, err := fresh.Open(ctx, 0, v)
 		if err != nil {
 			t.Fatal(err)

@@ -71,6 +71,8 @@ var phaseNames = []string{"map", "reduce", "addBatch", "commitOffsets"}
 
 var funcs = template.FuncMap{
 	"phases": func() []string { return phaseNames },
+	"rate":   rate,
+	"window": func(d time.Duration) string { return d.Round(time.Second).String() },
 	"short": func(id string) string {
 		if len(id) > 8 {
 			return id[:8]
@@ -218,7 +220,7 @@ func charts(ps []*progress.Report) []chart {
 			{Name: "input rows/s", Class: "s1", Values: vals(func(p *progress.Report) (float64, bool) { return p.InputRowsPerSecond, true })},
 			{Name: "processed rows/s", Class: "s2", Values: vals(func(p *progress.Report) (float64, bool) { return p.ProcessedRowsPerSecond, true })},
 		}},
-		{Title: "Batch duration by phase (s)", XLabels: xl, Stacked: true, FmtY: seconds, Series: []series{
+		{Title: "Batch duration by phase (s)", XLabels: xl, Stacked: true, FmtY: plainSeconds, Unit: "s", Series: []series{
 			{Name: "map", Class: "s1", Values: vals(phase("map"))},
 			{Name: "reduce", Class: "s2", Values: vals(phase("reduce"))},
 			{Name: "plan + sink commit", Class: "s3", Values: vals(other)},
@@ -292,14 +294,17 @@ func dur(ms int64) string {
 	return trim(float64(ms)/1000) + " s"
 }
 
-func seconds(v float64) string {
-	if v == 0 {
+// plainSeconds renders seconds as a bare number of seconds (the chart's
+// title carries the unit): 0.004, 0.25, 1.5, 12.
+func plainSeconds(v float64) string {
+	switch a := math.Abs(v); {
+	case a == 0:
 		return "0"
+	case a < 0.1:
+		return strings.TrimRight(strings.TrimRight(strconv.FormatFloat(v, 'f', 3, 64), "0"), ".")
+	default:
+		return trim(v)
 	}
-	if v < 1 && v > 0 {
-		return strconv.FormatFloat(v*1000, 'f', 0, 64) + " ms"
-	}
-	return trim(v) + " s"
 }
 
 // clock renders seconds since the epoch as a UTC time of day (dates are

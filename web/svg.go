@@ -28,6 +28,9 @@ type chart struct {
 	Series  []series
 	Stacked bool // stacked bars instead of lines
 	FmtY    func(float64) string
+	// Unit follows a value in the bars' tooltips ("s"); the axis labels
+	// are bare numbers in the unit the title names.
+	Unit string
 }
 
 // SVG renders the chart.
@@ -46,6 +49,12 @@ func (c chart) SVG() template.HTML {
 	fy := c.FmtY
 	if fy == nil {
 		fy = compact
+	}
+	tip := func(v float64) string {
+		if c.Unit != "" {
+			return fy(v) + " " + c.Unit
+		}
+		return fy(v)
 	}
 	plotW, plotH := float64(chartW-padL-padR), float64(chartH-padT-padB)
 	y := func(v float64) float64 { return padT + plotH - (v-lo)/(hi-lo)*plotH }
@@ -70,7 +79,7 @@ func (c chart) SVG() template.HTML {
 				x := padL + step*float64(i) + (step-bw)/2
 				top, bot := y(base[i]+v), y(base[i])
 				fmt.Fprintf(&b, `<rect class="%s" x="%.1f" y="%.1f" width="%.1f" height="%.1f"><title>%s %s</title></rect>`,
-					s.Class, x, top, bw, bot-top, template.HTMLEscapeString(s.Name), template.HTMLEscapeString(fy(v)))
+					s.Class, x, top, bw, bot-top, template.HTMLEscapeString(s.Name), template.HTMLEscapeString(tip(v)))
 				base[i] += v
 			}
 		}

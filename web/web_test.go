@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -245,5 +247,73 @@ func TestPageShowsTheStateBudget(t *testing.T) {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}
+	}
+}
+
+// The duration chart's axis is in the unit its title names: seconds, as
+// bare numbers, its top label the longest batch (the phases stacked).
+func TestDurationChartAxisIsInSecondsLikeItsTitle(t *testing.T) {
+	var ps []*progress.Report
+	longest := 0.0
+	for i, ms := range [][4]int64{{30, 20, 10, 80}, {120, 300, 40, 700}, {3, 2, 1, 9}} { // map, reduce, commitOffsets, triggerExecution
+		ps = append(ps, &progress.Report{BatchID: ids.BatchID(i), DurationMs: map[string]int64{"map": ms[0], "reduce": ms[1], "commitOffsets": ms[2], "triggerExecution": ms[3]}})
+		longest = max(longest, float64(ms[3])/1000)
+	}
+	var c *chart
+	for _, ch := range charts(ps) {
+		if strings.HasPrefix(ch.Title, "Batch duration by phase") {
+			c = &ch
+		}
+	}
+	if c == nil || !strings.HasSuffix(c.Title, "(s)") {
+		t.Fatalf("no duration chart titled in seconds: %+v", c)
+	}
+	svg := string(c.SVG())
+	labels := regexp.MustCompile(`<text class="ylab"[^>]*>([^<]*)</text>`).FindAllStringSubmatch(svg, -1)
+	if len(labels) != 3 {
+		t.Fatalf("%d axis labels:\n%s", len(labels), svg)
+	}
+	for _, l := range labels {
+		if _, err := strconv.ParseFloat(l[1], 64); err != nil {
+			t.Errorf("axis label %q is not a number of seconds", l[1])
+		}
+	}
+	if top, _ := strconv.ParseFloat(labels[2][1], 64); math.Abs(top-longest) > 1e-9 {
+		t.Errorf("top axis label %s s, want the longest batch, %v s", labels[2][1], longest)
+	}
+	if !strings.Contains(svg, "<title>reduce 0.3 s</title>") {
+		t.Errorf("a bar's tooltip lacks its value in seconds:\n%s", svg)
+	}
+}
+
+// The top of the page shows the rates over the last minute: a last batch
+// that found no data does not make them 0.
+func TestPageRatesAreOverTheLastMinute(t *testing.T) {
+	now := t0.Add(time.Hour)
+	tr := monitor.New(monitor.Options{Now: func() time.Time { return now }})
+	tr.SetState(monitor.Ref{Name: "tile", ID: "id-tile"}, monitor.Running, nil)
+	var rows int64
+	for i := range 12 { // a batch every 10 s for two minutes, the last empty
+		n := int64(600 + 10*i)
+		if i == 11 {
+			n = 0
+		}
+		start := now.Add(time.Duration(i-12)*10*time.Second + time.Second)
+		if now.Sub(start) <= time.Minute {
+			rows += n
+		}
+		tr.Observe(&progress.Report{Name: "tile", ID: "id-tile", BatchID: ids.BatchID(i), Timestamp: start.Format(time.RFC3339Nano),
+			NumInputRows: n, NoData: n == 0, DurationMs: map[string]int64{"triggerExecution": 500}})
+	}
+	srv := httptest.NewServer(New(Options{Tracker: tr, Now: func() time.Time { return now }}))
+	defer srv.Close()
+	_, page, _ := get(t, srv, "/")
+	want := compact(float64(rows) / 60)
+	row := regexp.MustCompile(`(?s)<td><a href="#q-tile">tile</a></td>.*?</tr>`).FindString(page)
+	if !strings.Contains(row, `<td class="num">`+want+`</td>`) {
+		t.Errorf("the queries table's tile row lacks input rows/s %s (%d rows over the last minute):\n%s", want, rows, row)
+	}
+	if !strings.Contains(page, `<dd class="rate-in">`+want+`</dd>`) || !strings.Contains(page, "(last 1m0s)") {
+		t.Errorf("the query's facts lack input rows/s %s over the last minute", want)
 	}
 }

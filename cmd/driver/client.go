@@ -61,7 +61,7 @@ func (c *clientFlags) add(fs *pflag.FlagSet, defaultOutput string) {
 	if def == "" {
 		def = dispatch.DefaultDriverListen
 	}
-	fs.StringVar(&c.server, "server", def, "driver address HOST:PORT (env $"+ServerEnv+")")
+	fs.StringVar(&c.server, "server", def, "driver address HOST:PORT, e.g. sluice-driver.streams.svc:7077 (env $"+ServerEnv+")")
 	c.tls.RegisterCerts(fs)
 	fs.StringVar(&c.tokenFile, "token-file", "", "file holding this client's token: a viewer or operator token, or the cluster token where the driver has no roles (default: $"+rpcauth.TokenEnv+")")
 	fs.StringVarP(&c.output, "output", "o", defaultOutput, "output format: table or json")
@@ -83,7 +83,10 @@ func usageErr(format string, a ...any) error {
 // errors exit with their code after a one-line message (main exits 1 for
 // everything, so the code is set here).
 func clientCmd(cmd *cobra.Command, run func(cmd *cobra.Command, args []string) error) *cobra.Command {
-	cmd.Long = strings.TrimSpace(cmd.Short+"\n"+cmd.Long) + "\n" + exitCodesHelp
+	if cmd.Long == "" {
+		cmd.Long = cmd.Short
+	}
+	cmd.Long = strings.TrimSpace(cmd.Long) + "\n" + exitCodesHelp
 	args := cmd.Args
 	cmd.Args = func(c *cobra.Command, a []string) error {
 		if args != nil {
@@ -94,6 +97,7 @@ func clientCmd(cmd *cobra.Command, run func(cmd *cobra.Command, args []string) e
 		return nil
 	}
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		err = cliflags.PlainFlagError(err)
 		exitWith(c, &cliError{code: exitUsage, msg: err.Error()})
 		return err
 	})
@@ -232,8 +236,9 @@ func newSubmitCmd() *cobra.Command {
 	var reason string
 	cmd := &cobra.Command{
 		Use:   "submit -f QUERY.yaml [--allow-first-start=TICKET] [--allow-replay=TICKET] [--wait] [--reason TEXT]",
-		Short: "Submit a query to the running driver (idempotent; a stopped query resumes from its checkpoint)",
-		Long: `The same spec again changes nothing and says so; a changed spec is applied
+		Short: "Submit a query to the running driver",
+		Long: `Submit a query to the running driver. A stopped query resumes from its
+checkpoint. The same spec again changes nothing and says so; a changed spec is applied
 if the query's checkpoint can serve it (same stateful definition), else it is
 refused with "new checkpoint required" and the running version is kept.`,
 		Args: cobra.NoArgs,
@@ -242,7 +247,7 @@ refused with "new checkpoint required" and the running version is kept.`,
 	cmd.Flags().StringVarP(&file, "file", "f", "", "query spec (YAML or JSON)")
 	cliflags.ProductionGuards(cmd.Flags(), &guards)
 	cmd.Flags().BoolVar(&wait, "wait", false, "answer once the query runs (or failed to start)")
-	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "give up waiting after this long")
+	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "with --wait: give up waiting after this long, e.g. 2m or 90s")
 	cmd.Flags().StringVar(&reason, "reason", "", reasonUsage)
 	return clientCmd(cmd, func(cmd *cobra.Command, _ []string) error {
 		b, _, err := loadSpec(file)
@@ -279,13 +284,15 @@ func newStopCmd() *cobra.Command {
 	var reason string
 	cmd := &cobra.Command{
 		Use:   "stop NAME [--now] [--timeout D] [--reason TEXT]",
-		Short: "Stop a query: the batch in flight commits first (or, with --now, is abandoned and re-run on the next start)",
-		Long:  `Past --timeout the batch in flight is abandoned (never half-committed).`,
-		Args:  cobra.ExactArgs(1),
+		Short: "Stop a query once its batch in flight commits",
+		Long: `Stop a query: the batch in flight commits first (or, with --now, is
+abandoned and re-run on the next start). Past --timeout the batch in flight
+is abandoned (never half-committed).`,
+		Args: cobra.ExactArgs(1),
 	}
 	cf.add(cmd.Flags(), "table")
 	cmd.Flags().BoolVar(&now, "now", false, "abandon the batch in flight")
-	cmd.Flags().DurationVar(&timeout, "timeout", time.Minute, "how long the batch in flight may take to commit")
+	cmd.Flags().DurationVar(&timeout, "timeout", time.Minute, "how long the batch in flight may take to commit, e.g. 1m or 30s")
 	cmd.Flags().StringVar(&reason, "reason", "", reasonUsage)
 	return clientCmd(cmd, func(cmd *cobra.Command, args []string) error {
 		cl, closeConn, err := cf.dial()
@@ -328,6 +335,8 @@ type queryJSON struct {
 	// Health is the driver's verdict: healthy, idle, incident or
 	// inactive, with its reason.
 	Health *monitor.HealthStatus `json:"health,omitempty"`
+	// Rates are the input and processing rates over the last minute.
+	Rates *monitor.Rates `json:"recentRates,omitempty"`
 }
 
 func toJSON(q *sluicepb.QueryInfo) queryJSON {
@@ -338,14 +347,15 @@ func toJSON(q *sluicepb.QueryInfo) queryJSON {
 		LastData *progress.Report `json:"lastData"`
 	}
 	if len(q.ViewJson) > 0 && json.Unmarshal(q.ViewJson, &v) == nil {
-		out.Latest, out.Restarts, out.LastData, out.Health = v.Latest, v.Restarts, v.LastData, v.Health
+		out.Latest, out.Restarts, out.LastData, out.Health, out.Rates = v.Latest, v.Restarts, v.LastData, v.Health, v.Rates
 	}
 	return out
 }
 
 func newListCmd() *cobra.Command {
 	var cf clientFlags
-	cmd := &cobra.Command{Use: "list", Short: "List the driver's queries: desired and observed state, last batch", Args: cobra.NoArgs}
+	cmd := &cobra.Command{Use: "list", Short: "List the driver's queries and their states", Args: cobra.NoArgs,
+		Long: `List the driver's queries: desired and observed state, generation, last batch and its time, id.`}
 	cf.add(cmd.Flags(), "table")
 	return clientCmd(cmd, func(cmd *cobra.Command, _ []string) error {
 		cl, closeConn, err := cf.dial()
@@ -381,7 +391,11 @@ func newListCmd() *cobra.Command {
 
 func newStatusCmd() *cobra.Command {
 	var cf clientFlags
-	cmd := &cobra.Command{Use: "status NAME", Short: "Show a query's state, health (healthy, idle, incident), last batch, watermark, rates, lag, state rows, executors and last error", Args: cobra.ExactArgs(1)}
+	cmd := &cobra.Command{Use: "status NAME", Short: "Show a query's state, health, rates, lag and last error", Args: cobra.ExactArgs(1),
+		Long: `Show a query's desired and observed state, health (healthy, idle,
+incident, inactive) with its reason, last batch, watermark and max event
+time, input and processing rates over the last minute, source lag, state
+rows and memory, state budget, executors, restarts and last error.`}
 	cf.add(cmd.Flags(), "table")
 	return clientCmd(cmd, func(cmd *cobra.Command, args []string) error {
 		cl, closeConn, err := cf.dial()
@@ -425,8 +439,17 @@ func writeStatus(w io.Writer, q queryJSON) error {
 		if d != p {
 			row("last data batch", fmt.Sprintf("%d at %s (%d rows)", d.BatchID, d.Timestamp, d.NumInputRows))
 		}
-		row("input rate", fmt.Sprintf("%.1f rows/s (batch %d)", d.InputRowsPerSecond, d.BatchID))
-		row("processing rate", fmt.Sprintf("%.1f rows/s (batch %d)", d.ProcessedRowsPerSecond, d.BatchID))
+		if r := q.Rates; r != nil {
+			// Over the last minute, as the status page's summary: a
+			// last batch that found no data does not make them 0.
+			row("input rate", fmt.Sprintf("%.1f rows/s over the last %s (%d rows in %d batches; batch %d: %.1f rows/s)",
+				r.InputRowsPerSecond, r.Window.Round(time.Second), r.InputRows, r.Batches, d.BatchID, d.InputRowsPerSecond))
+			row("processing rate", fmt.Sprintf("%.1f rows/s over the time those batches took (batch %d: %.1f rows/s)",
+				r.ProcessedRowsPerSecond, d.BatchID, d.ProcessedRowsPerSecond))
+		} else {
+			row("input rate", fmt.Sprintf("%.1f rows/s (batch %d)", d.InputRowsPerSecond, d.BatchID))
+			row("processing rate", fmt.Sprintf("%.1f rows/s (batch %d)", d.ProcessedRowsPerSecond, d.BatchID))
+		}
 		lag := "-"
 		for _, s := range p.Sources {
 			if v, ok := s.Metrics["totalLag"]; ok {
@@ -501,8 +524,10 @@ func newProgressCmd() *cobra.Command {
 	var follow bool
 	cmd := &cobra.Command{
 		Use:   "progress NAME [-n N] [--follow]",
-		Short: "Print a query's last progress objects (Spark's StreamingQueryProgress), one JSON object per line; --follow keeps printing",
-		Args:  cobra.ExactArgs(1),
+		Short: "Print a query's last progress objects as JSON lines",
+		Long: `Print a query's last progress objects (Spark's StreamingQueryProgress), one
+JSON object per line, oldest first; --follow keeps printing each new batch's.`,
+		Args: cobra.ExactArgs(1),
 	}
 	cf.add(cmd.Flags(), "json")
 	cmd.Flags().IntVarP(&n, "n", "n", 10, "how many of the last progress objects")

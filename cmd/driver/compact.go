@@ -24,7 +24,7 @@ func newCompactCmd() *cobra.Command {
 	var s3 objstore.S3Options
 	cmd := &cobra.Command{
 		Use:   "compact --sink PATH --checkpoint PATH [--before DATE]",
-		Short: "Rewrite the small files of closed window_date= partitions of a Parquet sink into few large ones",
+		Short: "Merge the small files of a Parquet sink's closed dates",
 		Long: `Rewrites the many small files of each window_date= partition of a Parquet
 sink whose windows can no longer change into a few large ones (at most
 --max-rows-per-file rows each), while the query keeps running. A date is

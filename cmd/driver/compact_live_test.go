@@ -78,6 +78,9 @@ func listDirWindows(ctx context.Context, st objstore.Store) ([]tiletest.Window, 
 // equals the oracle.
 func TestCompactWhileTheQueryRunsAndReadersPoll(t *testing.T) {
 	t.Run("driver compact", func(t *testing.T) { compactLive(t, false) })
+	if testing.Short() {
+		return // the fast loop: one of the two
+	}
 	t.Run("compactClosedDates", func(t *testing.T) { compactLive(t, true) })
 }
 

@@ -49,7 +49,7 @@ func newContractCmd() *cobra.Command {
 	var recovery, outage time.Duration
 	cmd := &cobra.Command{
 		Use:   "contract -f QUERY.yaml [--recovery-window D] [--longest-outage D]",
-		Short: "Print what the team that owns the query's source must guarantee (local: no driver needed)",
+		Short: "Print what the query's source team must guarantee",
 		Long: `Print what the team that owns the query's source must guarantee: topics,
 value format and fields, the event-time field and its zone, the watermark
 delay, the retention the topic needs (recovery window + watermark delay +
@@ -59,8 +59,8 @@ checkpoint and the sink are.`,
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "query spec (YAML or JSON)")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
-	cmd.Flags().DurationVar(&recovery, "recovery-window", 24*time.Hour, "how far back an operator must be able to re-run (a restore, a replay)")
-	cmd.Flags().DurationVar(&outage, "longest-outage", 72*time.Hour, "the longest the query may be down before it resumes (a weekend)")
+	cmd.Flags().DurationVar(&recovery, "recovery-window", 24*time.Hour, "how far back an operator must be able to re-run (a restore, a replay), e.g. 24h or 168h")
+	cmd.Flags().DurationVar(&outage, "longest-outage", 72*time.Hour, "the longest the query may be down before it resumes (a weekend), e.g. 72h")
 	return clientCmd(cmd, func(cmd *cobra.Command, _ []string) error {
 		if output != "table" && output != "json" {
 			return usageErr("-o %q: must be table or json", output)

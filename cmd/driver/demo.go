@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -20,22 +21,50 @@ import (
 	"github.com/sluicehq/sluice/source/generator"
 )
 
+// defaultDemoHTTP is the demo's HTTP port: a free port on loopback, its
+// URL printed in the banner.
+const defaultDemoHTTP = "127.0.0.1:0"
+
 func newDemoCmd() *cobra.Command {
-	var dir string
+	var dir, httpAddr string
 	var inProcess bool
 	cmd := &cobra.Command{
-		Use:   "demo",
-		Short: "Run the five-minute course-activity tile end to end with no set-up, printing windows as they close (Ctrl-C stops; run again to resume)",
-		Long: `demo runs the whole architecture in this process: an embedded Kafka-protocol
-broker fed by the event generator, the driver service and two executors
-talking gRPC on loopback, a local checkpoint and Parquet output in --dir.
+		Use:   "demo [--dir DIR] [--http-addr ADDR] [--in-process]",
+		Short: "Run the course-activity tile end to end, no set-up needed",
+		Long: `demo runs the five-minute course-activity tile on the whole architecture
+in this process: an embedded Kafka-protocol broker fed by the event
+generator, the driver service and two executors talking gRPC on loopback, a
+local checkpoint and Parquet output in --dir. Windows are printed as they
+close; Ctrl-C stops, and running it again resumes from the checkpoint.
+
+It serves what a production driver serves on its HTTP port, on loopback:
+the status page at the URL the banner prints, /metrics for Prometheus,
+/healthz and /readyz (--http-addr chooses the address).
+
 --in-process runs the query on the generator source with in-process tasks instead.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			abs, err := filepath.Abs(dir)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
+			// The status page and /metrics, as driver serve has them.
+			tr := monitor.New(monitor.Options{})
+			ready := func() error {
+				for _, v := range tr.List() {
+					if v.State == monitor.Running {
+						return nil
+					}
+				}
+				return errors.New("the demo's query is not running yet")
+			}
+			var page string
+			stopHTTP, err := serveHTTPWith(cmd.Context(), httpConfig{Addr: httpAddr, OnListen: func(a string) { page = "http://" + a + "/" }}, tr, ready, logger(cmd))
+			if err != nil {
+				return fmt.Errorf("--http-addr: %w", err)
+			}
+			defer stopHTTP()
 			sinkStore, err := objstore.NewFS(filepath.Join(abs, "course_activity_tile"))
 			if err != nil {
 				return err
@@ -49,25 +78,27 @@ talking gRPC on loopback, a local checkpoint and Parquet output in --dir.
 			if inProcess {
 				gen := demo.Events()
 				spec := demo.Spec(abs, query.Source{Generator: &gen})
-				announce(out, spec, "a generator at 2000 events/s, tasks in this process")
-				return runSpec(cmd, spec, microbatch.Options{Observer: windows})
+				announce(out, spec, "a generator at 2000 events/s, tasks in this process", page)
+				return runSpecTracked(cmd, spec, microbatch.Options{Observer: windows}, tr)
 			}
 			return demo.Run(cmd.Context(), demo.Options{
-				Dir: abs, Logger: logger(cmd), Stdout: out,
+				Dir: abs, Logger: logger(cmd), Stdout: out, Tracker: tr,
 				Announce: func(spec query.Spec, broker string) {
-					announce(out, spec, fmt.Sprintf("an embedded broker (%s, topic %s) fed at 2000 events/s, a driver and 2 executors over gRPC", broker, demo.Topic))
+					announce(out, spec, fmt.Sprintf("an embedded broker (%s, topic %s) fed at 2000 events/s, a driver and 2 executors over gRPC", broker, demo.Topic), page)
 				},
 				Observer: progress.Observers{monitor.LinePrinter(cmd.ErrOrStderr()), windows},
 			})
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "sluice-demo", "directory for the demo's broker data, checkpoint and Parquet output")
+	cmd.Flags().StringVar(&httpAddr, "http-addr", defaultDemoHTTP, "serve the status page, /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:8080 (port 0: a free port; the banner prints the URL)")
 	cmd.Flags().BoolVar(&inProcess, "in-process", false, "run on the generator source with in-process tasks (no broker, no executors)")
 	return cmd
 }
 
-func announce(out io.Writer, spec query.Spec, how string) {
+func announce(out io.Writer, spec query.Spec, how, page string) {
 	fmt.Fprintf(out, "demo: the course-activity tile (5-minute windows, 10-minute watermark, append) on %s\n", how)
+	fmt.Fprintf(out, "demo: status page %s (Prometheus metrics at %smetrics)\n", page, page)
 	fmt.Fprintf(out, "demo: checkpoint %s\ndemo: parquet    %s\ndemo: Ctrl-C stops; running again resumes from the checkpoint\n", spec.CheckpointLocation, spec.Sink.Parquet.Path)
 	fmt.Fprintf(out, "demo: %s\n", demoLateNote(spec))
 }

@@ -14,7 +14,7 @@ func newExplainCmd() *cobra.Command {
 	var file string
 	cmd := &cobra.Command{
 		Use:   "explain -f QUERY.yaml",
-		Short: "Print the incremental plan of a query (source, watermark, windows, shuffle, state, emit rule, sink) without running it",
+		Short: "Print a query's incremental plan without running it",
 		Long: "explain validates the query as run does (same messages, same exit code) and prints its incremental plan, " +
 			"as Spark's explain does for a streaming query, with the numbers that matter: partitions, cap per trigger, " +
 			"state expected per open window. It opens nothing and creates nothing. A path that run would refuse now " +

@@ -60,8 +60,13 @@ func newHistoryCmd() *cobra.Command {
 	var cf clientFlags
 	cmd := &cobra.Command{
 		Use:   "history NAME",
-		Short: "Show a query's audit trail, oldest first: each submit, update, stop and resume, who made it (the authenticated principal and role, and the client's user@host) and when, why (--reason), the approvals given with their ticket, and the spec's secret-free fingerprint before and after (-o json has the retained generations' specs)",
-		Args:  cobra.ExactArgs(1),
+		Short: "Show a query's audit trail: every change, who, when and why",
+		Long: `Show a query's audit trail, oldest first: each submit, update, stop and
+resume, who made it (the authenticated principal and role, and the client's
+user@host) and when, why (--reason), the approvals given with their ticket,
+and the spec's secret-free fingerprint before and after. -o json adds the
+retained generations' specs.`,
+		Args: cobra.ExactArgs(1),
 	}
 	cf.add(cmd.Flags(), "table")
 	return clientCmd(cmd, func(cmd *cobra.Command, args []string) error {

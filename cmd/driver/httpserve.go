@@ -36,6 +36,9 @@ type httpConfig struct {
 	// Auth, if set with role credentials, requires a viewer or operator
 	// credential for everything but /healthz and /readyz.
 	Auth *rpcauth.Authenticator
+	// OnListen, if set, is told the address the HTTP port bound (port 0
+	// picks a free one) before it serves.
+	OnListen func(addr string)
 }
 
 // healthAddrUsage is --health-addr's help, the driver's and the
@@ -50,7 +53,7 @@ func addHTTPFlags(f *pflag.FlagSet, c *httpConfig, def string) {
 	_ = f.MarkDeprecated("metrics-addr", "use --http-addr (it serves the same /metrics, and the status page)")
 	f.StringVar(&c.HealthAddr, "health-addr", "", healthAddrUsage)
 	f.BoolVar(&c.PartitionLag, "metrics-partition-lag", false, "export sluice_source_partition_lag_offsets, one series per source partition")
-	f.DurationVar(&c.Health.Stall, "health-stall", 5*time.Minute, "a watermark, or commits, unchanged this long count as stalled: idle when nothing waits, an incident when lag grows; also the longest a batch may stay in flight")
+	f.DurationVar(&c.Health.Stall, "health-stall", 5*time.Minute, "a watermark, or commits, unchanged this long count as stalled: idle when nothing waits, an incident when lag grows; also the longest a batch may stay in flight; e.g. 5m or 90s")
 	f.IntVar(&c.Health.SlowBatches, "health-slow-batches", 3, "this many batches in a row slower than the processingTime trigger, or each with more lag than the one before, are an incident")
 }
 
@@ -97,6 +100,9 @@ func serveMainHTTP(ctx context.Context, c httpConfig, tr *monitor.Tracker, ready
 	unlisten := tr.Listen(m.Observe)
 	h := web.New(web.Options{Role: "driver", Stall: c.Health.Stall, Tracker: tr, Ready: ready, Gatherer: reg, Logger: log})
 	log.Info("serving HTTP: /metrics, /healthz, /readyz and the status page", "address", ln.Addr().String())
+	if c.OnListen != nil {
+		c.OnListen(ln.Addr().String())
+	}
 	var handler http.Handler = h
 	if c.Auth != nil {
 		handler = c.Auth.HTTPHandler(h)

@@ -26,8 +26,11 @@ func newCheckpointCmd() *cobra.Command {
 	var s3 objstore.S3Options
 	inspect := &cobra.Command{
 		Use:   "inspect PATH",
-		Short: "Show the last planned and committed batch, the next watermark, offsets and state size",
-		Args:  cobra.ExactArgs(1),
+		Short: "Show where a checkpoint stands",
+		Long: `Show the last planned and committed batch, whether an uncommitted batch will
+be re-run, the watermark the next batch uses, the latest offsets and the
+state rows. It refuses a path that is not a checkpoint and creates nothing.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rep, err := inspectCheckpoint(cmd.Context(), args[0], objstore.Options{S3: s3})
 			if err != nil {
@@ -68,7 +71,8 @@ func newSinkCmd() *cobra.Command {
 	var s3 objstore.S3Options
 	cat := &cobra.Command{
 		Use:   "cat PATH",
-		Short: "Print the committed rows of a Parquet sink, following its log, as JSON lines",
+		Short: "Print a Parquet sink's committed rows as JSON lines",
+		Long:  `Print the committed rows of a Parquet sink, following its sink log (files of uncommitted batches are not read), as JSON lines.`,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return sinkCat(cmd.Context(), args[0], objstore.Options{S3: s3}, cmd.OutOrStdout())

@@ -27,8 +27,12 @@ func main() {
 
 func newRoot() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "driver",
-		Short:         "Sluice driver: plans micro-batches and commits them to the checkpoint",
+		Use:   "driver",
+		Short: "Sluice driver: plans micro-batches and commits them",
+		Long: `Sluice driver: plans micro-batches and commits them to the checkpoint. It
+runs one query in this process (run, demo), serves every registered query
+on executors (serve), and is the CLI of a running driver (submit, stop,
+list, status, progress, history).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -37,6 +41,9 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newExplainCmd())
 	root.AddCommand(newCompactCmd())
 	root.AddCommand(newSubmitCmd(), newReplayCmd(), newStopCmd(), newListCmd(), newStatusCmd(), newProgressCmd(), newHistoryCmd(), newContractCmd())
+	// An approval flag without its ticket is refused in plain words.
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cliflags.PlainFlagError(err) })
+	cliflags.TidyDefaults(root)
 	return root
 }
 

@@ -34,6 +34,9 @@ type result struct {
 // runDriver runs the driver with args in dir.
 func runDriver(t *testing.T, dir string, args ...string) result {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: runs the driver as a process")
+	}
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "SLUICE_DRIVER_MAIN=1")
@@ -197,8 +200,9 @@ func TestDemoBannerExplainsTheOldFirstWindows(t *testing.T) {
 	gen := demo.Events()
 	for _, src := range []query.Source{{Generator: &gen}, {Kafka: &query.KafkaSource{BootstrapServers: "x:1", Subscribe: demo.Topic}}} {
 		var b bytes.Buffer
-		announce(&b, demo.Spec(t.TempDir(), src), "test")
-		for _, want := range []string{"first windows printed are about 2h0m0s older than the ones after them", "0.2% of events", "batch 0 has no watermark yet"} {
+		announce(&b, demo.Spec(t.TempDir(), src), "test", "http://127.0.0.1:8080/")
+		for _, want := range []string{"first windows printed are about 2h0m0s older than the ones after them", "0.2% of events", "batch 0 has no watermark yet",
+			"demo: status page http://127.0.0.1:8080/ (Prometheus metrics at http://127.0.0.1:8080/metrics)"} {
 			if !strings.Contains(b.String(), want) {
 				t.Fatalf("banner does not say %q:\n%s", want, b.String())
 			}

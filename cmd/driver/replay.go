@@ -34,7 +34,7 @@ func newReplayCmd() *cobra.Command {
 	var f replayFlags
 	cmd := &cobra.Command{
 		Use:   "replay -f QUERY.yaml --checkpoint NEW --starting-offsets OFFSETS --ticket TICKET [--run | --dry-run]",
-		Short: "Replay or skip after failOnDataLoss stopped a query: a new checkpoint from chosen offsets, approved under a ticket",
+		Short: "Restart a query after data loss from chosen offsets",
 		Long: `Writes the query's spec with checkpointLocation NEW and the Kafka source's
 startingOffsets OFFSETS ("earliest", "latest" or Spark's JSON map
 {"topic":{"0":1234}}, -2 earliest, -1 latest) to --out, validates it, checks
@@ -57,7 +57,7 @@ The old checkpoint is left as it is, as evidence.`,
 	fl.BoolVar(&f.run, "run", false, "run the replay in this process (as driver run) instead of submitting it")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "validate and write the spec; start nothing")
 	fl.BoolVar(&f.wait, "wait", true, "when submitting: answer once the query runs (or failed to start)")
-	fl.DurationVar(&f.timeout, "timeout", 2*time.Minute, "when submitting: give up waiting after this long")
+	fl.DurationVar(&f.timeout, "timeout", 2*time.Minute, "when submitting: give up waiting after this long, e.g. 2m")
 	cliflags.S3(fl, &f.s3)
 	return clientCmd(cmd, func(cmd *cobra.Command, _ []string) error {
 		spec, b, err := f.prepare(cmd.Context())

@@ -30,7 +30,10 @@ func newRunCmd() *cobra.Command {
 	var s3 objstore.S3Options
 	cmd := &cobra.Command{
 		Use:   "run -f QUERY.yaml",
-		Short: "Run one query in this process until its trigger stops (availableNow, once) or SIGINT/SIGTERM",
+		Short: "Run one query in this process",
+		Long: `Run one query in this process until its trigger stops (availableNow and
+once exit 0 when done) or SIGINT/SIGTERM (a batch in flight is abandoned,
+never half-committed, and re-run as logged on the next start).`,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if file == "" {
 				return fmt.Errorf("run: -f QUERY.yaml is required")
@@ -76,9 +79,6 @@ func newRunCmd() *cobra.Command {
 				return err
 			}
 			defer closeProgress()
-			if stateMemoryLimit < 0 {
-				return fmt.Errorf("--state-memory-limit %d is negative: give bytes, or 0 for no limit", stateMemoryLimit)
-			}
 			opts := microbatch.Options{
 				StateMemoryLimit: statestore.NewMemoryLimit(stateMemoryLimit),
 				Store:            objstore.Options{S3: s3},
@@ -100,8 +100,8 @@ func newRunCmd() *cobra.Command {
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run, from reading the spec to exit, to this file (go tool pprof FILE)")
 	addHTTPFlags(cmd.Flags(), &hc, "")
 	cliflags.ProductionGuards(cmd.Flags(), &guards)
-	cmd.Flags().DurationVar(&sourceRetry, "source-retry-for", 5*time.Minute, "keep retrying this long when the source is unreachable (a broker down) before failing")
-	cmd.Flags().Int64Var(&stateMemoryLimit, "state-memory-limit", 0, "bytes of state the in-memory state store (stateStore: memory) may hold; past it a batch fails with advice to switch to stateStore: pebble (0: no limit)")
+	cmd.Flags().DurationVar(&sourceRetry, "source-retry-for", 5*time.Minute, "keep retrying this long when the source is unreachable (a broker down) before failing, e.g. 5m or 30s")
+	cliflags.Bytes(cmd.Flags(), &stateMemoryLimit, "state-memory-limit", 0, "state the in-memory state store (stateStore: memory) may hold, e.g. 512MiB or 2GiB; past it a batch fails with advice to switch to stateStore: pebble (0: no limit)")
 	cliflags.S3(cmd.Flags(), &s3)
 	tlsFlags.RegisterCerts(cmd.Flags())
 	return cmd

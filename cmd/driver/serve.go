@@ -45,7 +45,7 @@ func newServeCmd() *cobra.Command {
 	var policyFile, cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "serve [--registry URI] [--queries-dir DIR] [--query Q.yaml ...]",
-		Short: "Serve the driver service: run every query of the registry whose desired state is running, on the executors that register",
+		Short: "Run the driver service: every registered query, on executors",
 		Long: `Serve the driver service. The driver holds the registry's lease (a second
 driver on the same registry waits as a standby and takes over when the lease
 lapses), runs every query whose desired state is running, each from its own
@@ -241,22 +241,22 @@ rather than being refused as a standby.`,
 	f.StringVar(&queriesDir, "queries-dir", "", "submit the specs of this directory at start and on change")
 	f.BoolVar(&prune, "prune", false, "with --queries-dir: a removed file stops its query")
 	f.StringArrayVar(&files, "query", nil, "submit this query spec (YAML or JSON) at start; repeatable")
-	f.StringVar(&opts.Listen, "listen", dispatch.DefaultDriverListen, "address to serve executors and the CLI on")
+	f.StringVar(&opts.Listen, "listen", dispatch.DefaultDriverListen, "address to serve executors and the CLI on, HOST:PORT, e.g. 0.0.0.0:7077 (port 0: a free port)")
 	addHTTPFlags(f, &hc, "")
 	f.StringVar(&tokenFile, "token-file", "", "file holding the cluster token (default: $"+rpcauth.TokenEnv+"); with role credentials it is the executors' alone")
 	f.StringArrayVar(&viewerTokens, "viewer-tokens-file", nil, "file of viewer credentials, one \"NAME TOKEN\" per line: list, status, progress, history, the HTTP port; repeatable")
 	f.StringArrayVar(&operatorTokens, "operator-tokens-file", nil, "file of operator credentials, one \"NAME TOKEN\" per line: a viewer's rights plus submit and stop; repeatable")
 	f.StringArrayVar(&principalRoles, "principal-role", nil, "with mutual TLS: CN=ROLE maps a client certificate's common name to viewer or operator; repeatable")
 	f.StringVar(&policyFile, "policy", "", "location policy (YAML): the sources, topics, sinks, checkpoints and bad-record locations queries may use, per principal too (default: any)")
-	f.DurationVar(&opts.HeartbeatTimeout, "heartbeat-timeout", 5*time.Second, "remove an executor silent for this long")
+	f.DurationVar(&opts.HeartbeatTimeout, "heartbeat-timeout", 5*time.Second, "remove an executor silent for this long, e.g. 5s or 30s")
 	f.IntVar(&minExecutors, "min-executors", 1, "executors that must register before a query's first batch")
 	f.BoolVar(&exitWhenDone, "exit-when-done", false, "exit once every running query has ended (availableNow, once, failed); non-zero if one failed")
 	f.StringVar(&progressJSON, "progress-json", "", "append one JSON progress object per batch to this file")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile from start to exit to this file (go tool pprof FILE)")
 	cliflags.ProductionGuards(f, &guards)
-	f.DurationVar(&sourceRetry, "source-retry-for", 5*time.Minute, "keep retrying this long when the source or a store is unreachable before failing")
-	f.DurationVar(&leaseTTL, "lease-ttl", 10*time.Second, "a standby takes over once the active driver has not renewed the lease for this long")
-	f.DurationVar(&stopTimeout, "stop-timeout", 30*time.Second, "on SIGTERM or stop: how long a batch in flight may take to commit before it is abandoned")
+	f.DurationVar(&sourceRetry, "source-retry-for", 5*time.Minute, "keep retrying this long when the source or a store is unreachable before failing, e.g. 5m or 30s")
+	f.DurationVar(&leaseTTL, "lease-ttl", 10*time.Second, "a standby takes over once the active driver has not renewed the lease for this long, e.g. 10s or 1m")
+	f.DurationVar(&stopTimeout, "stop-timeout", 30*time.Second, "on SIGTERM or stop: how long a batch in flight may take to commit before it is abandoned, e.g. 30s or 2m")
 	cliflags.S3(f, &s3)
 	tlsFlags.Register(f)
 	return cmd

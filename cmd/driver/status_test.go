@@ -3,7 +3,9 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/progress"
 )
 
@@ -30,5 +32,23 @@ func TestStatusShowsStateCostAndBudget(t *testing.T) {
 	_ = writeStatus(&b, queryJSON{Name: "tile", Latest: p})
 	if !strings.Contains(b.String(), "within maxBytes 1048576, onExceed flag") || strings.Contains(b.String(), "approx_count_distinct") {
 		t.Errorf("status:\n%s", b.String())
+	}
+}
+
+// driver status shows the rates over the last minute (the driver's view
+// carries them), not 0 after a batch that found no data.
+func TestStatusShowsTheRatesOverTheLastMinute(t *testing.T) {
+	data := &progress.Report{BatchID: 7, NumInputRows: 900, InputRowsPerSecond: 90, ProcessedRowsPerSecond: 1800, EventTime: map[string]string{}}
+	empty := &progress.Report{BatchID: 8, NoData: true, EventTime: map[string]string{}}
+	r := &monitor.Rates{Window: time.Minute, Batches: 4, InputRows: 2700, InputRowsPerSecond: 45, ProcessedRowsPerSecond: 1500}
+	var b strings.Builder
+	if err := writeStatus(&b, queryJSON{Name: "tile", Latest: empty, LastData: data, Rates: r}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"input rate:", "45.0 rows/s over the last 1m0s (2700 rows in 4 batches; batch 7: 90.0 rows/s)",
+		"processing rate:", "1500.0 rows/s over the time those batches took (batch 7: 1800.0 rows/s)"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, b.String())
+		}
 	}
 }

@@ -25,3 +25,9 @@ func TestCLIReference(t *testing.T) {
 	clidoc.CleanEnv(t)
 	clidoc.Check(t, newRoot(), filepath.Join("..", "..", "docs", "cli-executor.md"), rewrite.Enabled())
 }
+
+// Durations, sizes and addresses show an example and a default in the
+// unit a user types.
+func TestFlagHelpReadsAsTyped(t *testing.T) {
+	clidoc.CheckFlagHelp(t, newRoot())
+}

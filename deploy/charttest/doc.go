@@ -7,7 +7,10 @@
 // driver's Service name being the one executors and `helm test` dial, no
 // secret in a ConfigMap, every role and policy flag's file traced through
 // the pod's mounts to the Secret key or ConfigMap the values name, and bad
-// values refused with a readable reason.
+// values refused with a readable reason. It also parses the shipped
+// alerting rules and every query of the Grafana dashboard with Prometheus'
+// own code (both must name only metrics and labels README.md documents)
+// and checks the dashboard's ConfigMap.
 //
 // It lives in the deploy module, apart from the main module, so k8s.io/api
 // (a large module) never enters the engine's build or its go.sum. It owns
@@ -16,4 +19,6 @@
 //
 // Helm comes from $SLUICE_HELM, else the cache scripts/test.sh installs it
 // into; a missing helm fails the tests with the reason, it never skips.
+// Under go test -short (scripts/test.sh --quick) the tests that run helm
+// skip: the fast loop runs no process.
 package charttest

@@ -67,6 +67,9 @@ func helmBin(t *testing.T) string {
 
 func runHelm(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: runs helm, a process")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, helmBin(t), args...)

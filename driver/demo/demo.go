@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/driver/dispatch"
 	"github.com/sluicehq/sluice/driver/microbatch"
 	"github.com/sluicehq/sluice/executor"
+	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/progress"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/source/generator"
@@ -80,6 +81,11 @@ type Options struct {
 	Announce func(spec query.Spec, broker string)
 	// Observer, if set, is told what the query's loop did.
 	Observer progress.Observer
+	// Tracker, if set, is kept current as `driver serve` keeps its own:
+	// the query's desired and observed state, its progress, the batch in
+	// flight and the executors registered (the status page and the
+	// metrics read it).
+	Tracker *monitor.Tracker
 }
 
 // Run runs the embedded cluster and the tile on it until ctx ends, which
@@ -144,11 +150,44 @@ func Run(ctx context.Context, opts Options) error {
 		opts.Announce(spec, addr)
 	}
 	eopts := microbatch.Options{Logger: log, Stdout: opts.Stdout, SourceRetryFor: time.Minute, Observer: opts.Observer}
+	if tr := opts.Tracker; tr != nil {
+		track(ctx, tr, drv, spec, &eopts)
+	}
 	err = serve(ctx, drv, spec, executors, eopts)
+	if tr := opts.Tracker; tr != nil {
+		state := monitor.Failed
+		if ctx.Err() != nil {
+			state, err = monitor.Stopped, nil
+		}
+		tr.SetState(monitor.Ref{Name: spec.Name}, state, err)
+	}
 	if ctx.Err() != nil {
 		return nil
 	}
 	return err
+}
+
+// track keeps tr current for the demo's query: its desired and observed
+// states, each committed batch, the batch in flight, retries, and the
+// executors registered with drv (every second until ctx ends).
+func track(ctx context.Context, tr *monitor.Tracker, drv *dispatch.Driver, spec query.Spec, opts *microbatch.Options) {
+	ref := monitor.Ref{Name: spec.Name}
+	tr.SetDesired(ref, monitor.DesiredRunning, 0)
+	tr.SetState(ref, monitor.Starting, nil)
+	tr.SetTrigger(ref, time.Duration(spec.Trigger.ProcessingTime))
+	opts.Observer = progress.Observers{tr.Observer(ref), opts.Observer}
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			tr.SetExecutors(len(drv.Members.Live()))
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
 }
 
 // serve builds the query and runs it on the driver's executors.

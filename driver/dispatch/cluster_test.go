@@ -53,6 +53,9 @@ func newTestCluster(t testing.TB, executors int, token string) *testCluster {
 // every server and client; the driver logs to log.
 func newSecureTestCluster(t testing.TB, executors int, token string, src *tlsconf.Source, log *slog.Logger) *testCluster {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: runs a driver and executors serving gRPC on loopback")
+	}
 	d, err := NewDriver(DriverOptions{Listen: "127.0.0.1:0", Token: token, TLS: src, HeartbeatTimeout: 2 * time.Second, Logger: log.With("proc", "driver")})
 	if err != nil {
 		t.Fatal(err)

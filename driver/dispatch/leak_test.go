@@ -15,6 +15,9 @@ import (
 // A driver and executors that ran a query and were stopped leave no
 // goroutine behind.
 func TestClusterStopsWithoutLeakingGoroutines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs a driver serving gRPC on loopback")
+	}
 	in, _ := tileInput(t, 6000)
 	dir := t.TempDir()
 	before := runtime.NumGoroutine()

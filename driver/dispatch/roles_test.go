@@ -37,6 +37,9 @@ func (echoControl) SubmitQuery(ctx context.Context, _ *sluicepb.SubmitQueryReque
 // mapped to a role by --principal-role; an unmapped certificate is a
 // cluster member (executor) and grants nothing on the ControlService.
 func TestCertificateNamesThePrincipal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs a driver serving gRPC on loopback")
+	}
 	ca := tlstest.NewCA(t, "roles-ca")
 	dirs := map[string]string{}
 	for _, cn := range []string{"driver", "alice", "bob", "exec-7"} {

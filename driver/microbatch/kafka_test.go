@@ -266,6 +266,9 @@ func TestKafkaRecordColumnsAreAvailable(t *testing.T) {
 // backoff, the checkpoint unchanged) and resumes when it is back, with the
 // output still exact.
 func TestKafkaBrokerOutageQueryWaitsAndResumes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs a Kafka-protocol broker (kfake over TCP)")
+	}
 	dataDir := t.TempDir()
 	start := func(port int) *kfake.Cluster {
 		c, err := kfake.NewCluster(kfake.Ports(port), kfake.DataDir(dataDir), kfake.SeedTopics(2, topic))

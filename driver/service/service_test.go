@@ -388,6 +388,9 @@ func TestLostLeaseStopsTheDriver(t *testing.T) {
 // once instead of holding the stop until StopTimeout, and the next run
 // re-runs its logged offsets.
 func TestGracefulStopAbandonsABatchWaitingForExecutors(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs a driver serving gRPC on loopback")
+	}
 	ctx := context.Background()
 	dir := t.TempDir()
 	l := newLab(t, dir)

@@ -50,7 +50,7 @@ type Pusher struct {
 }
 
 // DefaultPieceBytes is the most data one pushed message carries, far
-// below the cluster's gRPC message limit (cluster.MaxMessageBytes).
+// below the cluster's gRPC message limit (rpcauth.MaxMessageBytes).
 const DefaultPieceBytes = 512 << 10
 
 // Output is one map task's output by state partition: Partials (with

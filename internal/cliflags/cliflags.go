@@ -18,7 +18,7 @@ import (
 // standard AWS settings (AWS_REGION, AWS_ENDPOINT_URL_S3, keys, profiles,
 // web identity).
 func S3(fs *pflag.FlagSet, o *objstore.S3Options) {
-	fs.StringVar(&o.Endpoint, "s3-endpoint", "", "S3 endpoint URL (MinIO and similar; path-style addressing is then the default)")
+	fs.StringVar(&o.Endpoint, "s3-endpoint", "", "S3 endpoint URL, e.g. http://minio.minio:9000 (MinIO and similar; path-style addressing is then the default)")
 	fs.StringVar(&o.Region, "s3-region", "", "S3 region (default from AWS settings, else us-east-1)")
 	fs.Float64Var(&o.RequestsPerSecond, "s3-requests-per-second", 0, "limit object-store requests per second (0: no limit)")
 	fs.IntVar(&o.MaxRetries, "s3-max-retries", 0, "retries of a throttled or failed S3 request (0: default)")
@@ -91,11 +91,13 @@ func (l *levelValue) Set(s string) error {
 // Help text of the production guards, shared by every command that starts
 // queries.
 const (
-	AllowFirstStartHelp = "TICKET: a production query (environment: production in its spec) refuses to start on an empty checkpoint, " +
-		"because a lost checkpoint would silently start it over; --allow-first-start=TICKET says the empty checkpoint is expected: " +
-		"it is the query's first start (startingOffsets apply), approved under TICKET. The new checkpoint's metadata and the registry's " +
+	AllowFirstStartHelp = "approve a production query's first start under this change ticket, e.g. --allow-first-start=CHG-1234. " +
+		"A production query (environment: production in its spec) refuses to start on an empty checkpoint, " +
+		"because a lost checkpoint would silently start it over; this flag says the empty checkpoint is expected: " +
+		"it is the query's first start (startingOffsets apply). The new checkpoint's metadata and the registry's " +
 		"history record the ticket, who (--approved-by) and when. Lab queries never need it"
-	AllowReplayHelp = "TICKET: like --allow-first-start, but says the empty checkpoint is an intended replay of a query that ran before: " +
+	AllowReplayHelp = "approve an intended replay under this change ticket, e.g. --allow-replay=CHG-1234: like --allow-first-start, " +
+		"but says the empty checkpoint is a replay of a query that ran before: " +
 		"it reprocesses from startingOffsets and writes its windows again next to the earlier output (a production " +
 		"Parquet sink that holds another query's log still refuses); recorded like --allow-first-start. Lab queries never need it"
 	ApprovedByHelp = "who approved --allow-first-start or --allow-replay, as recorded with the ticket (default: user@host)"
@@ -131,23 +133,42 @@ func (g *Guards) By(who func() string) string {
 	return who()
 }
 
-// ProductionGuards adds --allow-first-start=TICKET, --allow-replay=TICKET
-// and --approved-by to fs. A bare --allow-first-start (or
-// --allow-replay) is refused when the command line is parsed: the
-// approval must name its ticket.
+// ProductionGuards adds --allow-first-start TICKET, --allow-replay TICKET
+// and --approved-by to fs. An approval without its ticket is refused when
+// the command line is parsed, in plain words (PlainFlagError): a bare
+// --allow-first-start at the end of the line, or followed by another flag
+// (which it would otherwise take as its ticket).
 func ProductionGuards(fs *pflag.FlagSet, g *Guards) {
 	fs.Var(&ticketValue{p: &g.FirstStart, name: "allow-first-start"}, "allow-first-start", AllowFirstStartHelp)
-	fs.Lookup("allow-first-start").NoOptDefVal = bareTicket
 	fs.Var(&ticketValue{p: &g.Replay, name: "allow-replay"}, "allow-replay", AllowReplayHelp)
-	fs.Lookup("allow-replay").NoOptDefVal = bareTicket
 	fs.StringVar(&g.ApprovedBy, "approved-by", "", ApprovedByHelp)
 }
 
-// bareTicket is what pflag passes for a flag given without =TICKET.
-const bareTicket = "\x00bare"
-
 // ErrNoTicket: a production guard was given without its ticket.
 var ErrNoTicket = errors.New("the approval needs its ticket")
+
+func noTicket(name string) error {
+	return fmt.Errorf("--%s: %w: write --%s=TICKET (the change ticket this start is approved under, e.g. --%s=CHG-1234; it is recorded in the checkpoint's metadata and the registry's history)", name, ErrNoTicket, name, name)
+}
+
+// PlainFlagError rewrites a command-line error about an approval flag in
+// plain words: "--allow-first-start: the approval needs its ticket: write
+// --allow-first-start=TICKET ..." rather than pflag's "invalid argument
+// ... for ... flag" or "flag needs an argument". Other errors are
+// returned as they are. Give it to cobra's SetFlagErrorFunc.
+func PlainFlagError(err error) error {
+	var missing *pflag.ValueRequiredError
+	if errors.As(err, &missing) {
+		if _, ok := missing.GetFlag().Value.(*ticketValue); ok {
+			return noTicket(missing.GetFlag().Name)
+		}
+	}
+	var invalid *pflag.InvalidValueError
+	if errors.As(err, &invalid) && errors.Is(err, ErrNoTicket) {
+		return errors.Unwrap(invalid)
+	}
+	return err
+}
 
 // ticketValue is a guard's flag: a non-empty ticket, given as
 // --flag=TICKET.
@@ -160,8 +181,8 @@ func (v *ticketValue) String() string { return *v.p }
 func (v *ticketValue) Type() string   { return "TICKET" }
 func (v *ticketValue) Set(s string) error {
 	s = strings.TrimSpace(s)
-	if s == bareTicket || s == "" {
-		return fmt.Errorf("%w: write --%s=TICKET (the change ticket this start is approved under; it is recorded in the checkpoint's metadata and the registry's history)", ErrNoTicket, v.name)
+	if s == "" || strings.HasPrefix(s, "-") {
+		return noTicket(v.name)
 	}
 	if strings.ContainsAny(s, "\n\r\t") || len(s) > 200 {
 		return fmt.Errorf("--%s=%q: a ticket is one line of at most 200 characters", v.name, s)

@@ -14,6 +14,9 @@ import (
 // version) is not installed, except in CI (CI=true), where scripts/test.sh
 // installs it and its absence fails the test.
 func TestGeneratedCodeMatchesProtoSources(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs protoc and its plugins")
+	}
 	skip := t.Skipf
 	if os.Getenv("CI") == "true" {
 		skip = t.Fatalf

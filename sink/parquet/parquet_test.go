@@ -217,6 +217,9 @@ func TestRewriteInAnotherProcessIsByteIdentical(t *testing.T) {
 	}
 	keys := visible(t, st, descs)
 	here, _ := st.Get(ctx, keys[0])
+	if testing.Short() {
+		t.Skip("-short: rewrites the file in a child process")
+	}
 	childDir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestRewriteInAnotherProcessIsByteIdentical$")
 	cmd.Env = append(os.Environ(), "SLUICE_PARQUET_CHILD_DIR="+childDir)

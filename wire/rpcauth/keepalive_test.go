@@ -98,6 +98,9 @@ func (s *silencer) silence() {
 // instead of timing out until TCP gives up. This is an executor whose
 // Register kept timing out on a connection that looked ready.
 func TestDialOptionsRedialAConnectionThatWentSilent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: waits out gRPC keepalive timeouts against a server on loopback")
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

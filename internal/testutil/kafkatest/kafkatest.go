@@ -41,6 +41,9 @@ type Cluster struct {
 // helper client when the test ends.
 func Start(t testing.TB, opts ...kfake.Opt) *Cluster {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: this test runs a Kafka-protocol broker (kfake over TCP); the full suite (scripts/test.sh) runs it")
+	}
 	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
 	if err != nil {
 		t.Fatalf("start kfake cluster: %v", err)

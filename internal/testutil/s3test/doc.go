@@ -11,5 +11,6 @@
 // versitygw-* in the Sluice cache ($SLUICE_CACHE, else
 // $XDG_CACHE_HOME/sluice or ~/.cache/sluice, under bin/), which
 // ./scripts/test.sh installs. Without one, tests skip (or fail when $CI is
-// set).
+// set). Under go test -short (scripts/test.sh --quick) Start skips and
+// Available reports false: the fast loop runs no process.
 package s3test

@@ -137,6 +137,10 @@ func freePort() (int, error) {
 // does, and otherwise logs why the S3 case does not run.
 func Available(t testing.TB) bool {
 	t.Helper()
+	if testing.Short() {
+		t.Log("-short: the S3 case (the versitygw process) does not run")
+		return false
+	}
 	if _, err := Binary(); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatal(missing(err))
@@ -157,6 +161,9 @@ func missing(err error) string {
 // set.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: this test runs the S3 test server (versitygw), a process; the full suite (scripts/test.sh) runs it")
+	}
 	bin, err := Binary()
 	if err != nil {
 		msg := missing(err)

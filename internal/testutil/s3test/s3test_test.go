@@ -43,6 +43,15 @@ func TestBinaryPicksTheNewestCachedVersion(t *testing.T) {
 	if _, err := s3test.Binary(); err == nil {
 		t.Fatal("Binary() accepted a SLUICE_VERSITYGW that does not exist")
 	}
+	// Under -short the S3 case never runs, whatever the binary.
+	t.Setenv("SLUICE_VERSITYGW", explicit)
+	if testing.Short() {
+		if s3test.Available(t) {
+			t.Fatal("Available() under -short")
+		}
+		return
+	}
+	t.Setenv("SLUICE_VERSITYGW", filepath.Join(bin, "missing"))
 	// Outside CI a missing server leaves the S3 case out (said in the
 	// log); under CI, Available fails the test as Start does.
 	t.Setenv("CI", "")
