@@ -3,7 +3,8 @@
 // query's batches use them, for the logic tests of the operators (agg's
 // windows and sessions, dedup): batch N opens every partition at version N
 // and commits version N+1 under an attempt; the driver's commit record
-// (commits/N) names the partitions each attempt changed; maintenance
+// (commits/N, under the operator's field) names the partitions each
+// attempt changed; maintenance
 // writes snapshots as an executor does in the background; a restart is a
 // new provider over the same checkpoint (a new local directory for
 // pebble); and a re-run of batch N is a second attempt from version N
@@ -123,7 +124,11 @@ func (h *Harness) Batch(id int64, attempt string, fn func(p ids.PartitionID, st 
 			rec.Attempts[p] = attempt
 		}
 	}
-	data, err := json.Marshal(map[string]any{"version": 1, "batchId": id, "state": rec})
+	doc := map[string]any{"version": 1, "batchId": id, "state": rec}
+	if h.opts.Operator != 0 {
+		doc = map[string]any{"version": 1, "batchId": id, statestore.OperatorsField: map[string]any{fmt.Sprint(h.opts.Operator): rec}}
+	}
+	data, err := json.Marshal(doc)
 	if err != nil {
 		h.t.Fatal(err)
 	}
