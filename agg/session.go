@@ -53,6 +53,8 @@ import (
 // below the primary keys (a session's end is kept below math.MaxInt64,
 // the prefix's value), and both start with eight bytes, so the memory
 // provider's tables per bound keep each closing end's index rows together.
+// The index rows count as state rows
+// (spark-differences.md#state-index-rows).
 
 // sessionSuffix is the length of the session's start and end at the end
 // of a map-side partial's key.

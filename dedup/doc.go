@@ -28,8 +28,9 @@
 // timestamp or an arrival order. Map tasks are numbered by the batch's
 // splits, which the driver derives from the batch's logged offsets, and
 // a task reads its split in order, so a re-run of a logged batch keeps
-// the same rows and writes the same state. Reduce returns the kept rows
-// in that order (they go on to the sink, or to the aggregate's map side).
+// the same rows and writes the same state (Spark keeps the first row to
+// arrive: spark-differences.md#dedup-first-row). Reduce returns the kept
+// rows in that order (they go on to the sink, or to the aggregate's map side).
 //
 // # State
 //
@@ -48,7 +49,8 @@
 // expiry row sorts below every primary row. A watermark W evicts with one
 // EvictBelow(AppendBound(W+1)): the expiry rows of every key with
 // expiresAt <= W, each of which names its primary row to delete; Spark
-// instead scans every key each batch. A key is looked up with one Get.
+// instead scans every key each batch. The state's row count is twice
+// Spark's (spark-differences.md#state-index-rows). A key is looked up with one Get.
 //
 // A row with a null event time is not late (null <= W is not true) and
 // its key expires delay after the epoch: Spark reads the null time's

@@ -387,7 +387,7 @@ func (v *validator) sessionWindow(a *Aggregate, w *SessionWindow) {
 		v.add(p+"column", w.Column, "is a %s column: a session window needs a timestamp column", k)
 	}
 	switch {
-	case w.Gap <= 0:
+	case w.Gap <= 0: // spark-differences.md#session-gap-not-positive
 		v.add(p+"gap", dur(w.Gap), "must be > 0, e.g. 10m: a session closes after this long without an event (Spark drops every row of a session window whose gap is not positive)")
 	case !wholeMicros(w.Gap):
 		v.add(p+"gap", dur(w.Gap), "is not a whole number of microseconds: timestamps have microsecond precision")
