@@ -14,4 +14,14 @@
 // the bound is the window start (the window's end is start+size) or, when
 // grouping by the raw event-time column, that time. A partial is the
 // per-measure accumulators of one group from one map task.
+//
+// Session windows (session.go, Spark's session_window) go through the same
+// calls: Table.Add (AddSession for a gap per row) folds a row into the
+// partial of its (key, session), Table.Partition merges a map task's
+// sessions of a key and places them by the key alone, and Layout.Reduce
+// merges them with the key's stored sessions and emits per output mode
+// (append and complete; Spark refuses update). The state rows differ
+// (one row per key holding its sessions, and an index by session end
+// for eviction), but the wiring is the window aggregate's: a map task's
+// partials, shuffled, reduced per state partition in map order.
 package agg

@@ -167,3 +167,24 @@ const KeyHashName = "fnv1a64/key-v1"
 func PartitionOf(key []byte, n int) int {
 	return int(Hash(key) % uint64(n))
 }
+
+// AppendKey appends the order-preserving encoding of r's values at cols,
+// as a group key encodes its groupBy values: what another stateful
+// operator (dedup) keys its state and partitions its rows by, so that
+// PartitionOf and the state stores see keys of one format.
+func AppendKey(b []byte, r row.Row, cols []int) []byte {
+	for _, c := range cols {
+		b = appendValue(b, r[c])
+	}
+	return b
+}
+
+// AppendBound appends an event-time bound (microseconds) as the 8 bytes a
+// state key starts with: big-endian with the sign bit flipped, so that
+// bytes order is time order and a watermark's EvictBelow bound is one
+// such value.
+func AppendBound(b []byte, t int64) []byte { return appendInt64(b, t) }
+
+// ReadBound reads the bound AppendBound wrote at the start of b (8 bytes
+// or more).
+func ReadBound(b []byte) int64 { return readInt64(b) }

@@ -21,6 +21,10 @@ const (
 	// TimeBound: the groupBy holds the watermarked event-time column raw;
 	// keys start with that time and the bound is the time itself.
 	TimeBound
+	// SessionBound: a session window on the watermarked column, in append
+	// mode; the bound is a session's end (session.go: the state's index
+	// keys start with it).
+	SessionBound
 )
 
 // Measure is one compiled measure.
@@ -81,6 +85,16 @@ type Layout struct {
 	GroupKinds []row.Kind
 	Measures   []Measure
 	Output     []query.Column
+	// Session is set for a session window (session.go): SessionCol is its
+	// time column and Gap its constant gap in microseconds (0: the caller
+	// gives each row's gap to AddSession). SessionLate is set when the
+	// watermark is on the session column: a row whose own session ends at
+	// or before the previous watermark is dropped, in every output mode,
+	// as Spark's SessionWindowStateStoreRestoreExec drops it.
+	Session     bool
+	SessionCol  int
+	Gap         int64
+	SessionLate bool
 }
 
 // Compile builds the Layout of a validated spec with an aggregate.
@@ -97,7 +111,7 @@ func Compile(s *query.Spec) (*Layout, error) {
 		}
 		return -1, fmt.Errorf("compile aggregate: column %q is not in the schema", name)
 	}
-	l := &Layout{Mode: s.OutputMode, WindowCol: -1, TimeCol: -1, BoundGroup: -1, Output: s.OutputSchema()}
+	l := &Layout{Mode: s.OutputMode, WindowCol: -1, TimeCol: -1, BoundGroup: -1, SessionCol: -1, Output: s.OutputSchema()}
 	wmCol := ""
 	if s.Watermark != nil {
 		wmCol = s.Watermark.Column
@@ -118,6 +132,15 @@ func Compile(s *query.Spec) (*Layout, error) {
 		if a.Window.Column == wmCol {
 			l.Bound = WindowBound
 		}
+	} else if sw := a.SessionWindow; sw != nil {
+		i, err := index(sw.Column)
+		if err != nil {
+			return nil, err
+		}
+		l.Session, l.SessionCol, l.Gap = true, i, sw.Gap.Micros()
+		if sw.Column == wmCol {
+			l.Bound, l.SessionLate = SessionBound, true
+		}
 	}
 	for gi, g := range a.GroupBy {
 		i, err := index(g)
@@ -126,7 +149,7 @@ func Compile(s *query.Spec) (*Layout, error) {
 		}
 		l.GroupCols = append(l.GroupCols, i)
 		l.GroupKinds = append(l.GroupKinds, in[i].Kind)
-		if l.Bound == NoBound && a.Window == nil && g == wmCol {
+		if l.Bound == NoBound && a.Window == nil && !l.Session && g == wmCol {
 			l.Bound = TimeBound
 			l.BoundGroup = gi
 		}
@@ -144,7 +167,8 @@ func Compile(s *query.Spec) (*Layout, error) {
 		l.Measures = append(l.Measures, cm)
 	}
 	if l.Mode == query.Complete {
-		// Complete mode keeps every group: no late drop, no eviction.
+		// Complete mode keeps every group: no late drop, no eviction
+		// (a session window still drops late rows: SessionLate).
 		l.Bound = NoBound
 	}
 	return l, nil
@@ -156,7 +180,7 @@ func (l *Layout) boundEnd(key []byte) (int64, bool) {
 	switch l.Bound {
 	case WindowBound:
 		return readInt64(key) + l.Window.Size, true
-	case TimeBound:
+	case TimeBound, SessionBound:
 		return readInt64(key), true
 	}
 	return 0, false

@@ -56,6 +56,13 @@ func (l *Layout) EvictBound(w eventtime.Watermark) ([]byte, bool) {
 		last = int64(w) - l.Window.Size
 	case TimeBound:
 		last = int64(w)
+	case SessionBound:
+		// Index keys start with a session's end, always below the
+		// primary keys' prefix (session.go).
+		if int64(w) >= math.MaxInt64-1 {
+			return []byte(sessionPrimaryPrefix), true
+		}
+		last = int64(w)
 	default:
 		return nil, false
 	}
@@ -70,7 +77,7 @@ func (l *Layout) EvictBound(w eventtime.Watermark) ([]byte, bool) {
 // BoundPrefix reports whether every key starts with an 8-byte event-time
 // value (the window start or the raw time), so a state store can keep
 // the groups of one bound together (statestore.MemoryOptions.BoundPrefix).
-func (l *Layout) BoundPrefix() bool { return l.Bound != NoBound || l.WindowCol >= 0 }
+func (l *Layout) BoundPrefix() bool { return l.Bound != NoBound || l.WindowCol >= 0 || l.Session }
 
 // Reduce merges the partials of every map task (partials[m] from map m, in
 // map order, so floating-point sums are deterministic) into the state
@@ -87,6 +94,9 @@ func (l *Layout) BoundPrefix() bool { return l.Bound != NoBound || l.WindowCol >
 // written; the closed groups are removed with one EvictBelow when the
 // state is a RangeEvicter (else by a scan and a Delete each).
 func (l *Layout) Reduce(st State, partials [][]Entry, wm eventtime.Batch) ([]row.Row, ReduceStats, error) {
+	if l.Session {
+		return l.reduceSessions(st, partials, wm)
+	}
 	var stats ReduceStats
 	nm := len(l.Measures)
 	// Sized for the groups of every map task (map tasks read different
@@ -175,13 +185,7 @@ func (l *Layout) Reduce(st State, partials [][]Entry, wm eventtime.Batch) ([]row
 				return nil
 			}
 		}
-		var removed int
-		var err error
-		if re, ok := st.(RangeEvicter); ok {
-			removed, err = re.EvictBelow(upper, fn)
-		} else {
-			removed, err = evictByScan(st, upper, fn)
-		}
+		removed, err := EvictBelow(st, upper, fn)
 		if err != nil {
 			return nil, stats, fmt.Errorf("reduce: evict: %w", err)
 		}
@@ -205,6 +209,17 @@ func (l *Layout) Reduce(st State, partials [][]Entry, wm eventtime.Batch) ([]row
 		return nil, stats, fmt.Errorf("reduce: %w", err)
 	}
 	return rows, stats, nil
+}
+
+// EvictBelow removes every row of st whose key is below upper (bytes
+// order), calling fn (when not nil) for each first, and returns how many
+// it removed: through RangeEvicter when st has it, else by a scan and a
+// Delete per key. fn must not change the state.
+func EvictBelow(st State, upper []byte, fn func(key, value []byte) error) (int, error) {
+	if re, ok := st.(RangeEvicter); ok {
+		return re.EvictBelow(upper, fn)
+	}
+	return evictByScan(st, upper, fn)
 }
 
 // evictByScan is EvictBelow for a State without it: a scan, then a
@@ -300,6 +315,16 @@ func (l *Layout) appendKeyValues(r []row.Value, key string) ([]row.Value, error)
 		return v, nil
 	}
 	switch {
+	case l.Session:
+		s, err := start()
+		if err != nil {
+			return nil, err
+		}
+		e, err := start()
+		if err != nil {
+			return nil, err
+		}
+		r = append(r, row.TimestampValue(s), row.TimestampValue(e))
 	case l.Bound == TimeBound:
 		if _, err := start(); err != nil {
 			return nil, err

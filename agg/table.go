@@ -52,10 +52,16 @@ func (t *Table) keyOf(g int) []byte {
 // In append and update modes with a watermark on the grouping's event-time
 // column, a (row, window) whose bound is at or before wLate is dropped as
 // late (docs/semantics.md, "Late rows"); Add returns how many were dropped. A row with
-// a null event time is skipped before windowing and not counted.
+// a null event time is skipped before windowing and not counted. With a
+// session window, Add is AddSession with the layout's gap.
 func (t *Table) Add(r row.Row, wLate eventtime.Watermark) (dropped int) {
 	l := t.l
 	switch {
+	case l.Session:
+		// With a dynamic gap (Gap 0) the caller calls AddSession with
+		// each row's; here a gap <= 0 drops the row, as Spark's filter
+		// on session_window does.
+		return t.AddSession(r, l.Gap, wLate)
 	case l.WindowCol >= 0:
 		v := r[l.WindowCol]
 		if v.Kind == row.Null {
@@ -161,7 +167,10 @@ type Entry struct {
 
 // Partition splits the table's groups by state partition (n partitions),
 // each in the order the groups were first seen. The entries' keys are
-// substrings of one string holding every key.
+// substrings of one string holding every key. For a session window, a
+// key's sessions go to the partition of the key alone, merged where they
+// overlap or touch and sorted by (key, start); merging changes the
+// table's accumulators, so Partition is called once.
 func (t *Table) Partition(n int) [][]Entry {
 	out := make([][]Entry, n)
 	nm := len(t.l.Measures)
@@ -169,7 +178,13 @@ func (t *Table) Partition(n int) [][]Entry {
 	counts := make([]int, n)
 	start := 0
 	for g, end := range t.ends {
-		p := PartitionOf(t.arena[start:end], n)
+		k := t.arena[start:end]
+		if t.l.Session {
+			// A key's sessions share a partition: hash the key without
+			// the session (Spark's keyWithoutSession distribution).
+			k = k[:len(k)-sessionSuffix]
+		}
+		p := PartitionOf(k, n)
 		parts[g] = int32(p)
 		counts[p]++
 		start = end
@@ -185,6 +200,11 @@ func (t *Table) Partition(n int) [][]Entry {
 		p := parts[g]
 		out[p] = append(out[p], Entry{Key: keys[start:end], Accs: t.accs[g*nm : (g+1)*nm]})
 		start = end
+	}
+	if t.l.Session {
+		for p := range out {
+			out[p] = t.l.mergeSessions(out[p])
+		}
 	}
 	return out
 }

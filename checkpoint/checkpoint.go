@@ -131,6 +131,10 @@ type CommitEntry struct {
 	State *statestore.CommitRecord
 	// RunID is the driver run that wrote the entry (see OffsetEntry).
 	RunID string
+	// StateOperators holds the records of the query's stateful operators
+	// other than operator 0 (whose record is State), by operator id: a
+	// query with dedup before an aggregate keeps two operators' state.
+	StateOperators map[int]*statestore.CommitRecord
 }
 
 // Log reads and writes a checkpoint's log entries.

@@ -39,6 +39,9 @@ type commitEntryJSON struct {
 	NextBatchWatermarkMs int64                    `json:"nextBatchWatermarkMs"`
 	State                *statestore.CommitRecord `json:"state,omitempty"`
 	RunID                string                   `json:"runId,omitempty"`
+	// StateOperators: statestore.OperatorsField (the key is the operator
+	// id; json writes it in decimal).
+	StateOperators map[int]*statestore.CommitRecord `json:"stateOperators,omitempty"`
 }
 
 // watermarkMs is w as the log writes it.
@@ -88,7 +91,7 @@ func (e CommitEntry) MarshalJSON() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(commitEntryJSON{Version: e.Version, BatchID: e.BatchID, NextBatchWatermarkMs: next, State: e.State, RunID: e.RunID})
+	return json.Marshal(commitEntryJSON{Version: e.Version, BatchID: e.BatchID, NextBatchWatermarkMs: next, State: e.State, RunID: e.RunID, StateOperators: e.StateOperators})
 }
 
 // UnmarshalJSON reads commits/N.
@@ -97,6 +100,7 @@ func (e *CommitEntry) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	*e = CommitEntry{Version: j.Version, BatchID: j.BatchID, NextBatchWatermark: eventtime.WatermarkFromMillis(j.NextBatchWatermarkMs), State: j.State, RunID: j.RunID}
+	*e = CommitEntry{Version: j.Version, BatchID: j.BatchID, NextBatchWatermark: eventtime.WatermarkFromMillis(j.NextBatchWatermarkMs), State: j.State, RunID: j.RunID,
+		StateOperators: j.StateOperators}
 	return nil
 }

@@ -101,6 +101,10 @@ type stateLayout struct {
 	Window          *stateWindow   `json:"window,omitempty"`
 	GroupBy         []stateColumn  `json:"groupBy,omitempty"`
 	Measures        []stateMeasure `json:"measures,omitempty"`
+	// Session and Dedup are omitted when unset, so a query without them
+	// keeps the fingerprint it had before they existed.
+	Session *stateSession `json:"sessionWindow,omitempty"`
+	Dedup   []stateColumn `json:"dedup,omitempty"`
 }
 
 type stateWindow struct {
@@ -111,6 +115,12 @@ type stateWindow struct {
 	SizeText  string      `json:"-"`
 	SlideText string      `json:"-"`
 	StartText string      `json:"-"`
+}
+
+type stateSession struct {
+	Column  stateColumn `json:"column"`
+	GapUs   int64       `json:"gapUs"`
+	GapText string      `json:"-"`
 }
 
 type stateColumn struct {
@@ -148,11 +158,20 @@ func (s *Spec) stateLayout() stateLayout {
 	if d.Watermark != nil {
 		l.WatermarkColumn = d.Watermark.Column
 	}
+	if d.Dedup != nil {
+		l.Dedup = []stateColumn{}
+		for _, k := range d.Dedup.Keys {
+			l.Dedup = append(l.Dedup, col(k))
+		}
+	}
 	a := d.Aggregate
 	if a == nil {
 		return l
 	}
 	l.Aggregate = true
+	if w := a.SessionWindow; w != nil {
+		l.Session = &stateSession{Column: col(w.Column), GapUs: w.Gap.Micros(), GapText: dur(w.Gap)}
+	}
 	if w := a.Window; w != nil {
 		l.Window = &stateWindow{
 			Column:    col(w.Column),
@@ -175,9 +194,9 @@ func (s *Spec) stateLayout() stateLayout {
 
 // StateFingerprint is the hex SHA-256 of what the layout of the query's
 // state depends on: the output mode, the watermark column (not its delay),
-// and for an aggregation its window (column, size, slide, start time), its
-// groupBy columns and its measures (name, function, column), each column
-// with its type. A checkpoint whose state was written under another state
+// the dedup keys, and for an aggregation its window (column, size, slide,
+// start time) or session window (column, gap), its groupBy columns and its
+// measures (name, function, column), each column with its type. A checkpoint whose state was written under another state
 // fingerprint cannot be read by this query: a new checkpoint is required.
 // shufflePartitions and stateStore are not included; the checkpoint freezes
 // them separately. Changing the sink, the source, the trigger or the
@@ -204,13 +223,26 @@ func (s *Spec) StateSchemaDescription() string {
 	} else {
 		parts = append(parts, "no watermark")
 	}
+	if l.Dedup != nil {
+		ks := make([]string, len(l.Dedup))
+		for i, k := range l.Dedup {
+			ks[i] = k.Name + " " + k.Kind
+		}
+		parts = append(parts, "dedup ["+strings.Join(ks, ", ")+"]")
+	}
 	if !l.Aggregate {
-		parts = append(parts, "no aggregation (no state)")
+		if l.Dedup != nil {
+			parts = append(parts, "no aggregation")
+		} else {
+			parts = append(parts, "no aggregation (no state)")
+		}
 		return strings.Join(parts, "; ")
 	}
 	if w := l.Window; w != nil {
 		parts = append(parts, fmt.Sprintf("window(%s %s, size %s, slide %s, start %s)",
 			w.Column.Name, w.Column.Kind, w.SizeText, w.SlideText, w.StartText))
+	} else if w := l.Session; w != nil {
+		parts = append(parts, fmt.Sprintf("session_window(%s %s, gap %s)", w.Column.Name, w.Column.Kind, w.GapText))
 	} else {
 		parts = append(parts, "no window")
 	}

@@ -107,6 +107,11 @@ func TestStateFingerprint(t *testing.T) {
 		{"watermark column", func(s *Spec) { s.Watermark.Column = "lesson_id" }, true},
 		{"no watermark", func(s *Spec) { s.Watermark = nil }, true},
 		{"no aggregation", func(s *Spec) { s.Aggregate = nil }, true},
+		{"dedup added", func(s *Spec) { s.Dedup = &Dedup{Keys: []string{"event_id"}} }, true},
+		{"session window instead of window", func(s *Spec) {
+			s.Aggregate.Window = nil
+			s.Aggregate.SessionWindow = &SessionWindow{Column: "event_time", Gap: Duration(10 * time.Minute)}
+		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := tileSpec()
@@ -125,6 +130,66 @@ func TestStateFingerprint(t *testing.T) {
 				t.Errorf("StateSchemaDescription changed = %v, want %v:\n%s", descChanged, tc.stateChange, s.StateSchemaDescription())
 			}
 		})
+	}
+}
+
+// A checkpoint written before dedup and session windows existed keeps its
+// state fingerprint: the fields are left out of the hashed layout when
+// unset. The values are the tile's and the pass-through's fingerprints as
+// the build before them computed them.
+func TestStateFingerprintOfExistingQueriesIsUnchanged(t *testing.T) {
+	s := tileSpec()
+	if got, want := s.StateFingerprint(), "7ccc189cda7f2414fe94d2a3375887dcf5c4de030100e29e9a4a0042d589c405"; got != want {
+		t.Errorf("tile: state fingerprint %s, was %s", got, want)
+	}
+	s.Aggregate = nil
+	if got, want := s.StateFingerprint(), "581a6ef590dd74c63e093c7a58a93c7b7765625fec872b2b78ed0ff54621258a"; got != want {
+		t.Errorf("pass-through: state fingerprint %s, was %s", got, want)
+	}
+}
+
+// A changed dedup key or session gap changes the state fingerprint (the
+// checkpoint's state cannot be read: a new checkpoint is required); the
+// watermark delay, which only moves expiries, does not.
+func TestStateFingerprintOfDedupAndSessions(t *testing.T) {
+	dedup := func(keys ...string) Spec {
+		s := tileSpec()
+		s.Aggregate = nil
+		s.Dedup = &Dedup{Keys: keys}
+		return s
+	}
+	session := func(col string, gap time.Duration) Spec {
+		s := tileSpec()
+		s.Aggregate.Window = nil
+		s.Aggregate.SessionWindow = &SessionWindow{Column: col, Gap: Duration(gap)}
+		return s
+	}
+	base := dedup("event_id")
+	if got, want := base.StateSchemaDescription(), "outputMode append; watermark on event_time; dedup [event_id string]; no aggregation"; got != want {
+		t.Errorf("dedup:\n got %s\nwant %s", got, want)
+	}
+	for _, other := range []Spec{dedup("course_id"), dedup("event_id", "course_id"), dedup("course_id", "event_id")} {
+		if other.StateFingerprint() == base.StateFingerprint() {
+			t.Errorf("%s has the state fingerprint of %s", other.StateSchemaDescription(), base.StateSchemaDescription())
+		}
+	}
+	delay := dedup("event_id")
+	delay.Watermark.Delay = Duration(time.Hour)
+	if delay.StateFingerprint() != base.StateFingerprint() {
+		t.Errorf("the watermark delay changed dedup's state fingerprint")
+	}
+	s := session("event_time", 10*time.Minute)
+	if got, want := s.StateSchemaDescription(), "outputMode append; watermark on event_time; session_window(event_time timestamp, gap 10m0s); "+
+		"groupBy [course_id string]; measures [event_count = count(*)]"; got != want {
+		t.Errorf("session:\n got %s\nwant %s", got, want)
+	}
+	for _, other := range []Spec{session("event_time", 20*time.Minute), session("ingest_time", 10*time.Minute)} {
+		if other.StateFingerprint() == s.StateFingerprint() {
+			t.Errorf("%s has the state fingerprint of %s", other.StateSchemaDescription(), s.StateSchemaDescription())
+		}
+	}
+	if same := session("event_time", 10*time.Minute); same.StateFingerprint() != s.StateFingerprint() {
+		t.Errorf("the same session window has two state fingerprints")
 	}
 }
 

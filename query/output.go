@@ -14,6 +14,13 @@ const (
 	WindowEnd   = "window_end"
 )
 
+// Output column names for a session window: Spark's struct column
+// session_window (start, end), flattened as window is.
+const (
+	SessionWindowStart = "session_window_start"
+	SessionWindowEnd   = "session_window_end"
+)
+
 // InputSchema returns the columns of an event row as the aggregation (or
 // the sink, without one) sees it: the declared source columns with their
 // kinds, then the columns a join adds (JoinColumns).
@@ -27,9 +34,10 @@ func (s *Spec) InputSchema() []Column {
 }
 
 // OutputSchema returns the columns of the query's output rows: for an
-// aggregation, window_start and window_end (if windowed), the groupBy
-// columns, then the measures; without one, the input columns. It assumes a
-// validated spec.
+// aggregation, window_start and window_end (if windowed) or
+// session_window_start and session_window_end (with a session window), the
+// groupBy columns, then the measures; without one, the input columns
+// (dedup keeps them). It assumes a validated spec.
 func (s *Spec) OutputSchema() []Column {
 	in := s.InputSchema()
 	kindOf := func(name string) row.Kind {
@@ -46,6 +54,8 @@ func (s *Spec) OutputSchema() []Column {
 	var out []Column
 	if s.Aggregate.Window != nil {
 		out = append(out, Column{WindowStart, row.Timestamp}, Column{WindowEnd, row.Timestamp})
+	} else if s.Aggregate.SessionWindow != nil {
+		out = append(out, Column{SessionWindowStart, row.Timestamp}, Column{SessionWindowEnd, row.Timestamp})
 	}
 	for _, g := range s.Aggregate.GroupBy {
 		out = append(out, Column{g, kindOf(g)})

@@ -19,6 +19,7 @@ type Spec struct {
 	Environment        Environment `json:"environment,omitempty"`
 	Source             Source      `json:"source"`
 	Watermark          *Watermark  `json:"watermark,omitempty"`
+	Dedup              *Dedup      `json:"dedup,omitempty"`
 	Aggregate          *Aggregate  `json:"aggregate,omitempty"`
 	OutputMode         OutputMode  `json:"outputMode"`
 	NoDataMicroBatches *bool       `json:"noDataMicroBatches,omitempty"`
@@ -269,11 +270,22 @@ func (w Watermark) MaxJumpOrDefault() Duration {
 	return w.MaxJump
 }
 
-// Aggregate is a grouped aggregation, optionally over an event-time window.
+// Dedup is Spark's dropDuplicatesWithinWatermark(keys), applied to the
+// source rows before the join and the aggregate (docs/semantics.md,
+// "Deduplication within the watermark"): a row whose keys were seen within the watermark delay is dropped.
+// It needs a watermark.
+type Dedup struct {
+	Keys []string `json:"keys"`
+}
+
+// Aggregate is a grouped aggregation, optionally over an event-time window
+// or a session window (at most one of them).
 type Aggregate struct {
-	Window   *Window   `json:"window,omitempty"`
-	GroupBy  []string  `json:"groupBy,omitempty"`
-	Measures []Measure `json:"measures,omitempty"`
+	Window *Window `json:"window,omitempty"`
+	// SessionWindow groups by Spark's session_window(column, gap).
+	SessionWindow *SessionWindow `json:"sessionWindow,omitempty"`
+	GroupBy       []string       `json:"groupBy,omitempty"`
+	Measures      []Measure      `json:"measures,omitempty"`
 }
 
 // Window is Spark's window(column, size, slide, startTime).
@@ -282,6 +294,14 @@ type Window struct {
 	Size      Duration `json:"size"`
 	Slide     Duration `json:"slide,omitempty"`
 	StartTime Duration `json:"startTime,omitempty"`
+}
+
+// SessionWindow is Spark's session_window(column, gapDuration) with a
+// constant gap: a row opens [t, t+gap); sessions of a key that overlap or
+// touch merge (docs/semantics.md, "Session windows").
+type SessionWindow struct {
+	Column string   `json:"column"`
+	Gap    Duration `json:"gap"`
 }
 
 // SlideOrSize returns the slide, or the size for a tumbling window.

@@ -107,6 +107,7 @@ func (s *Spec) Validate(src Sources) error {
 	v.name()
 	v.source()
 	v.watermark()
+	v.dedup()
 	v.join()
 	v.aggregate()
 	v.outputMode()
@@ -300,6 +301,9 @@ func (v *validator) aggregate() {
 	if w := a.Window; w != nil {
 		v.window(w)
 	}
+	if w := a.SessionWindow; w != nil {
+		v.sessionWindow(a, w)
+	}
 	groups := map[string]bool{}
 	for i, g := range a.GroupBy {
 		p := fmt.Sprintf("aggregate.groupBy[%d]", i)
@@ -310,6 +314,8 @@ func (v *validator) aggregate() {
 			v.add(p, g, "is listed twice")
 		case a.Window != nil && (g == WindowStart || g == WindowEnd):
 			v.add(p, g, "clashes with the window's output column %s: rename the source column", g)
+		case a.SessionWindow != nil && (g == SessionWindowStart || g == SessionWindowEnd):
+			v.add(p, g, "clashes with the session window's output column %s: rename the source column", g)
 		default:
 			v.column(p, g)
 		}
@@ -367,6 +373,62 @@ func (v *validator) window(w *Window) {
 	}
 }
 
+// sessionWindow checks a session window: a timestamp column, a gap > 0 in
+// whole microseconds, not beside a time window, and a groupBy column
+// (Spark refuses a global aggregation with a session window on a stream).
+func (v *validator) sessionWindow(a *Aggregate, w *SessionWindow) {
+	const p = "aggregate.sessionWindow."
+	if a.Window != nil {
+		v.add("aggregate.sessionWindow", "", "is set with aggregate.window: an aggregation groups by one window; keep either window or sessionWindow")
+	}
+	if w.Column == "" {
+		v.add(p+"column", "", "required: the event-time column, e.g. %s", v.firstTimestamp())
+	} else if k, ok := v.column(p+"column", w.Column); ok && k != row.Timestamp {
+		v.add(p+"column", w.Column, "is a %s column: a session window needs a timestamp column", k)
+	}
+	switch {
+	case w.Gap <= 0: // spark-differences.md#session-gap-not-positive
+		v.add(p+"gap", dur(w.Gap), "must be > 0, e.g. 10m: a session closes after this long without an event (Spark drops every row of a session window whose gap is not positive)")
+	case !wholeMicros(w.Gap):
+		v.add(p+"gap", dur(w.Gap), "is not a whole number of microseconds: timestamps have microsecond precision")
+	}
+	if len(a.GroupBy) == 0 {
+		v.add("aggregate.groupBy", "", "required with aggregate.sessionWindow: sessions are kept per key, e.g. groupBy: [user_id] "+
+			"(Spark refuses a global aggregation with a session window on a stream)")
+	}
+}
+
+// dedup checks dedup: key columns of source.schema, listed once, and a
+// watermark (Spark refuses dropDuplicatesWithinWatermark without one: its
+// state would never be evicted).
+func (v *validator) dedup() {
+	d := v.s.Dedup
+	if d == nil {
+		return
+	}
+	if len(d.Keys) == 0 {
+		v.add("dedup.keys", "", "required: the columns that identify a duplicate, e.g. [event_id]")
+	}
+	seen := map[string]bool{}
+	for i, k := range d.Keys {
+		p := fmt.Sprintf("dedup.keys[%d]", i)
+		switch {
+		case k == "":
+			v.add(p, "", "required: a column name")
+		case seen[k]:
+			v.add(p, k, "is listed twice")
+		default:
+			v.column(p, k)
+		}
+		seen[k] = true
+	}
+	if v.s.Watermark == nil {
+		c := v.firstTimestamp()
+		v.add("watermark", "", "required with dedup, as Spark's dropDuplicatesWithinWatermark requires it: a key is kept for the watermark delay "+
+			"after its row's event time, then forgotten; add watermark {column: %s, delay: ...}", c)
+	}
+}
+
 func wholeMicros(d Duration) bool { return time.Duration(d)%time.Microsecond == 0 }
 
 func (v *validator) measure(i int, m Measure, groups map[string]bool, names map[string]int) {
@@ -380,6 +442,8 @@ func (v *validator) measure(i int, m Measure, groups map[string]bool, names map[
 		v.add(p+".name", m.Name, "clashes with groupBy column %s: output columns need distinct names", m.Name)
 	case m.Name == WindowStart || m.Name == WindowEnd:
 		v.add(p+".name", m.Name, "is reserved for the window's output column: choose another name")
+	case m.Name == SessionWindowStart || m.Name == SessionWindowEnd:
+		v.add(p+".name", m.Name, "is reserved for the session window's output column: choose another name")
 	}
 	if m.Name != "" && names[m.Name] == 0 {
 		names[m.Name] = i + 1
@@ -438,6 +502,11 @@ func (v *validator) outputMode() {
 	if s.OutputMode == Append && a != nil {
 		v.appendNeedsWatermark(a)
 	}
+	if s.OutputMode == Update && a != nil && a.SessionWindow != nil {
+		v.add("outputMode", "update", "with aggregate.sessionWindow is refused, as Spark refuses it (\"Update output mode not supported for session window\"): "+
+			"a session that grows or merges with another would need its earlier rows retracted from the sink; "+
+			"use outputMode append (each session written once, when the watermark passes its end) or complete")
+	}
 	if s.Sink.Parquet != nil {
 		switch s.OutputMode {
 		case Update:
@@ -456,6 +525,20 @@ func (v *validator) outputMode() {
 func (v *validator) appendNeedsWatermark(a *Aggregate) {
 	wm := v.s.Watermark
 	const howto = "or use outputMode update"
+	if w := a.SessionWindow; w != nil && a.Window == nil {
+		if w.Column == "" {
+			return // reported by sessionWindow()
+		}
+		switch {
+		case wm == nil:
+			v.add("watermark", "", "outputMode append with a session window needs a watermark on its column %s (a session is written once the watermark passes its end): "+
+				"add watermark {column: %s, delay: ...} or use outputMode complete", w.Column, w.Column)
+		case v.wmOK && wm.Column != w.Column && v.cols[w.Column] == row.Timestamp:
+			v.add("watermark.column", wm.Column, "is not the session window column %s: outputMode append with a session window needs a watermark on its column; "+
+				"watermark %s instead or use outputMode complete", w.Column, w.Column)
+		}
+		return
+	}
 	if w := a.Window; w != nil {
 		if w.Column == "" {
 			return // reported by window()
@@ -547,8 +630,8 @@ func (v *validator) stateBudget() {
 	if b == nil {
 		return
 	}
-	if v.s.Aggregate == nil {
-		v.add("stateBudget", b.String(), "the query keeps no state (it has no aggregate): remove stateBudget")
+	if v.s.Aggregate == nil && v.s.Dedup == nil {
+		v.add("stateBudget", b.String(), "the query keeps no state (it has no aggregate and no dedup): remove stateBudget")
 	}
 	if b.MaxRows < 0 {
 		v.add("stateBudget.maxRows", strconv.FormatInt(b.MaxRows, 10), "must not be negative (0: no bound on rows)")

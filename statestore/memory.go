@@ -98,7 +98,7 @@ func NewMemory(store objstore.Store, opts MemoryOptions) *Memory {
 	if opts.SnapshotInterval < 1 {
 		opts.SnapshotInterval = 10
 	}
-	return &Memory{store: store, recs: newRecords(store), opts: opts, due: make(chan struct{}, 1), parts: map[ids.PartitionID]*memPart{}}
+	return &Memory{store: store, recs: newRecords(store, opts.Operator), opts: opts, due: make(chan struct{}, 1), parts: map[ids.PartitionID]*memPart{}}
 }
 
 // Open returns partition p at version v.

@@ -154,7 +154,7 @@ func NewPebble(store objstore.Store, opts PebbleOptions) (*Pebble, error) {
 	}
 	return &Pebble{
 		store:  store,
-		recs:   newRecords(store),
+		recs:   newRecords(store, opts.Operator),
 		opts:   opts,
 		cache:  pebble.NewCache(opts.CacheBytes),
 		logger: logger,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/sluicehq/sluice/ids"
@@ -35,6 +36,17 @@ type CommitRecord struct {
 // RecordFormat is the CommitRecord format this version writes.
 const RecordFormat = 2
 
+// A query with several stateful operators (dedup before an aggregate)
+// has a record per operator in commits/N: operator 0's under "state", as
+// a query with one operator always had it, and each other operator's
+// under "stateOperators" by its id (OperatorsField). A provider follows the
+// records of its own operator (MemoryOptions.Operator,
+// PebbleOptions.Operator).
+
+// OperatorsField is the commits/N field that holds the CommitRecords of
+// the operators other than 0, by operator id in decimal.
+const OperatorsField = "stateOperators"
+
 // attempt is the attempt recorded for partition p ("" when none).
 func (r *CommitRecord) attempt(p ids.PartitionID) string {
 	if r == nil {
@@ -47,6 +59,8 @@ func (r *CommitRecord) attempt(p ids.PartitionID) string {
 // checkpoint (commits/N is immutable once written, so they are cached).
 type records struct {
 	store objstore.Store
+	// op is the operator whose records these are.
+	op    int
 	mu    sync.Mutex
 	cache map[ids.BatchID]*CommitRecord
 }
@@ -57,13 +71,13 @@ const cleanupParallel = 8
 // recordCacheMax bounds the records cached.
 const recordCacheMax = 2048
 
-func newRecords(store objstore.Store) *records {
-	return &records{store: store, cache: map[ids.BatchID]*CommitRecord{}}
+func newRecords(store objstore.Store, op int) *records {
+	return &records{store: store, op: op, cache: map[ids.BatchID]*CommitRecord{}}
 }
 
-// get returns batch's record, or nil when commits/<batch> is absent
-// (cleaned up, or not committed) or has no state record (written by an
-// older version).
+// get returns batch's record of r's operator, or nil when commits/<batch>
+// is absent (cleaned up, or not committed) or has no state record for the
+// operator (written by an older version).
 func (r *records) get(ctx context.Context, batch ids.BatchID) (*CommitRecord, error) {
 	if batch < 0 {
 		return nil, nil
@@ -83,13 +97,18 @@ func (r *records) get(ctx context.Context, batch ids.BatchID) (*CommitRecord, er
 		return nil, fmt.Errorf("read state record %s: %w", key, err)
 	}
 	var doc struct {
-		State *CommitRecord `json:"state"`
+		State     *CommitRecord            `json:"state"`
+		Operators map[string]*CommitRecord `json:"stateOperators"`
 	}
 	if err := json.Unmarshal(data, &doc); err != nil {
 		return nil, fmt.Errorf("read state record %s: %w", key, err)
 	}
+	rec = doc.State
+	if r.op != 0 {
+		rec = doc.Operators[strconv.Itoa(r.op)]
+	}
 	r.mu.Lock()
-	r.cache[batch] = doc.State
+	r.cache[batch] = rec
 	if len(r.cache) > recordCacheMax {
 		// Bounded however long the query runs: drop the older half (a
 		// record dropped is read again if ever needed).
@@ -100,7 +119,7 @@ func (r *records) get(ctx context.Context, batch ids.BatchID) (*CommitRecord, er
 		}
 	}
 	r.mu.Unlock()
-	return doc.State, nil
+	return rec, nil
 }
 
 // follow makes fs (partition p's files) follow the commit records for
