@@ -79,6 +79,13 @@ func castTo(e *Expr, t Type) *Expr {
 	if e.Op == OpLiteral && e.Val.Kind == row.Null {
 		return Literal(row.Value{}, t)
 	}
+	// Constant folding of numeric literals (their casts do not depend on
+	// the session time zone), so that col > 1 compares with a literal.
+	if e.Op == OpLiteral && !e.Type.Array && e.Type.Kind != intervalKind && (e.Type.IsNumeric() || e.Type.Kind == row.Bool) && (t.IsNumeric() || t.Kind == row.Bool) {
+		if v := castFunc(e.Type, t, Env{})(e.Val); v.Kind != row.Null {
+			return Literal(v, t)
+		}
+	}
 	return &Expr{Op: OpCast, Type: t, Args: []*Expr{e}}
 }
 

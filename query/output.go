@@ -28,8 +28,8 @@ func (s *Spec) InputSchema() []Column {
 
 // OutputSchema returns the columns of the query's output rows: for an
 // aggregation, window_start and window_end (if windowed), the groupBy
-// columns, then the measures; without one, the input columns. It assumes a
-// validated spec.
+// columns, then the measures; without one, the input columns; with sql:,
+// its plan's output. It assumes a validated spec.
 func (s *Spec) OutputSchema() []Column {
 	in := s.InputSchema()
 	kindOf := func(name string) row.Kind {
@@ -39,6 +39,12 @@ func (s *Spec) OutputSchema() []Column {
 			}
 		}
 		return row.Null
+	}
+	if s.SQL != "" {
+		if p, err := s.Plan(); err == nil {
+			return p.OutputColumns()
+		}
+		return nil
 	}
 	if s.Aggregate == nil {
 		return in

@@ -20,6 +20,9 @@ type Spec struct {
 	Source             Source      `json:"source"`
 	Watermark          *Watermark  `json:"watermark,omitempty"`
 	Aggregate          *Aggregate  `json:"aggregate,omitempty"`
+	// SQL is the query as one Spark SQL SELECT over the source's view
+	// (Source.View), instead of Aggregate; see docs/sql.md.
+	SQL string `json:"sql,omitempty"`
 	OutputMode         OutputMode  `json:"outputMode"`
 	NoDataMicroBatches *bool       `json:"noDataMicroBatches,omitempty"`
 	Sink               Sink        `json:"sink"`
@@ -130,6 +133,20 @@ type Source struct {
 	Generator *GeneratorSource `json:"generator,omitempty"`
 	Format    string           `json:"format,omitempty"`
 	Schema    []Field          `json:"schema,omitempty"`
+	// View names the source in the SQL of sql: (Spark's
+	// createOrReplaceTempView); empty means DefaultView.
+	View string `json:"view,omitempty"`
+}
+
+// DefaultView is the source's view name when source.view is not set.
+const DefaultView = "events"
+
+// ViewName returns source.view, or DefaultView.
+func (s *Spec) ViewName() string {
+	if s.Source.View == "" {
+		return DefaultView
+	}
+	return s.Source.View
 }
 
 // Field is one column of the declared schema. Nullable defaults to true.
