@@ -15,19 +15,19 @@ import (
 // can run without shipping code. Field names follow Spark's option names.
 // Build one from Go or load it with Parse; call Validate before running it.
 type Spec struct {
-	Name               string      `json:"name"`
-	Environment        Environment `json:"environment,omitempty"`
-	Source             Source      `json:"source"`
-	Watermark          *Watermark  `json:"watermark,omitempty"`
-	Aggregate          *Aggregate  `json:"aggregate,omitempty"`
+	Name        string      `json:"name"`
+	Environment Environment `json:"environment,omitempty"`
+	Source      Source      `json:"source"`
+	Watermark   *Watermark  `json:"watermark,omitempty"`
+	Aggregate   *Aggregate  `json:"aggregate,omitempty"`
 	// SQL is the query as one Spark SQL SELECT over the source's view
 	// (Source.View), instead of Aggregate; see docs/sql.md.
-	SQL string `json:"sql,omitempty"`
-	OutputMode         OutputMode  `json:"outputMode"`
-	NoDataMicroBatches *bool       `json:"noDataMicroBatches,omitempty"`
-	Sink               Sink        `json:"sink"`
-	CheckpointLocation string      `json:"checkpointLocation"`
-	Trigger            Trigger     `json:"trigger,omitempty"`
+	SQL                string     `json:"sql,omitempty"`
+	OutputMode         OutputMode `json:"outputMode"`
+	NoDataMicroBatches *bool      `json:"noDataMicroBatches,omitempty"`
+	Sink               Sink       `json:"sink"`
+	CheckpointLocation string     `json:"checkpointLocation"`
+	Trigger            Trigger    `json:"trigger,omitempty"`
 	// ShufflePartitions is the number of state partitions; frozen in the
 	// checkpoint. Zero means DefaultShufflePartitions.
 	ShufflePartitions int `json:"shufflePartitions,omitempty"`

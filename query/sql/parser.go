@@ -29,7 +29,7 @@ type parser struct {
 	i    int
 }
 
-func (p *parser) peek() token      { return p.toks[p.i] }
+func (p *parser) peek() token       { return p.toks[p.i] }
 func (p *parser) peekN(n int) token { return p.toks[min(p.i+n, len(p.toks)-1)] }
 func (p *parser) next() token {
 	t := p.toks[p.i]
