@@ -32,6 +32,8 @@ var functionDocs = []Function{
 	{"ltrim", "str", "str without leading spaces"},
 	{"rtrim", "str", "str without trailing spaces"},
 	{"length", "expr", "the number of characters of a string"},
+	{"char_length", "expr", "length"},
+	{"character_length", "expr", "length"},
 	{"substring", "str, pos[, len]", "the substring from the 1-based pos (negative: from the end), len characters long"},
 	{"substr", "str, pos[, len]", "substring"},
 	{"concat", "col1, col2, ...", "the strings joined; null when one is null"},
