@@ -115,7 +115,8 @@ var reservedInPrint = map[string]bool{
 func quoteString(s string) string {
 	var b strings.Builder
 	b.WriteByte('\'')
-	for _, c := range s {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
 		switch c {
 		case '\'':
 			b.WriteString(`\'`)
@@ -130,7 +131,7 @@ func quoteString(s string) string {
 		case 0:
 			b.WriteString(`\0`)
 		default:
-			b.WriteRune(c)
+			b.WriteByte(c)
 		}
 	}
 	b.WriteByte('\'')
