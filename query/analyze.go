@@ -1020,7 +1020,8 @@ func (a *analyzer) aggregate() error {
 		if it.Star {
 			return errAt(it.Pos, "*", "[MISSING_AGGREGATION] * is not allowed with GROUP BY: list the grouping columns and aggregates")
 		}
-		// window alone: window_start and window_end.
+		// window alone: window_start and window_end, where Spark writes
+		// one struct column (docs/spark-differences.md#window-struct-flattened).
 		if id, ok := it.Expr.(*sql.Ident); ok && len(id.Parts) == 1 && sc.nWindow > 0 && strings.EqualFold(id.Parts[0], sc.winName) && a.findInput(id.Parts[0]) < 0 {
 			proj = append(proj, PlanExpr{Name: WindowStart, Expr: expr.Column(0, WindowStart, expr.TimestampType)},
 				PlanExpr{Name: WindowEnd, Expr: expr.Column(1, WindowEnd, expr.TimestampType)})

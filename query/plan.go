@@ -12,7 +12,7 @@ import (
 // aggregate: or sql:. A map task runs, per decoded source row:
 //
 //	PreFilter (below the watermark: only rows that pass count toward the
-//	max event time, SEMANTICS.md rule 25) -> watermark -> Dedup (over
+//	max event time, docs/sql.md "Where the filter runs") -> watermark -> Dedup (over
 //	the source row) -> Join (appends the static view's columns) -> Filter
 //	(above the watermark) -> Computed (appended) -> Aggregate's partials,
 //	or Project when there is no aggregate.
