@@ -50,6 +50,8 @@ type Join struct {
 	// Stream (a second streaming source, any shape) is parsed only so
 	// that a stream-stream join can be refused with Spark's reason.
 	Stream map[string]any `json:"stream,omitempty"`
+	// View names the static view in the SQL of sql: (JOIN <view> ON ...).
+	View string `json:"view,omitempty"`
 }
 
 // JoinColumn is a dimension column a join adds to each event row.

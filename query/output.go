@@ -37,7 +37,8 @@ func (s *Spec) InputSchema() []Column {
 // aggregation, window_start and window_end (if windowed) or
 // session_window_start and session_window_end (with a session window), the
 // groupBy columns, then the measures; without one, the input columns
-// (dedup keeps them). It assumes a validated spec.
+// (dedup keeps them); with sql:, its plan's output. It assumes a validated
+// spec.
 func (s *Spec) OutputSchema() []Column {
 	in := s.InputSchema()
 	kindOf := func(name string) row.Kind {
@@ -47,6 +48,12 @@ func (s *Spec) OutputSchema() []Column {
 			}
 		}
 		return row.Null
+	}
+	if s.SQL != "" {
+		if p, err := s.Plan(); err == nil {
+			return p.OutputColumns()
+		}
+		return nil
 	}
 	if s.Aggregate == nil {
 		return in

@@ -15,17 +15,20 @@ import (
 // can run without shipping code. Field names follow Spark's option names.
 // Build one from Go or load it with Parse; call Validate before running it.
 type Spec struct {
-	Name               string      `json:"name"`
-	Environment        Environment `json:"environment,omitempty"`
-	Source             Source      `json:"source"`
-	Watermark          *Watermark  `json:"watermark,omitempty"`
-	Dedup              *Dedup      `json:"dedup,omitempty"`
-	Aggregate          *Aggregate  `json:"aggregate,omitempty"`
-	OutputMode         OutputMode  `json:"outputMode"`
-	NoDataMicroBatches *bool       `json:"noDataMicroBatches,omitempty"`
-	Sink               Sink        `json:"sink"`
-	CheckpointLocation string      `json:"checkpointLocation"`
-	Trigger            Trigger     `json:"trigger,omitempty"`
+	Name        string      `json:"name"`
+	Environment Environment `json:"environment,omitempty"`
+	Source      Source      `json:"source"`
+	Watermark   *Watermark  `json:"watermark,omitempty"`
+	Dedup       *Dedup      `json:"dedup,omitempty"`
+	Aggregate   *Aggregate  `json:"aggregate,omitempty"`
+	// SQL is the query as one Spark SQL SELECT over the source's view
+	// (Source.View), instead of Aggregate; see docs/sql.md.
+	SQL                string     `json:"sql,omitempty"`
+	OutputMode         OutputMode `json:"outputMode"`
+	NoDataMicroBatches *bool      `json:"noDataMicroBatches,omitempty"`
+	Sink               Sink       `json:"sink"`
+	CheckpointLocation string     `json:"checkpointLocation"`
+	Trigger            Trigger    `json:"trigger,omitempty"`
 	// ShufflePartitions is the number of state partitions; frozen in the
 	// checkpoint. Zero means DefaultShufflePartitions.
 	ShufflePartitions int `json:"shufflePartitions,omitempty"`
@@ -131,6 +134,20 @@ type Source struct {
 	Generator *GeneratorSource `json:"generator,omitempty"`
 	Format    string           `json:"format,omitempty"`
 	Schema    []Field          `json:"schema,omitempty"`
+	// View names the source in the SQL of sql: (Spark's
+	// createOrReplaceTempView); empty means DefaultView.
+	View string `json:"view,omitempty"`
+}
+
+// DefaultView is the source's view name when source.view is not set.
+const DefaultView = "events"
+
+// ViewName returns source.view, or DefaultView.
+func (s *Spec) ViewName() string {
+	if s.Source.View == "" {
+		return DefaultView
+	}
+	return s.Source.View
 }
 
 // Field is one column of the declared schema. Nullable defaults to true.

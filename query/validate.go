@@ -20,11 +20,20 @@ type Problem struct {
 	Field string
 	Value string
 	Rule  string
+	// Line and Column locate a problem inside the field's text (the SQL of
+	// sql:), 1-based; zero when it is about the field as a whole. Value is
+	// then the construct as written.
+	Line, Column int
 }
 
 // String renders the problem as `field: "value" rule` (or `field: rule` when
-// there is no value). Numbers, booleans and JSON values are not quoted.
+// there is no value). Numbers, booleans and JSON values are not quoted. A
+// problem inside the field's text renders as `field:line:column: construct:
+// rule`.
 func (p Problem) String() string {
+	if p.Line > 0 {
+		return fmt.Sprintf("%s:%d:%d: %s: %s", p.Field, p.Line, p.Column, p.Value, p.Rule)
+	}
 	if p.Value == "" {
 		return p.Field + ": " + p.Rule
 	}
@@ -110,6 +119,7 @@ func (s *Spec) Validate(src Sources) error {
 	v.dedup()
 	v.join()
 	v.aggregate()
+	v.sql()
 	v.outputMode()
 	v.sink()
 	v.rest()
@@ -130,6 +140,8 @@ type validator struct {
 	badCols  map[string]bool
 	// wmOK is set when the watermark names an existing timestamp column.
 	wmOK bool
+	// plan is the compiled sql: (nil without sql: or when it is refused).
+	plan *Plan
 }
 
 func (v *validator) add(field, value, rule string, args ...any) {
@@ -495,7 +507,7 @@ func (v *validator) outputMode() {
 		return
 	}
 	a := s.Aggregate
-	if s.OutputMode == Complete && a == nil {
+	if s.OutputMode == Complete && a == nil && s.SQL == "" {
 		v.add("outputMode", "complete", "needs an aggregation: complete mode re-emits the whole result table of an aggregate after every batch; "+
 			"without one use outputMode append")
 	}
@@ -603,6 +615,10 @@ func (v *validator) sink() {
 		a := v.s.Aggregate
 		switch {
 		case pq.PartitionBy == "":
+		case pq.PartitionBy == PartitionByWindowDate && v.s.SQL != "":
+			if v.plan != nil && !hasWindowStart(v.plan) {
+				v.add("sink.parquet.partitionBy", pq.PartitionBy, "needs an output column window_start of type timestamp: window_date is its UTC date; select window.start AS window_start")
+			}
 		case pq.PartitionBy == PartitionByWindowDate:
 			if a == nil || a.Window == nil {
 				v.add("sink.parquet.partitionBy", pq.PartitionBy, "needs aggregate.window: window_date is the UTC date of window_start")
@@ -630,7 +646,7 @@ func (v *validator) stateBudget() {
 	if b == nil {
 		return
 	}
-	if v.s.Aggregate == nil && v.s.Dedup == nil {
+	if v.s.Aggregate == nil && v.s.Dedup == nil && (v.s.SQL == "" || (v.plan != nil && v.plan.Aggregate == nil && v.plan.Dedup == nil)) {
 		v.add("stateBudget", b.String(), "the query keeps no state (it has no aggregate and no dedup): remove stateBudget")
 	}
 	if b.MaxRows < 0 {
@@ -726,4 +742,32 @@ func columnNames(fs []Field) string {
 		return strings.Join(names, "")
 	}
 	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
+// sql checks sql: (exactly one of aggregate and sql) by compiling it into
+// its plan; its problems carry their line and column in the SQL.
+func (v *validator) sql() {
+	s := v.s
+	if s.SQL == "" {
+		return
+	}
+	if s.Aggregate != nil {
+		v.add("sql", "", "is set with aggregate: set exactly one of them (the aggregate in SQL is GROUP BY ... with the measures in the SELECT list)")
+		return
+	}
+	if len(v.cols) == 0 || len(v.badCols) > 0 {
+		return // the schema's problems are reported; the SQL cannot be resolved against it
+	}
+	p, problems := analyzeSQL(s)
+	v.problems = append(v.problems, problems...)
+	v.plan = p
+}
+
+func hasWindowStart(p *Plan) bool {
+	for _, c := range p.Output {
+		if c.Name == WindowStart && c.Type.Kind == row.Timestamp {
+			return true
+		}
+	}
+	return false
 }

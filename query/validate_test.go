@@ -70,10 +70,10 @@ func TestProblemStringQuotesOnlyNonNumbers(t *testing.T) {
 		p    Problem
 		want string
 	}{
-		{Problem{"name", "", "required"}, "name: required"},
-		{Problem{"outputMode", "update", "is bad"}, `outputMode: "update" is bad`},
-		{Problem{"shufflePartitions", "-1", "is bad"}, "shufflePartitions: -1 is bad"},
-		{Problem{"generator.lateFraction", "1.5", "is bad"}, "generator.lateFraction: 1.5 is bad"},
+		{Problem{Field: "name", Rule: "required"}, "name: required"},
+		{Problem{Field: "outputMode", Value: "update", Rule: "is bad"}, `outputMode: "update" is bad`},
+		{Problem{Field: "shufflePartitions", Value: "-1", Rule: "is bad"}, "shufflePartitions: -1 is bad"},
+		{Problem{Field: "generator.lateFraction", Value: "1.5", Rule: "is bad"}, "generator.lateFraction: 1.5 is bad"},
 	} {
 		if got := tc.p.String(); got != tc.want {
 			t.Errorf("%#v: got %q, want %q", tc.p, got, tc.want)

@@ -473,6 +473,20 @@ func ParseTimestamp(b []byte) (int64, bool) {
 	return us, st == tsOK
 }
 
+// ParseTimestampIn is ParseTimestamp with the session time zone zone (nil:
+// UTC) for a string without a zone, as Spark's CAST(s AS TIMESTAMP) reads
+// it. It reports timeOnly for a time without a date, which Spark places
+// on the current day and Sluice refuses
+// (docs/spark-differences.md#time-without-date).
+func ParseTimestampIn(b []byte, zone *Zone) (us int64, ok, timeOnly bool) {
+	us, st := stringToTimestamp(b, zone, nil)
+	return us, st == tsOK, st == tsTimeOnly
+}
+
+// DaysFromCivil returns the days since 1970-01-01 of a proleptic Gregorian
+// date.
+func DaysFromCivil(y, m, d int) int64 { return daysFromCivil(y, m, d) }
+
 func daysIn(year, month int) int {
 	switch month {
 	case 2:

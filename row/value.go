@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -18,6 +19,14 @@ const (
 	Double
 	Bool
 	Timestamp
+	// Int, Date and Decimal come only from expressions (a source schema
+	// declares the five kinds above): Spark's IntegerType (I holds the
+	// int32), DateType (I holds days since 1970-01-01) and
+	// DecimalType(p, s) (the unscaled value in I, or in S as decimal
+	// digits when it does not fit an int64; Scale holds s).
+	Int
+	Date
+	Decimal
 )
 
 func (k Kind) String() string {
@@ -34,6 +43,12 @@ func (k Kind) String() string {
 		return "boolean"
 	case Timestamp:
 		return "timestamp"
+	case Int:
+		return "int"
+	case Date:
+		return "date"
+	case Decimal:
+		return "decimal"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -60,9 +75,11 @@ func ParseKind(s string) (Kind, bool) {
 // Values are small and passed by value; a zero Value is null.
 type Value struct {
 	Kind Kind
-	I    int64
-	F    float64
-	S    string
+	// Scale is a Decimal's scale (digits after the point); 0 otherwise.
+	Scale uint8
+	I     int64
+	F     float64
+	S     string
 }
 
 // Row is one record: values in schema order.
@@ -153,6 +170,12 @@ func (v Value) String() string {
 		return strconv.FormatBool(v.I != 0)
 	case Timestamp:
 		return FormatTimestamp(v.I)
+	case Int:
+		return strconv.FormatInt(v.I, 10)
+	case Date:
+		return time.UnixMicro(v.I * 86400e6).UTC().Format(time.DateOnly)
+	case Decimal:
+		return FormatDecimal(v)
 	}
 	return "?"
 }
@@ -162,3 +185,29 @@ func (v Value) String() string {
 func FormatTimestamp(us int64) string {
 	return time.UnixMicro(us).UTC().Format(time.RFC3339Nano)
 }
+
+// FormatDecimal renders a Decimal value in plain notation with its scale's
+// digits after the point (Java's BigDecimal.toPlainString).
+func FormatDecimal(v Value) string {
+	digits := v.S
+	if digits == "" {
+		digits = strconv.FormatInt(v.I, 10)
+	}
+	neg := strings.HasPrefix(digits, "-")
+	digits = strings.TrimPrefix(digits, "-")
+	sc := int(v.Scale)
+	if sc > 0 {
+		if len(digits) <= sc {
+			digits = strings.Repeat("0", sc-len(digits)+1) + digits
+		}
+		digits = digits[:len(digits)-sc] + "." + digits[len(digits)-sc:]
+	}
+	if neg {
+		return "-" + digits
+	}
+	return digits
+}
+
+// AppendJavaDouble appends f as java.lang.Double.toString writes it
+// (Spark's CAST of a double to a string): see appendJavaDouble.
+func AppendJavaDouble(dst []byte, f float64) []byte { return appendJavaDouble(dst, f) }
