@@ -303,7 +303,7 @@ type recorder struct {
 
 func (r *recorder) wrap(s objstore.Store) objstore.Store {
 	r.counting = objstore.NewCounting(s)
-	return &walTimer{Store: r.counting, rec: r}
+	return &walTimer{Forward: objstore.Forward{Store: r.counting}, rec: r}
 }
 
 // baseline makes the next delta start now (after Build).
@@ -353,9 +353,10 @@ func (r *recorder) hook(point string, batch ids.BatchID) {
 	r.mapDone[batch] = append(r.mapDone[batch], now)
 }
 
-// walTimer notes when each batch's offsets entry starts being written.
+// walTimer notes when each batch's offsets entry starts being written; an
+// objstore.Forward, so the run takes the same store paths as without it.
 type walTimer struct {
-	objstore.Store
+	objstore.Forward
 	rec *recorder
 }
 
@@ -369,7 +370,7 @@ func (w *walTimer) PutIfAbsent(ctx context.Context, key string, data []byte) err
 		w.rec.walStart[id] = time.Now()
 		w.rec.mu.Unlock()
 	}
-	return w.Store.PutIfAbsent(ctx, key, data)
+	return w.Forward.PutIfAbsent(ctx, key, data)
 }
 
 // runEngine builds and runs spec in this process and times the whole of

@@ -184,26 +184,50 @@ type longRunStores struct {
 	gets, lists, snapshots atomic.Int64
 }
 
+// countingStore is an objstore.Forward, so the run it measures takes the
+// same store paths (streams, ranges, multipart) as one without it.
 type countingStore struct {
-	objstore.Store
+	objstore.Forward
 	c *longRunStores
+}
+
+func (s countingStore) GetStream(ctx context.Context, key string) (io.ReadCloser, error) {
+	s.c.gets.Add(1)
+	return s.Forward.GetStream(ctx, key)
+}
+
+func (s countingStore) GetRange(ctx context.Context, key string, off, n int64) ([]byte, int64, error) {
+	s.c.gets.Add(1)
+	return s.Forward.GetRange(ctx, key, off, n)
+}
+
+func (s countingStore) GetRangeStream(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	s.c.gets.Add(1)
+	return s.Forward.GetRangeStream(ctx, key, off, n)
+}
+
+func (s countingStore) PutStream(ctx context.Context, key string, r io.Reader) error {
+	if strings.HasSuffix(key, ".snapshot") {
+		s.c.snapshots.Add(1)
+	}
+	return s.Forward.PutStream(ctx, key, r)
 }
 
 func (s countingStore) Get(ctx context.Context, key string) ([]byte, error) {
 	s.c.gets.Add(1)
-	return s.Store.Get(ctx, key)
+	return s.Forward.Get(ctx, key)
 }
 
 func (s countingStore) List(ctx context.Context, prefix string) ([]string, error) {
 	s.c.lists.Add(1)
-	return s.Store.List(ctx, prefix)
+	return s.Forward.List(ctx, prefix)
 }
 
 func (s countingStore) Put(ctx context.Context, key string, data []byte) error {
 	if strings.HasSuffix(key, ".snapshot") {
 		s.c.snapshots.Add(1)
 	}
-	return s.Store.Put(ctx, key, data)
+	return s.Forward.Put(ctx, key, data)
 }
 
 // runLongRun runs the longrun mode.
@@ -268,9 +292,9 @@ func runLongRun(ctx context.Context, c LongRunConfig, dir string, out io.Writer)
 			WrapStore: func(role string, s objstore.Store) objstore.Store {
 				switch role {
 				case task.RoleCheckpoint:
-					return countingStore{Store: s, c: counts}
+					return countingStore{Forward: objstore.Forward{Store: s}, c: counts}
 				case task.RoleSink:
-					return countingStore{Store: s, c: sinkCounts}
+					return countingStore{Forward: objstore.Forward{Store: s}, c: sinkCounts}
 				}
 				return s
 			},

@@ -42,9 +42,16 @@ func (l *writeLease) valid(now time.Time) bool { return int64(now.Sub(l.start)) 
 // leasedStore refuses writes while the lease is lapsed; reads pass.
 // A write that started before the lease lapsed may still land: task output
 // is deterministic, so it carries the same bytes the new owner writes.
+// It is an objstore.Forward: every optional capability of the wrapped
+// store passes through (a split of a large source file reads only its own
+// bytes on an executor too), and it overrides every write path.
 type leasedStore struct {
-	objstore.Store
+	objstore.Forward
 	lease *writeLease
+}
+
+func newLeasedStore(st objstore.Store, lease *writeLease) *leasedStore {
+	return &leasedStore{Forward: objstore.Forward{Store: st}, lease: lease}
 }
 
 func (s *leasedStore) check(op, key string) error {
@@ -58,97 +65,79 @@ func (s *leasedStore) Put(ctx context.Context, key string, data []byte) error {
 	if err := s.check("put", key); err != nil {
 		return err
 	}
-	return s.Store.Put(ctx, key, data)
+	return s.Forward.Put(ctx, key, data)
 }
 
 func (s *leasedStore) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	if err := s.check("put-if-absent", key); err != nil {
 		return err
 	}
-	return s.Store.PutIfAbsent(ctx, key, data)
+	return s.Forward.PutIfAbsent(ctx, key, data)
 }
 
-// GetStream forwards a streamed read (reads pass).
-func (s *leasedStore) GetStream(ctx context.Context, key string) (io.ReadCloser, error) {
-	return objstore.GetReader(ctx, s.Store, key)
-}
-
-// PutStream refuses a streamed write while the lease is lapsed.
 func (s *leasedStore) PutStream(ctx context.Context, key string, r io.Reader) error {
 	if err := s.check("put", key); err != nil {
 		return err
 	}
-	return objstore.PutReader(ctx, s.Store, key, r)
+	return s.Forward.PutStream(ctx, key, r)
 }
-
-var _ objstore.Streamer = (*leasedStore)(nil)
 
 func (s *leasedStore) Delete(ctx context.Context, key string) error {
 	if err := s.check("delete", key); err != nil {
 		return err
 	}
-	return s.Store.Delete(ctx, key)
+	return s.Forward.Delete(ctx, key)
+}
+
+func (s *leasedStore) DeleteMany(ctx context.Context, keys []string) error {
+	if len(keys) > 0 {
+		if err := s.check("delete", keys[0]); err != nil {
+			return err
+		}
+	}
+	return s.Forward.DeleteMany(ctx, keys)
 }
 
 // The multipart calls a reduce task makes (create, upload part) are writes
 // and need the lease; completing and aborting are the driver's, but pass
 // the same check when an executor makes them.
 
-func (s *leasedStore) multipart(op, key string) (objstore.Multipart, error) {
-	if err := s.check(op, key); err != nil {
-		return nil, err
-	}
-	mp, ok := s.Store.(objstore.Multipart)
-	if !ok {
-		return nil, fmt.Errorf("%s %s: %w", op, key, objstore.ErrMultipartUnsupported)
-	}
-	return mp, nil
-}
-
 func (s *leasedStore) CreateMultipart(ctx context.Context, key string) (string, error) {
-	mp, err := s.multipart("create-multipart", key)
-	if err != nil {
+	if err := s.check("create-multipart", key); err != nil {
 		return "", err
 	}
-	return mp.CreateMultipart(ctx, key)
+	return s.Forward.CreateMultipart(ctx, key)
 }
 
 func (s *leasedStore) UploadPart(ctx context.Context, key, uploadID string, number int, data []byte) (objstore.Part, error) {
-	mp, err := s.multipart("upload-part", key)
-	if err != nil {
+	if err := s.check("upload-part", key); err != nil {
 		return objstore.Part{}, err
 	}
-	return mp.UploadPart(ctx, key, uploadID, number, data)
+	return s.Forward.UploadPart(ctx, key, uploadID, number, data)
 }
 
 func (s *leasedStore) CompleteMultipart(ctx context.Context, key, uploadID string, parts []objstore.Part) error {
-	mp, err := s.multipart("complete-multipart", key)
-	if err != nil {
+	if err := s.check("complete-multipart", key); err != nil {
 		return err
 	}
-	return mp.CompleteMultipart(ctx, key, uploadID, parts)
+	return s.Forward.CompleteMultipart(ctx, key, uploadID, parts)
 }
 
 func (s *leasedStore) AbortMultipart(ctx context.Context, key, uploadID string) error {
-	mp, err := s.multipart("abort-multipart", key)
-	if err != nil {
+	if err := s.check("abort-multipart", key); err != nil {
 		return err
 	}
-	return mp.AbortMultipart(ctx, key, uploadID)
+	return s.Forward.AbortMultipart(ctx, key, uploadID)
 }
 
-// ListsStaged answers for the wrapped store: a reduce task on a store that
-// lists its staged uploads writes no pending-upload record.
-func (s *leasedStore) ListsStaged() bool {
-	_, ok := objstore.StagedListerOf(s.Store)
-	return ok
-}
-
-// ListStaged is a read: it passes.
-func (s *leasedStore) ListStaged(ctx context.Context, prefix string) ([]objstore.StagedUpload, error) {
-	l, ok := objstore.StagedListerOf(s.Store)
-	if !ok {
-		return nil, fmt.Errorf("list staged uploads %s: %w", prefix, objstore.ErrStagedListUnsupported)
-	}
-	return l.ListStaged(ctx, prefix)
-}
+// leasedStore has every optional capability of objstore.
+var (
+	_ objstore.Streamer      = (*leasedStore)(nil)
+	_ objstore.RangeReader   = (*leasedStore)(nil)
+	_ objstore.RangeStreamer = (*leasedStore)(nil)
+	_ objstore.InfoLister    = (*leasedStore)(nil)
+	_ objstore.AfterLister   = (*leasedStore)(nil)
+	_ objstore.BatchDeleter  = (*leasedStore)(nil)
+	_ objstore.Multipart     = (*leasedStore)(nil)
+	_ objstore.StagedLister  = (*leasedStore)(nil)
+)

@@ -569,7 +569,7 @@ func (s *executorService) PrepareQuery(ctx context.Context, req *sluicepb.Prepar
 		if inner != nil {
 			st = inner(role, st)
 		}
-		return &leasedStore{Store: st, lease: n.lease}
+		return newLeasedStore(st, n.lease)
 	}
 	env, err := task.Open(n.life, &spec, req.QueryId, opts)
 	if err != nil {

@@ -2,6 +2,7 @@ package objstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -45,4 +46,50 @@ func (s *S3) DeleteMany(ctx context.Context, keys []string) error {
 		}
 	}
 	return nil
+}
+
+// DeleteMany deletes keys from s in few requests when s is a BatchDeleter,
+// else one Delete each; absent keys are not an error either way.
+func DeleteMany(ctx context.Context, s Store, keys []string) error {
+	if bd, ok := s.(BatchDeleter); ok {
+		return bd.DeleteMany(ctx, keys)
+	}
+	for _, k := range keys {
+		if err := s.Delete(ctx, k); err != nil && !errors.Is(err, ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// DeleteMany forwards to the inner store's batch delete, under the prefix.
+func (p *prefixed) DeleteMany(ctx context.Context, keys []string) error {
+	full := make([]string, len(keys))
+	for i, k := range keys {
+		if err := checkKey(k); err != nil {
+			return err
+		}
+		full[i] = p.prefix + k
+	}
+	return DeleteMany(ctx, p.inner, full)
+}
+
+// DeleteMany counts one delete per key.
+func (c *Counting) DeleteMany(ctx context.Context, keys []string) error {
+	err := DeleteMany(ctx, c.inner, keys)
+	for _, k := range keys {
+		c.record(OpDelete, k, 0, err)
+	}
+	return err
+}
+
+// DeleteMany runs each key through the rules as a Delete: the first rule
+// that fires fails the whole call, before anything is deleted.
+func (f *Faulty) DeleteMany(ctx context.Context, keys []string) error {
+	for _, k := range keys {
+		if err := f.do(OpDelete, k, func() error { return nil }); err != nil {
+			return err
+		}
+	}
+	return DeleteMany(ctx, f.inner, keys)
 }

@@ -225,12 +225,12 @@ func (p *prefixed) GetRange(ctx context.Context, key string, off, n int64) ([]by
 	if err := checkKey(key); err != nil {
 		return nil, 0, err
 	}
-	return getRange(ctx, p.inner, p.prefix+key, off, n)
+	return GetRange(ctx, p.inner, p.prefix+key, off, n)
 }
 
 // GetRange counts one get of the bytes the range returned.
 func (c *Counting) GetRange(ctx context.Context, key string, off, n int64) ([]byte, int64, error) {
-	b, size, err := getRange(ctx, c.inner, key, off, n)
+	b, size, err := GetRange(ctx, c.inner, key, off, n)
 	c.record(OpGet, key, len(b), err)
 	return b, size, err
 }
@@ -239,15 +239,16 @@ func (c *Counting) GetRange(ctx context.Context, key string, off, n int64) ([]by
 func (f *Faulty) GetRange(ctx context.Context, key string, off, n int64) ([]byte, int64, error) {
 	var b []byte
 	var size int64
-	err := f.do(OpGet, key, func() (err error) { b, size, err = getRange(ctx, f.inner, key, off, n); return err })
+	err := f.do(OpGet, key, func() (err error) { b, size, err = GetRange(ctx, f.inner, key, off, n); return err })
 	if err != nil {
 		return nil, 0, err
 	}
 	return b, size, nil
 }
 
-// getRange reads a range from s, whole and cut when s has no RangeReader.
-func getRange(ctx context.Context, s Store, key string, off, n int64) ([]byte, int64, error) {
+// GetRange reads a range of key from s (see RangeReader): through its
+// RangeReader, or whole and cut when it has none.
+func GetRange(ctx context.Context, s Store, key string, off, n int64) ([]byte, int64, error) {
 	if rr, ok := s.(RangeReader); ok {
 		return rr.GetRange(ctx, key, off, n)
 	}
