@@ -3,6 +3,7 @@ package query
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/big"
 	"slices"
 	"strings"
@@ -260,11 +261,11 @@ func (a *analyzer) join() error {
 		want[strings.ToLower(k)] = true
 	}
 	if len(keys) != len(want) {
-		return errAt(j.Pos, "JOIN", "joins on %s but join.keys is %s: the ON or USING columns must be exactly the join's keys", strings.Join(sortedKeysOf(keys), ", "), strings.Join(sj.Keys, ", "))
+		return errAt(j.Pos, "JOIN", "joins on %s but join.keys is %s: the ON or USING columns must be exactly the join's keys", strings.Join(slices.Sorted(maps.Keys(keys)), ", "), strings.Join(sj.Keys, ", "))
 	}
 	for k := range keys {
 		if !want[k] {
-			return errAt(j.Pos, "JOIN", "joins on %s but join.keys is %s: the ON or USING columns must be exactly the join's keys", strings.Join(sortedKeysOf(keys), ", "), strings.Join(sj.Keys, ", "))
+			return errAt(j.Pos, "JOIN", "joins on %s but join.keys is %s: the ON or USING columns must be exactly the join's keys", strings.Join(slices.Sorted(maps.Keys(keys)), ", "), strings.Join(sj.Keys, ", "))
 		}
 	}
 	return nil

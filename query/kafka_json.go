@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -52,7 +54,7 @@ func (k *KafkaSource) UnmarshalJSON(b []byte) error {
 		opts[name] = value
 		return nil
 	}
-	for _, key := range sortedKeysOf(raw) {
+	for _, key := range slices.Sorted(maps.Keys(raw)) {
 		v := raw[key]
 		switch {
 		case strings.HasPrefix(key, kafkaOptionPrefix):
@@ -74,7 +76,7 @@ func (k *KafkaSource) UnmarshalJSON(b []byte) error {
 			if err := d.Decode(&m); err != nil {
 				return fmt.Errorf("source.kafka.options: want a mapping of Kafka client options: %w", err)
 			}
-			for _, name := range sortedKeysOf(m) {
+			for _, name := range slices.Sorted(maps.Keys(m)) {
 				s, err := optionString(m[name])
 				if err != nil {
 					return fmt.Errorf("source.kafka.options.%s: %w", name, err)
@@ -184,6 +186,27 @@ func decodeAny(b []byte) (any, error) {
 // message, a log or the fingerprint: passwords, JAAS configurations, keys,
 // tokens.
 func SecretOption(name string) bool { return secretOption(strings.TrimPrefix(name, "kafka.")) }
+
+// RedactedValue stands for a secret's value wherever a spec is shown.
+const RedactedValue = "[redacted]"
+
+// Redacted returns a copy of s safe to log or show to a viewer: the value
+// of every secret option (SecretOption) is RedactedValue. It is the one
+// redactor of specs.
+func (s Spec) Redacted() Spec {
+	if k := s.Source.Kafka; k != nil && len(k.Options) > 0 {
+		kc := *k
+		kc.Options = make(map[string]string, len(k.Options))
+		for name, v := range k.Options {
+			if SecretOption(name) {
+				v = RedactedValue
+			}
+			kc.Options[name] = v
+		}
+		s.Source.Kafka = &kc
+	}
+	return s
+}
 
 // SecretOptions returns the names of the secret options the spec sets
 // ("kafka." prefixed, sorted).

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -180,7 +182,7 @@ func checkKeys(v any, t reflect.Type, path string) []error {
 		}
 		fields := jsonFields(t)
 		var errs []error
-		for _, k := range sortedKeysOf(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			f, ok := fields[k]
 			if !ok {
 				errs = append(errs, unknownField(k, path, fieldNames(fields), ""))
@@ -205,7 +207,7 @@ func checkKeys(v any, t reflect.Type, path string) []error {
 			return []error{fmt.Errorf("%s: got a %s, want a mapping", path, jsonKind(v))}
 		}
 		var errs []error
-		for _, k := range sortedKeysOf(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			errs = append(errs, checkKeys(m[k], t.Elem(), joinPath(path, k))...)
 		}
 		return errs
@@ -279,7 +281,7 @@ func checkKafkaKeys(v any, path string) []error {
 	}
 	fields := jsonFields(kafkaSourceType)
 	var errs []error
-	for _, k := range sortedKeysOf(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		p := joinPath(path, k)
 		switch {
 		case strings.HasPrefix(k, kafkaOptionPrefix):
@@ -298,7 +300,7 @@ func checkKafkaKeys(v any, path string) []error {
 				errs = append(errs, fmt.Errorf("%s: got a %s, want a mapping of Kafka client options", p, jsonKind(m[k])))
 				continue
 			}
-			for _, ok := range sortedKeysOf(om) {
+			for _, ok := range slices.Sorted(maps.Keys(om)) {
 				if _, err := optionString(om[ok]); err != nil {
 					errs = append(errs, fmt.Errorf("%s: %w", joinPath(p, ok), err))
 				}

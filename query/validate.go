@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -721,15 +720,6 @@ func (v *validator) rest() {
 	if s.SnapshotInterval < 1 {
 		v.add("stateSnapshotInterval", strconv.Itoa(s.SnapshotInterval), "must be >= 1 (0 means the default, %d)", DefaultSnapshotInterval)
 	}
-}
-
-func sortedKeysOf[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // columnNames lists the names of fs as "a, b and c".

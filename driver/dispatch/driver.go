@@ -88,11 +88,13 @@ func NewDriver(opts DriverOptions) (*Driver, error) {
 	auth := &rpcauth.Authenticator{Token: opts.Token, Roles: opts.Roles, Mutual: opts.TLS != nil && opts.TLS.Mutual()}
 	d.srv = grpc.NewServer(rpcauth.DriverServerOptions(auth, serverTLS, opts.Logger)...)
 	sluicepb.RegisterDriverServiceServer(d.srv, &driverService{d: d})
-	if opts.Control != nil {
-		sluicepb.RegisterControlServiceServer(d.srv, opts.Control)
-	} else {
-		sluicepb.RegisterControlServiceServer(d.srv, controlService{})
+	// Registered either way, so a call without credentials is refused as
+	// unauthenticated before it learns whether the service is served.
+	control := opts.Control
+	if control == nil {
+		control = sluicepb.UnimplementedControlServiceServer{}
 	}
+	sluicepb.RegisterControlServiceServer(d.srv, control)
 	return d, nil
 }
 
@@ -165,14 +167,4 @@ func (s *driverService) Deregister(ctx context.Context, req *sluicepb.Deregister
 		return nil, status.Error(codes.DeadlineExceeded, err.Error())
 	}
 	return &sluicepb.DeregisterResponse{}, nil
-}
-
-// controlService is the CLI's service; submitting to a running driver is
-// not built yet, but the service is there, behind the token like the rest.
-type controlService struct {
-	sluicepb.UnimplementedControlServiceServer
-}
-
-func (controlService) SubmitQuery(context.Context, *sluicepb.SubmitQueryRequest) (*sluicepb.SubmitQueryResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "submitting a query to a running driver is not available yet: pass --query FILE to driver serve")
 }

@@ -189,7 +189,7 @@ func TestPeersWithoutTheTokenAreRefusedOnEveryService(t *testing.T) {
 		t.Fatalf("submit without a token: got %v, want UNAUTHENTICATED", err)
 	}
 	if _, err := sluicepb.NewControlServiceClient(dial(c.driver.Addr(), "right-token")).SubmitQuery(ctx, &sluicepb.SubmitQueryRequest{}); status.Code(err) != codes.Unimplemented {
-		t.Fatalf("submit with the token: got %v, want UNIMPLEMENTED (not built yet)", err)
+		t.Fatalf("submit with the token to a driver without a Control: got %v, want UNIMPLEMENTED", err)
 	}
 }
 

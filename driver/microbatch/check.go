@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"sort"
 	"strings"
 
 	"github.com/sluicehq/sluice/objstore"
@@ -113,15 +112,6 @@ func Check(spec query.Spec) error {
 // explain refuses a spec on exactly these errors.
 func CheckSpec(spec query.Spec) error {
 	return catalog.Validate(spec)
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // unwrapURIError drops ParseURI's `parse store uri "x": ` prefix, which

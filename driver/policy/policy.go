@@ -2,9 +2,11 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -96,7 +98,7 @@ func (p *Policy) check() error {
 		}
 	}
 	each("allow", p.Allow)
-	for _, name := range sortedKeys(p.Principals) {
+	for _, name := range slices.Sorted(maps.Keys(p.Principals)) {
 		each("principals."+name, p.Principals[name])
 	}
 	sort.Strings(errs)
@@ -104,15 +106,6 @@ func (p *Policy) check() error {
 		return fmt.Errorf("policy: %s", strings.Join(errs, "; "))
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // locations returns the locations principal may use.

@@ -151,19 +151,7 @@ func redactSpec(text string) []byte {
 	if err != nil {
 		return nil
 	}
-	if k := spec.Source.Kafka; k != nil && len(k.Options) > 0 {
-		opts := make(map[string]string, len(k.Options))
-		for name, v := range k.Options {
-			if query.SecretOption(name) {
-				v = "[redacted]"
-			}
-			opts[name] = v
-		}
-		kc := *k
-		kc.Options = opts
-		spec.Source.Kafka = &kc
-	}
-	b, err := json.MarshalIndent(spec, "", "  ")
+	b, err := json.MarshalIndent(spec.Redacted(), "", "  ")
 	if err != nil {
 		return nil
 	}

@@ -277,22 +277,13 @@ func (f *foldedLog) apply(r *Replacement) {
 // replacement id.
 func (f *foldedLog) files() []string {
 	var out []string
-	for _, n := range sortedKeys(f.batches) {
+	for _, n := range slices.Sorted(maps.Keys(f.batches)) {
 		out = append(out, f.batches[n]...)
 	}
-	for _, id := range sortedKeys(f.reps) {
+	for _, id := range slices.Sorted(maps.Keys(f.reps)) {
 		out = append(out, f.reps[id]...)
 	}
 	return out
-}
-
-func sortedKeys[K ids.BatchID | string, V any](m map[K]V) []K {
-	ks := make([]K, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }
 
 // buildCompact folds the log before batch n, and the replacements done
@@ -327,12 +318,12 @@ func (s *Sink) buildCompact(ctx context.Context, l logLayout, n ids.BatchID) (*C
 		applied = append(applied, id)
 	}
 	c := &Compacted{Batches: []BatchFiles{}, Applied: applied}
-	for _, b := range sortedKeys(f.batches) {
+	for _, b := range slices.Sorted(maps.Keys(f.batches)) {
 		if b < n && len(f.batches[b]) > 0 {
 			c.Batches = append(c.Batches, BatchFiles{BatchID: b, Files: f.batches[b]})
 		}
 	}
-	for _, id := range sortedKeys(f.reps) {
+	for _, id := range slices.Sorted(maps.Keys(f.reps)) {
 		if len(f.reps[id]) > 0 {
 			c.Replacements = append(c.Replacements, ReplacementFiles{ID: id, Files: f.reps[id]})
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -140,7 +141,7 @@ func CompactDates(ctx context.Context, store objstore.Store, opts CompactOptions
 		byDate[date] = append(byDate[date], k)
 	}
 	var out []CompactedDate
-	for _, date := range sortedKeys(byDate) {
+	for _, date := range slices.Sorted(maps.Keys(byDate)) {
 		if opts.Before != "" && date >= opts.Before {
 			continue
 		}
@@ -388,7 +389,7 @@ func nextReplacementID(ctx context.Context, store objstore.Store, l logLayout, f
 		return "", err
 	}
 	gen := 0
-	ids := slices.Concat(lk.index(l.prefix).replacements, sortedKeys(f.reps), sortedKeys(f.applied))
+	ids := slices.Concat(lk.index(l.prefix).replacements, slices.Sorted(maps.Keys(f.reps)), slices.Sorted(maps.Keys(f.applied)))
 	for _, id := range ids {
 		if g, ok := strings.CutPrefix(id, date+"-"); ok {
 			if n, err := strconv.Atoi(g); err == nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -55,7 +56,7 @@ func snapshotOnce(ctx context.Context, store objstore.Store) (*sinkSnapshot, err
 		x *logIndex
 	}
 	refs := []logRef{{logLayout{prefix: LogDir}, lk.primary}}
-	for _, q := range sortedKeys(lk.secondary) {
+	for _, q := range slices.Sorted(maps.Keys(lk.secondary)) {
 		refs = append(refs, logRef{logLayout{prefix: LogDir + q + "/"}, lk.secondary[q]})
 	}
 	snap := &sinkSnapshot{}
@@ -128,7 +129,7 @@ func LogEntries(ctx context.Context, store objstore.Store) ([]LogEntry, error) {
 		for _, e := range f.entries {
 			raw[e.BatchID] = e
 		}
-		for _, n := range sortedKeys(f.batches) {
+		for _, n := range slices.Sorted(maps.Keys(f.batches)) {
 			e, ok := raw[n]
 			if !ok {
 				e = LogEntry{Version: compactVersion, QueryID: f.queryID, BatchID: n}
@@ -137,7 +138,7 @@ func LogEntries(ctx context.Context, store objstore.Store) ([]LogEntry, error) {
 			e.Compacted = nil
 			refs = append(refs, ref{e: e, log: i})
 		}
-		for _, id := range sortedKeys(f.reps) {
+		for _, id := range slices.Sorted(maps.Keys(f.reps)) {
 			reps = append(reps, LogEntry{Version: compactVersion, QueryID: f.queryID, BatchID: -1, Files: f.reps[id], Replacement: id})
 		}
 	}

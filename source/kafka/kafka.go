@@ -140,7 +140,7 @@ func New(cfg Config) (*Source, error) {
 		decompressor: kgo.DefaultDecompressor(),
 	}
 	s.ahead.max = defaultAheadBytes
-	r := Redacted(cfg.Kafka)
+	r := (query.Spec{Source: query.Source{Kafka: &cfg.Kafka}}).Redacted().Source.Kafka
 	log.Debug("kafka source configured", "bootstrapServers", r.BootstrapServers, "subscribe", r.Subscribe,
 		"subscribePattern", r.SubscribePattern, "assign", r.Assign, "startingOffsets", r.StartingOffsets,
 		"failOnDataLoss", set.failOnLoss, "maxOffsetsPerTrigger", r.MaxOffsetsPerTrigger,

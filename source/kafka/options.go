@@ -105,35 +105,6 @@ var tokenSourceHelp = map[string]string{
 	"AWS_MSK_IAM": "credentials come from the standard AWS chain, as for S3: environment, shared files, web identity, instance role",
 }
 
-// secretOptions are never shown in logs or errors.
-var secretOptions = map[string]bool{
-	"sasl.password":           true,
-	"sasl.jaas.config":        true,
-	"ssl.keystore.key":        true,
-	"ssl.key.password":        true,
-	"ssl.keystore.password":   true,
-	"ssl.truststore.password": true,
-}
-
-const redactedValue = "[redacted]"
-
-// Redacted returns a copy of the Kafka source options safe to log: the
-// values of secret kafka.* options (passwords, sasl.jaas.config, private
-// keys) are replaced by "[redacted]".
-func Redacted(k query.KafkaSource) query.KafkaSource {
-	if k.Options != nil {
-		opts := make(map[string]string, len(k.Options))
-		for name, v := range k.Options {
-			if secretOptions[strings.TrimPrefix(name, "kafka.")] || query.SecretOption(name) {
-				v = redactedValue
-			}
-			opts[name] = v
-		}
-		k.Options = opts
-	}
-	return k
-}
-
 // Validate checks the Kafka source options without contacting a broker or
 // reading files, and reports every problem it finds, each naming the
 // option, the value (never a secret) and the rule, as a
@@ -346,8 +317,8 @@ func parseClient(raw map[string]string) (clientSettings, []query.Problem) {
 	// secret; all is a problem of several options together.
 	opt := func(name, rule string, args ...any) {
 		v := opts[name]
-		if secretOptions[name] || query.SecretOption(name) {
-			v = redactedValue
+		if query.SecretOption(name) {
+			v = query.RedactedValue
 		}
 		problems = append(problems, query.Problem{Field: field + "kafka." + name, Value: v, Rule: fmt.Sprintf(rule, args...)})
 	}

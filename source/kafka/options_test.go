@@ -139,7 +139,7 @@ func TestRedactedHidesSecretsFromLogs(t *testing.T) {
 	k := query.KafkaSource{BootstrapServers: "127.0.0.1:1", Subscribe: "a", Options: map[string]string{
 		"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "alice", "kafka.sasl.password": secret,
 	}}
-	r := Redacted(k)
+	r := (query.Spec{Source: query.Source{Kafka: &k}}).Redacted().Source.Kafka
 	if r.Options["kafka.sasl.password"] != "[redacted]" || r.Options["sasl.username"] != "alice" {
 		t.Fatalf("Redacted options = %v", r.Options)
 	}
