@@ -19,7 +19,7 @@ import (
 	"github.com/sluicehq/sluice/source/generator"
 )
 
-// The big-file measurement (-only bigfile, in -report): issue 13's
+// The big-file measurement (-only bigfile, in -report): the
 // bounded memory on one large source file, and the file source's
 // per-trigger listing cost as the files already taken grow.
 //

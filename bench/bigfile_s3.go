@@ -14,7 +14,7 @@ import (
 )
 
 // One large object in the distributed path (-only bigfile-s3, in
-// -report; issue 32): one JSON-lines object of -bigfile-s3-events
+// -report): one JSON-lines object of -bigfile-s3-events
 // generator events (1 000 courses; 8 M events are about 760 MB) on the S3
 // test server (versitygw on loopback), read with source.file.minPartitions
 // -bigfile-s3-min-partitions (16), so a batch is that many byte ranges of
@@ -51,7 +51,7 @@ func runBigFileS3Mode(ctx context.Context, e *ModeEnv) (*Section, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	sec := &Section{Title: "One large object in the distributed path (issue 32)"}
+	sec := &Section{Title: "One large object in the distributed path"}
 	target := Target{Name: bigFileS3TargetName, Want: "≥ 0.70", Status: "not measured"}
 	sec.Targets = []Target{target}
 	driver, err := e.Driver(ctx)

@@ -230,7 +230,8 @@ type WriteKinds struct {
 	Offsets, Commits, Deltas, Snapshots, Other int
 }
 
-// Fixed is every write other than state files: issue 3 allows 3 of them.
+// Fixed is every write other than state files (the durability target
+// allows 3 of them).
 func (w WriteKinds) Fixed() int { return w.Offsets + w.Commits + w.Other }
 
 func classify(trace []objstore.TraceEntry) WriteKinds {

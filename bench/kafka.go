@@ -28,7 +28,7 @@ import (
 	"github.com/sluicehq/sluice/source/generator"
 )
 
-// The Kafka measurement (issue 4's speed section): a kfake broker in this
+// The Kafka measurement (the report's speed section): a kfake broker in this
 // process on a 127.0.0.1 port, topics preloaded with the generator's tile
 // events spread round-robin over the partitions (record i to partition
 // i mod P, so each partition is in event-time order and no row is late),

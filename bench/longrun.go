@@ -29,7 +29,7 @@ import (
 	"github.com/sluicehq/sluice/task"
 )
 
-// A query that runs for a long time (-only longrun, in -report; issue 13):
+// A query that runs for a long time (-only longrun, in -report):
 // -longrun-batches micro-batches (mostly small, some no-data) of the tile
 // over the generator, checkpoint and Parquet sink on the S3-compatible test
 // server (versitygw, as a process on loopback; $SLUICE_VERSITYGW or

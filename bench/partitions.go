@@ -27,7 +27,7 @@ import (
 	"github.com/sluicehq/sluice/source/kafka"
 )
 
-// The partitions measurement (issue 17): how the cost of a batch follows
+// The partitions measurement: how the cost of a batch follows
 // its rows and not the topic's partition count, and what one driver
 // carries.
 //

@@ -30,7 +30,7 @@ import (
 // windows W" and exits.
 const refProcessEnv = "SLUICEBENCH_REFERENCE_FILES"
 
-// processCourses is the whole-process run's distinct courses (issue 14).
+// processCourses is the whole-process run's distinct courses.
 const processCourses = 1000
 
 // refGeneratorEnv, set to the generator's options as JSON, makes this

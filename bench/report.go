@@ -101,7 +101,7 @@ func describeMachine() Machine {
 	return m
 }
 
-// Target is one of issue 14's targets and where the run stands.
+// Target is one of the report's targets and where the run stands.
 type Target struct {
 	Name     string
 	Want     string
@@ -178,7 +178,7 @@ func targets(res *Results) []Target {
 		ratioTarget("engine / fair reference, generator, whole `driver run` process", res.ProcessGenPair, 0.85),
 		ratioTarget("engine / fair reference, Kafka (kfake), in process", kp, 0.8),
 	}
-	// Issue 32's targets: against the bare loop (bare.go), as whole
+	// The report's targets: against the bare loop (bare.go), as whole
 	// processes.
 	var kproc *Pair
 	if res.Kafka != nil {

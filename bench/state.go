@@ -239,7 +239,7 @@ func runState(ctx context.Context, c StateConfig, dir string, out io.Writer) ([]
 	return all, nil
 }
 
-// pebbleTargetName is issue 14's pebble target in the targets table.
+// pebbleTargetName is the report's pebble target in the targets table.
 const pebbleTargetName = "10 M groups on pebble (one partition, GOMEMLIMIT per phase) within a 1 GiB RSS: write, restore on a fresh executor"
 
 // runStateMode is the state measurement as a report section: bytes per

@@ -68,7 +68,7 @@ progress, history and read the HTTP port, an operator may also submit and
 stop. With mutual TLS, --principal-role CN=ROLE maps a client certificate's
 common name to a role. Once any of them is given, the cluster token
 (--token-file) is the executors' credential alone and grants nothing on the
-CLI's service; without them it keeps every right, as before roles existed.
+CLI's service; without them it keeps every right there.
 
 --policy FILE limits the locations a submitted query may use (sources,
 topics, sinks, checkpoints, bad records; per principal too): a spec outside

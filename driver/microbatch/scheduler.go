@@ -357,8 +357,9 @@ func (q *Query) snapshot(ctx context.Context, now time.Time) (*checkpoint.Manife
 }
 
 // batchManifest is the join snapshot a logged batch joins against: the
-// one its entry records. An entry written before the query had a join
-// records none; it joins against the run's current snapshot (logged).
+// one its entry records. An entry that records none (the query gained a
+// join after the batch was logged) joins against the run's current
+// snapshot, and says so in the log.
 func (q *Query) batchManifest(ctx context.Context, e *checkpoint.OffsetEntry) (join.Ref, error) {
 	if q.cfg.Spec.Join == nil {
 		return join.Ref{}, nil
@@ -370,7 +371,7 @@ func (q *Query) batchManifest(ctx context.Context, e *checkpoint.OffsetEntry) (j
 	if err != nil {
 		return join.Ref{}, fmt.Errorf("batch %d: %w", e.BatchID, err)
 	}
-	q.cfg.Logger.Warn("logged batch records no join snapshot (written before the query had a join); joining against the current one", "query", q.cfg.Spec.Name, "batch", e.BatchID, "manifest_id", m.ID)
+	q.cfg.Logger.Warn("logged batch records no join snapshot (the query had no join when it was logged); joining against the current one", "query", q.cfg.Spec.Name, "batch", e.BatchID, "manifest_id", m.ID)
 	e.Manifest = m // in memory only, for the batch's progress; the log is never rewritten
 	return join.Ref{ID: m.ID, Hash: m.Hash}, nil
 }

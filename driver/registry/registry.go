@@ -56,7 +56,7 @@ type Record struct {
 	ChangedAt time.Time `json:"changedAt"`
 	// Principal and Role are the authenticated caller that made the change
 	// (a token's name, a certificate's common name, "cluster-token") and
-	// its role; empty in generations written before roles existed.
+	// its role; empty when the change carried no authenticated caller.
 	Principal string `json:"principal,omitempty"`
 	Role      string `json:"role,omitempty"`
 	// Reason is the change's reason or ticket as the caller gave it.

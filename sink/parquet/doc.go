@@ -53,8 +53,8 @@
 //
 // Readers (ReadCommitted, ReadAllFiles, driver compact) open a file
 // through objstore.OpenReaderAt: one ranged read of its last 1 MiB (the
-// whole file when smaller, so a small file is one GET as before; the
-// footer of a larger one), then the column chunks in ranged reads of at
+// whole file when smaller, so a small file is one GET; the footer of a
+// larger one), then the column chunks in ranged reads of at
 // most 1 MiB per column (readBuffer). A store without
 // objstore.RangeReader is read whole.
 //

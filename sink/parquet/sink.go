@@ -430,7 +430,7 @@ func (s *Sink) split(rows []row.Row) ([]dirRows, error) {
 // flushes a page when its own buffer is full, whatever the others do),
 // without assembling a parquet.Row per row or copying each string
 // (TestColumnWiseEncodingIsTheRowWiseBytes). A value of the wrong kind is
-// refused before anything is written, naming its row as before.
+// refused before anything is written, naming its row.
 func encodeTo(out io.Writer, schema *pq.Schema, cols []query.Column, rows []row.Row, opts ...pq.WriterOption) error {
 	for i, r := range rows {
 		for c, v := range r {

@@ -39,7 +39,7 @@
 // equal size. A range reads the lines that start in it: it starts after
 // the first newline at or past its first byte and reads through the line
 // that crosses its end. Splits depend only on the end offset. An offset of
-// version 2 (no sizes) gives one task per file, as before.
+// version 2 (no sizes) gives one task per file.
 //
 // Reading: a file or a range is streamed (objstore.GetReader,
 // GetRangeReader) and split into lines as it arrives, with a

@@ -731,7 +731,7 @@ func (c *aheadCache) take(r *rangeRead) bool {
 		}
 		if kr.offset >= r.To {
 			// The rest stays for the next batch (its slab is shared, so
-			// its size is counted as before).
+			// its size stays counted).
 			rest := *e
 			rest.start, rest.recs = r.To, e.recs[k:]
 			c.entries[r.tp] = &rest

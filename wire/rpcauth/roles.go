@@ -149,7 +149,7 @@ const tokensRecheck = time.Second
 
 // Enabled reports whether any viewer or operator credential is
 // configured. Without one, the cluster credential keeps every right on
-// the ControlService (the behavior before roles existed).
+// the ControlService.
 func (r *Roles) Enabled() bool {
 	if r == nil {
 		return false
