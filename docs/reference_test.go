@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/driver/policy"
 	"github.com/sluicehq/sluice/internal/testutil/validatecases"
 
 	"sigs.k8s.io/yaml"
@@ -157,7 +158,8 @@ func fences(t *testing.T) []fence {
 // fragment (```yaml patch=NAME): a JSON merge patch on base NAME, as a
 // field's example shows just that field. ```yaml invalid (or ```yaml
 // invalid patch=NAME) marks an example of a refused query: it must be
-// refused, and refused by validation, not by YAML.
+// refused, and refused by validation, not by YAML. ```yaml policy is a
+// location policy file, which must parse as one.
 func TestEveryYAMLExampleValidates(t *testing.T) {
 	all := fences(t)
 	if len(all) < 20 {
@@ -172,6 +174,13 @@ func TestEveryYAMLExampleValidates(t *testing.T) {
 	for _, f := range all {
 		where := fmt.Sprintf("%s:%d", f.file, f.line)
 		data := []byte(f.body)
+		if slices.Contains(strings.Fields(f.info), "policy") {
+			// A location policy (driver serve --policy), not a query.
+			if _, err := policy.Parse(data); err != nil {
+				t.Errorf("%s: policy example does not parse: %v", where, err)
+			}
+			continue
+		}
 		if name, ok := option(f.info, "patch"); ok {
 			base, ok := bases[name]
 			if !ok {

@@ -94,12 +94,12 @@ func httpGet(t *testing.T, url string) (string, int) {
 	return string(b), resp.StatusCode
 }
 
-// documentedMetrics reads the metric names README.md documents (the rows
+// documentedMetrics reads the metric names docs/observability.md documents (the rows
 // of its metrics tables that start with a `sluice_` name), split into the
 // driver's and the executor's.
 func documentedMetrics(t *testing.T) (driver, executor []string) {
 	t.Helper()
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile("../docs/observability.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func documentedMetrics(t *testing.T) (driver, executor []string) {
 		}
 	}
 	if len(driver) < 20 || len(executor) < 4 {
-		t.Fatalf("README documents %d driver and %d executor metrics; the tables were not found", len(driver), len(executor))
+		t.Fatalf("docs/observability.md documents %d driver and %d executor metrics; the tables were not found", len(driver), len(executor))
 	}
 	return driver, executor
 }
@@ -129,7 +129,7 @@ func has(ss []sample, name string) bool {
 }
 
 // Metrics scraped over HTTP from a running `driver serve` and its
-// executor, during a Kafka run: every name README documents is there, the
+// executor, during a Kafka run: every name docs/observability.md documents is there, the
 // counters move as records arrive, and the input rows counted equal the
 // records produced.
 func TestMetricsScrapedDuringAServeRunHaveTheDocumentedNamesAndCountersMove(t *testing.T) {

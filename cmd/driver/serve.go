@@ -61,7 +61,7 @@ submits every *.yaml|*.yml|*.json of DIR at start and on change (a changed
 file is applied only if its checkpoint can serve it; a removed file stops
 its query only with --prune).
 
-Who may do what (see the README's security section): --viewer-tokens-file
+Who may do what (see docs/security.md): --viewer-tokens-file
 and --operator-tokens-file hold "NAME TOKEN" lines (re-read when they
 change); a viewer may list, status,
 progress, history and read the HTTP port, an operator may also submit and

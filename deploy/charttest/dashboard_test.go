@@ -55,11 +55,11 @@ func readDashboard(t *testing.T, path string) (dashboard, []byte) {
 // replaced by what Grafana sends for "All" and a one-minute interval.
 var grafanaVars = strings.NewReplacer(`"$query"`, `".*"`, "$__rate_interval", "1m", "$__interval", "1m", "$__range", "1h")
 
-// documentedMetrics reads README.md's metrics tables: each metric's type
+// documentedMetrics reads docs/observability.md's metrics tables: each metric's type
 // and the labels it documents.
 func documentedMetrics(t *testing.T) map[string]documented {
 	t.Helper()
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "docs", "observability.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func documentedMetrics(t *testing.T) map[string]documented {
 		out[m[1]] = d
 	}
 	if len(out) < 30 {
-		t.Fatalf("README.md documents %d metrics: its tables were not found", len(out))
+		t.Fatalf("docs/observability.md documents %d metrics: its tables were not found", len(out))
 	}
 	return out
 }
@@ -112,7 +112,7 @@ func lookupMetric(docs map[string]documented, name string) (documented, bool) {
 }
 
 // checkPromQL parses expr with Prometheus' own parser and returns what is
-// wrong with it: a parse error, a metric README.md does not document, or a
+// wrong with it: a parse error, a metric docs/observability.md does not document, or a
 // label (in a matcher, a grouping or a vector match) none of the metrics
 // it names documents.
 func checkPromQL(docs map[string]documented, expr string) []string {
@@ -128,7 +128,7 @@ func checkPromQL(docs map[string]documented, expr string) []string {
 		case *parser.VectorSelector:
 			m, ok := lookupMetric(docs, n.Name)
 			if !ok {
-				problems = append(problems, "names "+n.Name+", which README.md's metrics tables do not list")
+				problems = append(problems, "names "+n.Name+", which docs/observability.md's metrics tables do not list")
 				return nil
 			}
 			named = append(named, m)
@@ -161,7 +161,7 @@ func checkPromQL(docs map[string]documented, expr string) []string {
 
 // Every query of the Grafana dashboard parses as PromQL with Prometheus'
 // own parser (the Grafana variables replaced as Grafana does) and names
-// only metrics, and labels of those metrics, that README.md documents; the
+// only metrics, and labels of those metrics, that docs/observability.md documents; the
 // panels cover what an operator looks at; the file in deploy/grafana is
 // the chart's.
 func TestDashboardQueriesAreValidPromQLOnDocumentedMetrics(t *testing.T) {
@@ -211,7 +211,7 @@ func TestDashboardQueriesAreValidPromQLOnDocumentedMetrics(t *testing.T) {
 			continue
 		}
 		if doc, ok := docs[m[1]]; !ok || !doc.has(m[2]) {
-			t.Errorf("variable %s reads label %s of %s, which README.md does not document", v.Name, m[2], m[1])
+			t.Errorf("variable %s reads label %s of %s, which docs/observability.md does not document", v.Name, m[2], m[1])
 		}
 	}
 }
@@ -222,7 +222,7 @@ func TestPromQLCheckRefusesUndocumentedNamesAndLabels(t *testing.T) {
 	for expr, want := range map[string]string{
 		`rate(sluice_input_rows_total{query=~"$query"}[$__rate_interval])`:                             "",
 		`histogram_quantile(0.9, sum by (le, query) (rate(sluice_batch_duration_seconds_bucket[5m])))`: "",
-		`sluice_made_up_total`:                                        "which README.md's metrics tables do not list",
+		`sluice_made_up_total`:                                        "which docs/observability.md's metrics tables do not list",
 		`sluice_input_rows_total{pod="x"}`:                            "has no documented label pod",
 		`sum by (phase) (sluice_input_rows_total)`:                    "groups or matches by phase",
 		`sum(rate(sluice_input_rows_total[5m]) by (query)`:            "does not parse",

@@ -9,7 +9,7 @@
 // the pod's mounts to the Secret key or ConfigMap the values name, and bad
 // values refused with a readable reason. It also parses the shipped
 // alerting rules and every query of the Grafana dashboard with Prometheus'
-// own code (both must name only metrics and labels README.md documents)
+// own code (both must name only metrics and labels docs/observability.md documents)
 // and checks the dashboard's ConfigMap.
 //
 // It lives in the deploy module, apart from the main module, so k8s.io/api

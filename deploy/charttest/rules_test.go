@@ -21,7 +21,7 @@ const rulesFile = "../helm/sluice/rules/sluice-rules.yaml"
 // TestRulesAreValidPrometheusRules parses the shipped alerting rules with
 // Prometheus' own rule-file code (what `promtool check rules` runs):
 // expressions, durations, label and annotation templates. Every metric an
-// expression names must be one the README's metrics table documents.
+// expression names must be one docs/observability.md's metrics tables document.
 func TestRulesAreValidPrometheusRules(t *testing.T) {
 	for _, path := range []string{rulesFile, "../prometheus/sluice-rules.yaml"} {
 		p := parser.NewParser(parser.Options{})
@@ -32,7 +32,7 @@ func TestRulesAreValidPrometheusRules(t *testing.T) {
 		if len(groups.Groups) == 0 || len(groups.Groups[0].Rules) < 5 {
 			t.Fatalf("%s: %d groups, want the sluice group with its rules", path, len(groups.Groups))
 		}
-		readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+		readme, err := os.ReadFile(filepath.Join("..", "..", "docs", "observability.md"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,7 +49,7 @@ func TestRulesAreValidPrometheusRules(t *testing.T) {
 			}
 			parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
 				if vs, ok := n.(*parser.VectorSelector); ok && !documented[vs.Name] {
-					t.Errorf("%s uses %s, which README's metrics table does not list", r.Alert, vs.Name)
+					t.Errorf("%s uses %s, which docs/observability.md's metrics table does not list", r.Alert, vs.Name)
 				}
 				return nil
 			})
