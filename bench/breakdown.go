@@ -56,9 +56,9 @@ var costParts = []struct{ prefix, part string }{
 	{"github.com/sluicehq/sluice/driver/dispatch", partRPC},
 	{"github.com/sluicehq/sluice/executor.", partRPC},
 	{"github.com/sluicehq/sluice/wire", partRPC},
-	{"github.com/sluicehq/sluice/task", "engine control (executor, scheduler)"},
-	{"github.com/sluicehq/sluice/driver/microbatch", "engine control (executor, scheduler)"},
-	{"github.com/sluicehq/sluice/", "engine control (executor, scheduler)"},
+	{"github.com/sluicehq/sluice/task", "engine control (tasks, batch loop)"},
+	{"github.com/sluicehq/sluice/driver/microbatch", "engine control (tasks, batch loop)"},
+	{"github.com/sluicehq/sluice/", "engine control (tasks, batch loop)"},
 	// The reference: its map update and merge are its aggregation; the
 	// rest of its loops (reading, splitting lines, polling) its source
 	// read.
@@ -93,7 +93,7 @@ var remedies = map[string]string{
 	"checkpoint":                           "fewer checkpoint objects per batch",
 	partRPC:                                "fewer and larger messages: partials merged per executor before the shuffle, task results batched",
 	"object store writes":                  "fewer synced writes per batch (a state delta and a Parquet file per partition, each fsynced with its directory)",
-	"engine control (executor, scheduler)": "less per-batch bookkeeping (planning, progress, task results)",
+	"engine control (tasks, batch loop)": "less per-batch bookkeeping (planning, progress, task results)",
 	"GC (background)":                      "fewer allocations per row and per group (the collector's work grows with them)",
 	"other (runtime)":                      "fewer goroutine switches and allocations outside the parts above",
 }
