@@ -1,0 +1,220 @@
+package microbatch_test
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/driver/microbatch"
+	"github.com/sluicehq/sluice/internal/testutil/tiletest"
+	"github.com/sluicehq/sluice/objstore"
+	"github.com/sluicehq/sluice/query"
+	"github.com/sluicehq/sluice/row"
+	"github.com/sluicehq/sluice/sink/parquet"
+)
+
+var queryIDInName = regexp.MustCompile(`-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.`)
+
+// committedParquet returns the sink's committed files by name without the
+// query id, their columns and rows.
+func committedParquet(t *testing.T, dir string) (map[string][]byte, []query.Column, []row.Row) {
+	t.Helper()
+	ctx := context.Background()
+	store, err := objstore.NewFS(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := parquet.LogEntries(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{}
+	for _, e := range entries {
+		for _, f := range e.Files {
+			b, err := store.Get(ctx, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[queryIDInName.ReplaceAllString(f, ".")] = b
+		}
+	}
+	cols, rows, err := parquet.ReadCommitted(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files, cols, rows
+}
+
+// The tile in SQL and in YAML, on the same input, write the same rows,
+// columns and types: the very same Parquet files, byte for byte, per
+// (batch, partition); both equal the oracle.
+func TestTileInSQLWritesTheYAMLTilesFiles(t *testing.T) {
+	events := tiletest.Events(7, 6000, 150*time.Millisecond, 4*time.Minute, 9)
+	want := tiletest.Oracle(events, 5*time.Minute, 10*time.Minute)
+	in := filepath.Join(t.TempDir(), "in")
+	if err := tiletest.WriteFiles(in, events, 500); err != nil {
+		t.Fatal(err)
+	}
+	var files []map[string][]byte
+	var colss [][]query.Column
+	for _, sql := range []bool{false, true} {
+		dir := t.TempDir()
+		spec := tiletest.Spec(in, filepath.Join(dir, "out"), filepath.Join(dir, "cp"))
+		if sql {
+			spec = tiletest.SQLSpec(in, filepath.Join(dir, "out"), filepath.Join(dir, "cp"))
+		}
+		spec.Source.File.MaxFilesPerTrigger = 3
+		reports := run(t, spec, microbatch.Options{})
+		if len(reports) < 4 {
+			t.Fatalf("sql=%v: %d batches", sql, len(reports))
+		}
+		fs, cols, rows := committedParquet(t, filepath.Join(dir, "out"))
+		got, err := tiletest.FromRows(cols, rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := tiletest.Diff(want, got); d != "" {
+			t.Fatalf("sql=%v: output differs from the oracle:\n%s", sql, d)
+		}
+		files, colss = append(files, fs), append(colss, cols)
+	}
+	if !reflect.DeepEqual(colss[0], colss[1]) {
+		t.Errorf("columns: YAML %v, SQL %v", colss[0], colss[1])
+	}
+	if len(files[0]) == 0 || len(files[0]) != len(files[1]) {
+		t.Fatalf("YAML committed %d files, SQL %d", len(files[0]), len(files[1]))
+	}
+	for name, b := range files[0] {
+		if !bytes.Equal(b, files[1][name]) {
+			t.Errorf("%s differs between YAML and SQL", name)
+		}
+	}
+}
+
+// tileOracle is the tile's append-mode output when each inner slice of
+// batches is one batch, in order, all of them available at the start (so
+// a data batch follows a data batch: no no-data batch runs between them,
+// as in Spark): batch i runs with W_evict, the watermark the batches
+// before it set (max event time of the rows that count toward it, minus
+// the delay, never falling, from 0), and W_late, the previous batch's
+// W_evict (0 for batch 0); a kept row whose window ends at or before
+// W_late is dropped as late; a window is written once with its count when
+// its end is at or before a batch's W_evict, or at the end (the trailing
+// no-data batch) the final watermark. counts says whether a row counts
+// toward the watermark, keep whether it reaches the aggregate.
+func tileOracle(batches [][]tiletest.Event, size, delay time.Duration, counts, keep func(tiletest.Event) bool) []tiletest.Window {
+	type key struct {
+		start  int64
+		course string
+	}
+	sz := size.Microseconds()
+	n := map[key]int64{}
+	var late, evict int64 // microseconds
+	for _, b := range batches {
+		maxT, has := int64(0), false
+		for _, e := range b {
+			us := e.Time.UnixMilli() * 1000
+			if counts(e) && (!has || us > maxT) {
+				maxT, has = us, true
+			}
+			if !keep(e) {
+				continue
+			}
+			start := us - ((us%sz)+sz)%sz
+			if start+sz <= late {
+				continue // late
+			}
+			n[key{start, e.Course}]++
+		}
+		late = evict
+		if has && maxT-delay.Microseconds() > evict {
+			evict = maxT - delay.Microseconds()
+		}
+	}
+	var out []tiletest.Window
+	for k, c := range n {
+		if k.start+sz <= evict {
+			out = append(out, tiletest.Window{Start: time.UnixMicro(k.start).UTC(), Course: k.course, Count: c})
+		}
+	}
+	tiletest.Sort(out)
+	return out
+}
+
+// A WHERE conjunct that does not read the event-time column runs below
+// the watermark (Spark's PushPredicateThroughNonJoin at
+// EventTimeWatermark, docs/semantics.md rule 25): rows it drops do not
+// move the watermark. A conjunct on the event-time column stays above it:
+// the rows it drops still do. The input has, in its second file, rows of
+// course "noise" three hours ahead of the others: counted, they raise the
+// watermark past every later row, which is then late. Each query's output
+// equals an oracle that applies the rule to the input.
+func TestFilterBelowTheWatermarkOnlyWhenItDoesNotReadTheEventTime(t *testing.T) {
+	events := tiletest.Events(11, 4800, time.Second, 2*time.Minute, 4)
+	const perFile = 600
+	var batches [][]tiletest.Event
+	for f := 0; f*perFile < len(events); f++ {
+		b := append([]tiletest.Event(nil), events[f*perFile:min(len(events), (f+1)*perFile)]...)
+		if f == 1 {
+			for i := range 5 {
+				b = append(b, tiletest.Event{ID: "noise", Course: "noise", Lesson: "l", Time: tiletest.Base.Add(3*time.Hour + time.Duration(i)*time.Second)})
+			}
+		}
+		batches = append(batches, b)
+	}
+	in := filepath.Join(t.TempDir(), "in")
+	for f, b := range batches {
+		if err := tiletest.WriteFiles(filepath.Join(in, "f"+string(rune('a'+f))), b, len(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cutoff := tiletest.Base.Add(2 * time.Hour)
+	notNoise := func(e tiletest.Event) bool { return e.Course != "noise" }
+	beforeCutoff := func(e tiletest.Event) bool { return e.Time.Before(cutoff) }
+	all := func(tiletest.Event) bool { return true }
+	const head = "SELECT window.start AS window_start, window.end AS window_end, course_id, count(*) AS event_count FROM events WHERE "
+	const tail = " GROUP BY window(event_time, '5 minutes'), course_id"
+	cases := []struct {
+		name, where  string
+		counts, keep func(tiletest.Event) bool
+	}{
+		{"pushed", "course_id != 'noise'", notNoise, notNoise},
+		{"on the event time", "event_time < TIMESTAMP '2026-03-02 11:00:00'", all, beforeCutoff},
+		{"both", "course_id != 'noise' AND event_time < TIMESTAMP '2026-03-02 11:00:00'", notNoise, func(e tiletest.Event) bool { return notNoise(e) && beforeCutoff(e) }},
+	}
+	wants := map[string][]tiletest.Window{}
+	for _, tc := range cases {
+		wants[tc.name] = tileOracle(batches, 5*time.Minute, 10*time.Minute, tc.counts, tc.keep)
+	}
+	if len(wants["pushed"]) < 2*len(wants["on the event time"]) {
+		t.Fatalf("the oracle gives %d windows pushed and %d not: the noise rows test nothing", len(wants["pushed"]), len(wants["on the event time"]))
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			spec := tiletest.SQLSpec(in, filepath.Join(dir, "out"), filepath.Join(dir, "cp"))
+			spec.SQL = head + tc.where + tail
+			spec.Source.File.MaxFilesPerTrigger = 1
+			reports := run(t, spec, microbatch.Options{})
+			_, cols, rows := committedParquet(t, filepath.Join(dir, "out"))
+			got, err := tiletest.FromRows(cols, rows)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := tiletest.Diff(wants[tc.name], got); d != "" {
+				t.Fatalf("output differs from the oracle:\n%s", d)
+			}
+			var input int64
+			for _, p := range reports {
+				input += p.NumInputRows
+			}
+			if input != int64(len(events)+5) {
+				t.Errorf("numInputRows %d, want every record read (%d): a filter is not a source", input, len(events)+5)
+			}
+		})
+	}
+}
