@@ -3,13 +3,18 @@ package microbatch_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/driver/microbatch"
+	"github.com/sluicehq/sluice/internal/testutil/optest"
 	"github.com/sluicehq/sluice/internal/testutil/tiletest"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
@@ -217,4 +222,106 @@ func TestFilterBelowTheWatermarkOnlyWhenItDoesNotReadTheEventTime(t *testing.T) 
 			}
 		})
 	}
+}
+
+// badRecords reads every bad record under the checkpoint's bad_records/.
+func badRecords(t *testing.T, cp string) map[string][]map[string]any {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(cp, "bad_records", "batch_id=*", "*.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]map[string]any{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(line), &m); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			out[filepath.Base(f)] = append(out[filepath.Base(f)], m)
+		}
+	}
+	return out
+}
+
+// A row whose expression fails (a regular expression read from a column
+// that does not compile, which Spark fails on too) is set aside as
+// malformed with the reason, like a record that does not decode: in the
+// map task (a WHERE, a projection) with the record, and after the
+// aggregate (a projection of a grouping column, in the reduce task) with
+// the aggregate's row; numRowsMalformed counts both and the other rows
+// are written.
+func TestExpressionFailuresAreSetAsideWithTheReason(t *testing.T) {
+	dir := t.TempDir()
+	in, cp := filepath.Join(dir, "in"), filepath.Join(dir, "cp")
+	line := func(id, course, lesson, ts string) string {
+		return fmt.Sprintf(`{"event_id":%q,"course_id":%q,"lesson_id":%q,"event_time":%q}`, id, course, lesson, ts)
+	}
+	writeLines(t, filepath.Join(in, "a.jsonl"),
+		line("e1", "c1", "l.", "2026-03-02T09:00:01Z"),
+		line("e2", "c1", "(", "2026-03-02T09:00:02Z"), // lesson_id is no regular expression
+		line("e3", "(", "l.", "2026-03-02T09:00:03Z"), // course_id is none either
+		line("e4", "c2", "l.", "2026-03-02T09:00:04Z"),
+		line("e5", "(", "l.", "2026-03-02T09:00:05Z"),
+		line("e6", "c2", "l.", "2026-03-02T09:30:00Z"), // closes the 09:00 windows
+	)
+	t.Run("map", func(t *testing.T) {
+		out := filepath.Join(dir, "map-out")
+		spec := tiletest.SQLSpec(in, out, cp+"-map")
+		spec.Sink.Parquet.PartitionBy = ""
+		spec.SQL = "SELECT event_id, regexp_extract('l1', lesson_id, 0) AS m FROM events WHERE regexp_extract(course_id, 'c', 0) = 'c'"
+		reports := run(t, spec, microbatch.Options{})
+		var malformed int64
+		for _, p := range reports {
+			malformed += p.NumRowsMalformed
+		}
+		if malformed != 1 {
+			t.Errorf("numRowsMalformed %d, want 1 (e2)", malformed)
+		}
+		bad := badRecords(t, cp+"-map")
+		if len(bad["part-00000.jsonl"]) != 1 {
+			t.Fatalf("bad records %v, want e2's in part-00000.jsonl", bad)
+		}
+		b := bad["part-00000.jsonl"][0]
+		if !strings.Contains(b["record"].(string), `"e2"`) || !strings.Contains(b["reason"].(string), "regexp_extract") || !strings.Contains(b["reason"].(string), "missing closing )") {
+			t.Errorf("bad record %v: want e2's record and the reason naming the expression and the regexp's error", b)
+		}
+		got := sinkRows(t, out, "event_id", "m")
+		want := []string{"event_id=e1 m=l1", "event_id=e4 m=l1", "event_id=e6 m=l1"} // e3, e5: course ( does not match c
+		if d := optest.Diff(want, got); d != "" {
+			t.Errorf("output:\n%s", d)
+		}
+	})
+	t.Run("reduce", func(t *testing.T) {
+		out := filepath.Join(dir, "reduce-out")
+		spec := tiletest.SQLSpec(in, out, cp+"-reduce")
+		spec.SQL = `SELECT window.start AS window_start, course_id, regexp_extract('c1(', course_id, 0) AS m, count(*) AS n
+FROM events GROUP BY window(event_time, '5 minutes'), course_id`
+		reports := run(t, spec, microbatch.Options{})
+		var malformed int64
+		for _, p := range reports {
+			malformed += p.NumRowsMalformed
+		}
+		if malformed != 1 {
+			t.Errorf("numRowsMalformed %d, want 1 (the 09:00 window of course '(')", malformed)
+		}
+		var reduceBad []map[string]any
+		for name, rs := range badRecords(t, cp+"-reduce") {
+			if strings.HasPrefix(name, "reduce-") {
+				reduceBad = append(reduceBad, rs...)
+			}
+		}
+		if len(reduceBad) != 1 || !strings.Contains(reduceBad[0]["record"].(string), `"course_id":"("`) || !strings.Contains(reduceBad[0]["reason"].(string), "regexp_extract") {
+			t.Fatalf("reduce-side bad records %v, want the ( window's row with the reason", reduceBad)
+		}
+		got := sinkRows(t, out, "window_start", "course_id", "m", "n")
+		want := []string{"window_start=2026-03-02T09:00:00Z course_id=c1 m=c1 n=2", "window_start=2026-03-02T09:00:00Z course_id=c2 m= n=1"}
+		if d := optest.Diff(want, got); d != "" {
+			t.Errorf("output:\n%s", d)
+		}
+	})
 }
