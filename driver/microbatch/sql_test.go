@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/driver/microbatch"
 	"github.com/sluicehq/sluice/internal/testutil/optest"
 	"github.com/sluicehq/sluice/internal/testutil/tiletest"
@@ -324,4 +326,31 @@ FROM events GROUP BY window(event_time, '5 minutes'), course_id`
 			t.Errorf("output:\n%s", d)
 		}
 	})
+}
+
+// A SQL query whose state changes (another GROUP BY) is refused on the
+// checkpoint of the old one ("new checkpoint required", both state
+// schemas named); the tile moves from YAML to SQL on its checkpoint and
+// carries on exactly (the output equals the oracle over both runs).
+func TestChangedSQLNeedsANewCheckpointAndTheTileMovesFromYAMLToSQL(t *testing.T) {
+	events := tiletest.Events(17, 3000, 150*time.Millisecond, 4*time.Minute, 5)
+	dir := t.TempDir()
+	in, out, cp := filepath.Join(dir, "in"), filepath.Join(dir, "out"), filepath.Join(dir, "cp")
+	if err := tiletest.WriteFiles(in, events[:1500], 300); err != nil {
+		t.Fatal(err)
+	}
+	run(t, tiletest.Spec(in, out, cp), microbatch.Options{})
+	if err := tiletest.WriteFiles(filepath.Join(in, "later"), events[1500:], 300); err != nil {
+		t.Fatal(err)
+	}
+	changed := tiletest.SQLSpec(in, out, cp)
+	changed.SQL = "SELECT window.start AS window_start, window.end AS window_end, course_id, lesson_id, count(*) AS event_count FROM events GROUP BY window(event_time, '5 minutes'), course_id, lesson_id"
+	_, err := microbatch.Build(context.Background(), changed, microbatch.Options{})
+	if !errors.Is(err, checkpoint.ErrIncompatibleCheckpoint) || !strings.Contains(err.Error(), "new checkpoint required") || !strings.Contains(err.Error(), "lesson_id string") {
+		t.Fatalf("want a 'new checkpoint required' error naming both state schemas, got %v", err)
+	}
+	run(t, tiletest.SQLSpec(in, out, cp), microbatch.Options{})
+	if d := tiletest.Diff(tiletest.Oracle(events, 5*time.Minute, 10*time.Minute), sinkWindows(t, out, true)); d != "" {
+		t.Fatalf("YAML then SQL on one checkpoint differ from the oracle:\n%s", d)
+	}
 }
