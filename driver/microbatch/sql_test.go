@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/checkpoint"
 	"github.com/sluicehq/sluice/driver/microbatch"
+	"github.com/sluicehq/sluice/internal/testutil/kafkatest"
 	"github.com/sluicehq/sluice/internal/testutil/optest"
 	"github.com/sluicehq/sluice/internal/testutil/tiletest"
 	"github.com/sluicehq/sluice/objstore"
@@ -352,5 +353,53 @@ func TestChangedSQLNeedsANewCheckpointAndTheTileMovesFromYAMLToSQL(t *testing.T)
 	run(t, tiletest.SQLSpec(in, out, cp), microbatch.Options{})
 	if d := tiletest.Diff(tiletest.Oracle(events, 5*time.Minute, 10*time.Minute), sinkWindows(t, out, true)); d != "" {
 		t.Fatalf("YAML then SQL on one checkpoint differ from the oracle:\n%s", d)
+	}
+}
+
+// The tile in SQL and in YAML read the same batches from a Kafka topic of
+// four partitions (capped by maxOffsetsPerTrigger) and from the generator
+// (capped by maxRowsPerTrigger, every row available at once, some late),
+// and write the same Parquet files.
+func TestTileInSQLEqualsYAMLOnKafkaAndTheGenerator(t *testing.T) {
+	c := kafkatest.Start(t)
+	c.CreateTopic(topic, 4)
+	produce(c, tiletest.Events(41, 12000, 100*time.Millisecond, 3*time.Minute, 7), 4)
+	for _, src := range []string{"kafka", "generator"} {
+		t.Run(src, func(t *testing.T) {
+			var files []map[string][]byte
+			for _, sql := range []bool{false, true} {
+				dir := t.TempDir()
+				spec := tiletest.Spec("", filepath.Join(dir, "out"), filepath.Join(dir, "cp"))
+				if sql {
+					spec = tiletest.SQLSpec("", filepath.Join(dir, "out"), filepath.Join(dir, "cp"))
+				}
+				spec.Source.File = nil
+				switch src {
+				case "kafka":
+					spec.Source.Kafka = &query.KafkaSource{BootstrapServers: c.Addr, Subscribe: topic, StartingOffsets: "earliest", MaxOffsetsPerTrigger: 1000}
+				case "generator":
+					spec.Source.Schema = nil
+					spec.Source.Generator = &query.GeneratorSource{RowsPerSecond: 1_000_000_000, Rows: 20_000, Courses: 6, Seed: 3, LateFraction: 0.01,
+						EventTimePerRow: query.Duration(100 * time.Millisecond), MaxRowsPerTrigger: 2500}
+				}
+				ps := run(t, spec, microbatch.Options{})
+				if len(ps) < 4 {
+					t.Fatalf("sql=%v: %d batches", sql, len(ps))
+				}
+				fs, _, rows := committedParquet(t, filepath.Join(dir, "out"))
+				if len(rows) == 0 {
+					t.Fatalf("sql=%v: no output", sql)
+				}
+				files = append(files, fs)
+			}
+			if len(files[0]) != len(files[1]) {
+				t.Fatalf("YAML committed %d files, SQL %d", len(files[0]), len(files[1]))
+			}
+			for name, b := range files[0] {
+				if !bytes.Equal(b, files[1][name]) {
+					t.Errorf("%s differs between YAML and SQL", name)
+				}
+			}
+		})
 	}
 }
