@@ -237,6 +237,16 @@ func RunMap(ctx context.Context, env *Env, t MapTask) (*MapResult, error) {
 			}
 			return nil
 		}
+		if pl.simple && dim == nil {
+			// The row as it is (the tile's path).
+			if table != nil {
+				res.DroppedByWatermark += int64(table.Add(r, t.Late))
+			} else {
+				res.Rows[passPart] = append(res.Rows[passPart], append(row.Row(nil), r...))
+				dst = nil
+			}
+			return nil
+		}
 		ins := outs[:0]
 		if dim != nil {
 			var matched bool
@@ -249,14 +259,12 @@ func RunMap(ctx context.Context, env *Env, t MapTask) (*MapResult, error) {
 			ins = append(ins, r)
 		}
 		if pl.simple {
+			// Joined rows are new: kept as they are.
 			for _, in := range ins {
 				if table != nil {
 					res.DroppedByWatermark += int64(table.Add(in, t.Late))
-				} else if dim != nil {
-					res.Rows[passPart] = append(res.Rows[passPart], in)
 				} else {
-					res.Rows[passPart] = append(res.Rows[passPart], append(row.Row(nil), in...))
-					dst = nil
+					res.Rows[passPart] = append(res.Rows[passPart], in)
 				}
 			}
 			return nil
