@@ -194,6 +194,19 @@ func RunMap(ctx context.Context, env *Env, t MapTask) (*MapResult, error) {
 			return nil
 		}
 		dst = r
+		if pl.pre != nil {
+			// Below the watermark (rule 25): a row it drops is not read
+			// as far as the watermark is concerned (nor checked against
+			// maxEventTimeAhead, which guards the watermark).
+			keep, err := pl.pre.Keep(r)
+			if err != nil {
+				evalFailed(rec, err)
+				return nil
+			}
+			if !keep {
+				return nil
+			}
+		}
 		if tc >= 0 {
 			if v := r[tc]; v.Kind != row.Null && eventtime.TooFarAhead(v.I, t.BatchTimestampMs, maxAhead) {
 				res.Malformed++
@@ -203,18 +216,6 @@ func RunMap(ctx context.Context, env *Env, t MapTask) (*MapResult, error) {
 					Reason: fmt.Sprintf("event time %s is more than watermark.maxEventTimeAhead %s ahead of the batch's processing time %s",
 						row.FormatTimestamp(v.I), env.Spec.Watermark.MaxEventTimeAhead.D(), row.FormatTimestamp(t.BatchTimestampMs*1000)),
 				})
-				return nil
-			}
-		}
-		if pl.pre != nil {
-			// Below the watermark (rule 25): a row it drops is not read
-			// as far as the watermark is concerned.
-			keep, err := pl.pre.Keep(r)
-			if err != nil {
-				evalFailed(rec, err)
-				return nil
-			}
-			if !keep {
 				return nil
 			}
 		}

@@ -403,3 +403,31 @@ func TestTileInSQLEqualsYAMLOnKafkaAndTheGenerator(t *testing.T) {
 		})
 	}
 }
+
+// A row the filter below the watermark drops is not checked against
+// watermark.maxEventTimeAhead (which guards the watermark the row does
+// not move); without the filter it is set aside.
+func TestRowDroppedBelowTheWatermarkIsNotTooFarAhead(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	writeLines(t, filepath.Join(in, "a.jsonl"),
+		ev("e1", "c1", "2026-03-02T09:01:00Z"),
+		ev("e2", "noise", "2099-01-01T00:00:00Z"),
+		ev("e3", "c1", "2026-03-02T09:20:00Z"),
+	)
+	for _, tc := range []struct {
+		where     string
+		malformed int64
+	}{{"course_id != 'noise'", 0}, {"course_id != 'c9'", 1}} {
+		spec := tiletest.SQLSpec(in, filepath.Join(dir, tc.where, "out"), filepath.Join(dir, tc.where, "cp"))
+		spec.Watermark.MaxEventTimeAhead = query.Duration(time.Hour)
+		spec.SQL = strings.Replace(tiletest.SQL, "FROM events\n", "FROM events WHERE "+tc.where+"\n", 1)
+		var malformed int64
+		for _, p := range run(t, spec, microbatch.Options{}) {
+			malformed += p.NumRowsMalformed
+		}
+		if malformed != tc.malformed {
+			t.Errorf("WHERE %s: %d rows set aside, want %d", tc.where, malformed, tc.malformed)
+		}
+	}
+}
