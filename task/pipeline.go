@@ -37,7 +37,8 @@ type pipeline struct {
 	having  *expr.Filter
 	dedup   *dedup.Layout
 	// simple: the map row is the Input row as it is (no filter, no
-	// computed column, no projection): today's fast path.
+	// computed column, no projection): the row goes to the partial
+	// aggregate or the output as it is.
 	simple bool
 	// out are the output columns (bad records of the reduce side name
 	// them); in the columns of the rows the reduce side evaluates.
