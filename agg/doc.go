@@ -1,5 +1,6 @@
 // Package agg is the pure core of a streaming aggregation: it compiles a
-// query's aggregate into a Layout, folds decoded rows into partial
+// query's aggregate (its query.Plan's, from sql: or aggregate:, over the
+// map row of source, join and computed columns) into a Layout, folds decoded rows into partial
 // aggregates (the map side), encodes group keys and partial values, hashes
 // keys to state partitions, and decides what a state partition emits and
 // evicts per output mode (the reduce side, docs/semantics.md "Emit and evict per output mode").

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/big"
 	"strings"
 
 	"github.com/sluicehq/sluice/row"
@@ -21,6 +22,11 @@ const (
 	tagInt    = 0x03 // long and timestamp
 	tagDouble = 0x04
 	tagString = 0x05
+	// tagDecimal: the scale (one byte), then the unscaled integer,
+	// order-preserving among values of one scale: 0x01, its byte length
+	// and its magnitude big-endian when >= 0; 0x00, 0xFF minus the
+	// length and the magnitude's bytes inverted when < 0.
+	tagDecimal = 0x06
 )
 
 // appendInt64 appends i big-endian with the sign bit flipped, so byte order
@@ -43,8 +49,10 @@ func appendValue(b []byte, v row.Value) []byte {
 			return append(b, tagTrue)
 		}
 		return append(b, tagFalse)
-	case row.Long, row.Timestamp:
+	case row.Long, row.Timestamp, row.Int, row.Date:
 		return appendInt64(append(b, tagInt), v.I)
+	case row.Decimal:
+		return appendDecimal(append(b, tagDecimal, v.Scale), v)
 	case row.Double:
 		bits := math.Float64bits(v.F)
 		if bits&(1<<63) != 0 {
@@ -104,8 +112,9 @@ func readValue(b []byte, k row.Kind) (row.Value, []byte, error) {
 			return row.Value{}, nil, fmt.Errorf("decode key: truncated int")
 		}
 		kind := row.Long
-		if k == row.Timestamp {
-			kind = row.Timestamp
+		switch k {
+		case row.Timestamp, row.Int, row.Date:
+			kind = k
 		}
 		return row.Value{Kind: kind, I: readInt64(b)}, b[8:], nil
 	case tagDouble:
@@ -119,6 +128,8 @@ func readValue(b []byte, k row.Kind) (row.Value, []byte, error) {
 			bits = ^bits
 		}
 		return row.DoubleValue(math.Float64frombits(bits)), b[8:], nil
+	case tagDecimal:
+		return readDecimal(b)
 	case tagString:
 		if i := bytes.IndexByte(b, 0x00); i >= 0 && i+1 < len(b) && b[i+1] == 0x01 {
 			// No escaped NUL (the usual string): one allocation.
@@ -188,3 +199,72 @@ func AppendBound(b []byte, t int64) []byte { return appendInt64(b, t) }
 // ReadBound reads the bound AppendBound wrote at the start of b (8 bytes
 // or more).
 func ReadBound(b []byte) int64 { return readInt64(b) }
+
+// appendDecimal appends a decimal's unscaled integer (see tagDecimal).
+// A value whose digits are in S but fit an int64 encodes as the same
+// value in I does, so equal values make equal keys.
+func appendDecimal(b []byte, v row.Value) []byte {
+	var mag []byte
+	neg := false
+	if v.S == "" {
+		u := uint64(v.I)
+		if v.I < 0 {
+			neg, u = true, uint64(-v.I) // -MinInt64 wraps to 1<<63, its magnitude
+		}
+		var buf [8]byte
+		binary.BigEndian.PutUint64(buf[:], u)
+		i := 0
+		for i < 8 && buf[i] == 0 {
+			i++
+		}
+		mag = buf[i:]
+	} else {
+		u, _ := new(big.Int).SetString(v.S, 10)
+		neg = u.Sign() < 0
+		mag = new(big.Int).Abs(u).Bytes()
+	}
+	if !neg {
+		b = append(b, 0x01, byte(len(mag)))
+		return append(b, mag...)
+	}
+	b = append(b, 0x00, 0xFF-byte(len(mag)))
+	for _, c := range mag {
+		b = append(b, ^c)
+	}
+	return b
+}
+
+// readDecimal reads what appendDecimal wrote after the tag (the scale
+// first).
+func readDecimal(b []byte) (row.Value, []byte, error) {
+	if len(b) < 3 {
+		return row.Value{}, nil, fmt.Errorf("decode key: truncated decimal")
+	}
+	v := row.Value{Kind: row.Decimal, Scale: b[0]}
+	neg := b[1] == 0x00
+	n := int(b[2])
+	if neg {
+		n = 0xFF - n
+	}
+	b = b[3:]
+	if n > len(b) {
+		return row.Value{}, nil, fmt.Errorf("decode key: truncated decimal")
+	}
+	mag := make([]byte, n)
+	copy(mag, b[:n])
+	if neg {
+		for i := range mag {
+			mag[i] = ^mag[i]
+		}
+	}
+	u := new(big.Int).SetBytes(mag)
+	if neg {
+		u.Neg(u)
+	}
+	if u.IsInt64() {
+		v.I = u.Int64()
+	} else {
+		v.S = u.String()
+	}
+	return v, b[n:], nil
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/sluice/eventtime"
+	"github.com/sluicehq/sluice/expr"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
 )
@@ -32,6 +33,12 @@ type Measure struct {
 	Fn   string
 	Col  int      // input column index; -1 for count(*)
 	Kind row.Kind // input column kind
+	// Out is the result type: for a decimal sum decimal(p+10, s) and a
+	// decimal average decimal(p+4, s+4) (Spark's Sum and Average), whose
+	// results are null when they do not fit it.
+	Out expr.Type
+	// Arg is the argument's type.
+	Arg expr.Type
 	// op is Fn as a number: the accumulators switch on it for every
 	// group and row, where comparing Fn's string cost a tenth of a
 	// merge.
@@ -97,72 +104,77 @@ type Layout struct {
 	SessionLate bool
 }
 
-// Compile builds the Layout of a validated spec with an aggregate.
+// Compile builds the Layout of a validated spec with an aggregate:
+// CompilePlan over its plan.
 func Compile(s *query.Spec) (*Layout, error) {
-	if s.Aggregate == nil {
+	p, err := s.Plan()
+	if err != nil {
+		return nil, fmt.Errorf("compile aggregate: %w", err)
+	}
+	if p.Aggregate == nil {
 		return nil, fmt.Errorf("compile aggregate: query %s has no aggregate", s.Name)
 	}
-	in := s.InputSchema()
-	index := func(name string) (int, error) {
-		for i, c := range in {
-			if c.Name == name {
-				return i, nil
-			}
-		}
-		return -1, fmt.Errorf("compile aggregate: column %q is not in the schema", name)
+	return CompilePlan(p, s.OutputMode)
+}
+
+// CompilePlan builds the Layout of a plan's aggregate, in output mode
+// mode. Its column indices are the map row's (query.Plan.MapRow: the
+// source, the join's columns, then the computed ones), which a map task
+// folds with Table.Add.
+func CompilePlan(p *query.Plan, mode query.OutputMode) (*Layout, error) {
+	a := p.Aggregate
+	if a == nil {
+		return nil, fmt.Errorf("compile aggregate: the plan has no aggregate")
 	}
-	l := &Layout{Mode: s.OutputMode, WindowCol: -1, TimeCol: -1, BoundGroup: -1, SessionCol: -1, Output: s.OutputSchema()}
-	wmCol := ""
-	if s.Watermark != nil {
-		wmCol = s.Watermark.Column
-		i, err := index(wmCol)
-		if err != nil {
+	cols := p.MapRow()
+	col := func(i int, what string) error {
+		if i < 0 || i >= len(cols) {
+			return fmt.Errorf("compile aggregate: %s reads column %d of a map row of %d", what, i, len(cols))
+		}
+		return nil
+	}
+	l := &Layout{Mode: mode, WindowCol: -1, TimeCol: p.EventTime, BoundGroup: -1, SessionCol: -1, Output: query.Columns(a.Output)}
+	if w := a.Window; w != nil {
+		if err := col(w.Column, "the window"); err != nil {
 			return nil, err
 		}
-		l.TimeCol = i
-	}
-	a := s.Aggregate
-	if a.Window != nil {
-		i, err := index(a.Window.Column)
-		if err != nil {
-			return nil, err
-		}
-		l.WindowCol = i
-		l.Window = eventtime.Spec{Size: a.Window.Size.Micros(), Slide: a.Window.SlideOrSize().Micros(), StartTime: a.Window.StartTime.Micros()}
-		if a.Window.Column == wmCol {
+		l.WindowCol = w.Column
+		l.Window = eventtime.Spec{Size: w.Size, Slide: w.Slide, StartTime: w.StartTime}
+		if w.Column == p.EventTime {
 			l.Bound = WindowBound
 		}
-	} else if sw := a.SessionWindow; sw != nil {
-		i, err := index(sw.Column)
-		if err != nil {
+	} else if sw := a.Session; sw != nil {
+		if err := col(sw.Column, "the session window"); err != nil {
 			return nil, err
 		}
-		l.Session, l.SessionCol, l.Gap = true, i, sw.Gap.Micros()
-		if sw.Column == wmCol {
+		l.Session, l.SessionCol, l.Gap = true, sw.Column, sw.Gap
+		if sw.Column == p.EventTime {
 			l.Bound, l.SessionLate = SessionBound, true
 		}
 	}
 	for gi, g := range a.GroupBy {
-		i, err := index(g)
-		if err != nil {
+		if err := col(g, "the grouping"); err != nil {
 			return nil, err
 		}
-		l.GroupCols = append(l.GroupCols, i)
-		l.GroupKinds = append(l.GroupKinds, in[i].Kind)
-		if l.Bound == NoBound && a.Window == nil && !l.Session && g == wmCol {
+		l.GroupCols = append(l.GroupCols, g)
+		l.GroupKinds = append(l.GroupKinds, cols[g].Type.Kind)
+		if l.Bound == NoBound && a.Window == nil && !l.Session && p.EventTime >= 0 && g == p.EventTime {
 			l.Bound = TimeBound
 			l.BoundGroup = gi
 		}
 	}
 	for _, m := range a.Measures {
-		cm := Measure{Fn: m.Fn, Col: -1, op: opOf(m.Fn)}
-		if m.Column != "" {
-			i, err := index(m.Column)
-			if err != nil {
+		cm := Measure{Fn: m.Fn, Col: -1, op: opOf(m.Fn), Out: m.Type}
+		if cm.op == 0 {
+			return nil, fmt.Errorf("compile aggregate: unknown function %s", m.Fn)
+		}
+		if m.Arg >= 0 {
+			if err := col(m.Arg, m.Fn); err != nil {
 				return nil, err
 			}
-			cm.Col = i
-			cm.Kind = in[i].Kind
+			cm.Col = m.Arg
+			cm.Kind = cols[m.Arg].Type.Kind
+			cm.Arg = cols[m.Arg].Type
 		}
 		l.Measures = append(l.Measures, cm)
 	}

@@ -60,6 +60,8 @@ type config struct {
 	modeTimeout        time.Duration
 	set                map[string]bool // flags the command line set
 	longRun            LongRunConfig
+	sqlRows            int
+	sqlRuns            int
 }
 
 func main() {
@@ -128,6 +130,8 @@ func main() {
 	flag.Int64Var(&c.bigS3Events, "bigfile-s3-events", 8_000_000, "bigfile-s3: generator events in the one JSON-lines object on the S3 test server (8 M: about 760 MB)")
 	flag.IntVar(&c.bigS3Runs, "bigfile-s3-runs", 2, "bigfile-s3: rounds of driver run against driver serve + 2 executors")
 	flag.IntVar(&c.bigS3MinPartitions, "bigfile-s3-min-partitions", 16, "bigfile-s3: source.file.minPartitions (byte ranges of the one object per batch)")
+	flag.IntVar(&c.sqlRows, "sql-n", 2_000_000, "sql: events of the tile in SQL, in YAML and with a WHERE keeping 10 % (same files)")
+	flag.IntVar(&c.sqlRuns, "sql-runs", 3, "sql: rounds (each runs the three variants once; figures are medians)")
 	flag.IntVar(&c.longRun.Batches, "longrun-batches", 10_000, "longrun: micro-batches of the long run on the S3 test server (at least 200)")
 	flag.IntVar(&c.longRun.SampleEvery, "longrun-sample", 100, "longrun: batches between samples of the checkpoint's object count and RSS")
 	flag.IntVar(&c.longRun.Retain, "longrun-retain", 100, "longrun: minBatchesToRetain of the long run")
@@ -255,6 +259,8 @@ var quickSizes = map[string]string{
 	"s3-batches":           "5",
 	"backlog":              "100000,1000000",
 	"mode-timeout":         "8m",
+	"sql-n":                "300000",
+	"sql-runs":             "2",
 }
 
 // Results are the medians of a whole invocation.

@@ -163,6 +163,8 @@ func overheadTarget(p *Pair) Target {
 var sectionTargets = []Target{
 	{Name: pebbleTargetName, Want: "≤ 1024 MiB peak RSS in every phase"},
 	{Name: bigFileS3TargetName, Want: "≥ 0.70"},
+	{Name: sqlTargetName, Want: "0.95–1.05"},
+	{Name: whereTargetName, Want: "> 1"},
 }
 
 // targets is the targets table of the run.

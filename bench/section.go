@@ -101,6 +101,7 @@ var modes = []Mode{
 	{Name: "backlog", Run: runBacklogMode},
 	{Name: "state", Run: runStateMode},
 	{Name: "bigfile-s3", Run: runBigFileS3Mode},
+	{Name: "sql", Run: runSQLMode},
 }
 
 func modeNames() []string {

@@ -56,6 +56,27 @@ func Compile(s *query.Spec) (*Layout, error) {
 	return l, nil
 }
 
+// CompilePlan builds the Layout of a plan's dedup (query.Plan.Dedup: key
+// indices into the source row) with the watermark delay in microseconds.
+func CompilePlan(p *query.Plan, delay int64) (*Layout, error) {
+	d := p.Dedup
+	if d == nil {
+		return nil, fmt.Errorf("compile dedup: the plan has no dedup")
+	}
+	if p.EventTime < 0 {
+		return nil, fmt.Errorf("compile dedup: the plan has no watermark")
+	}
+	l := &Layout{TimeCol: p.EventTime, Delay: delay}
+	for _, k := range d.Keys {
+		if k < 0 || k >= len(p.Source) {
+			return nil, fmt.Errorf("compile dedup: key column %d of a source row of %d", k, len(p.Source))
+		}
+		l.KeyCols = append(l.KeyCols, k)
+		l.KeyKinds = append(l.KeyKinds, p.Source[k].Type.Kind)
+	}
+	return l, nil
+}
+
 // EvictsByWatermark reports that dedup's state is evicted by the
 // watermark, so a batch that raised it is followed by a no-data batch
 // (eventtime.NeedsNoDataBatch), in every output mode.

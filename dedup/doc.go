@@ -58,14 +58,15 @@
 //
 // # What the caller wires
 //
-// With dedup and no aggregate, the map task puts its rows through a Table
-// instead of the pass-through round-robin, and the reduce task runs
-// Layout.Reduce on a state store of its own operator id and sends the
-// kept rows to the sink. With an aggregate after it, the kept rows are
-// the aggregate's input: they need a second shuffle, by the aggregate's
-// key (Spark plans two stateful operators with two exchanges); the
-// dedup reduce folds its kept rows into an agg.Table and pushes its
-// partials on. EvictsByWatermark says a no-data batch follows a batch
-// that raised the watermark, in every output mode (Spark's
-// shouldRunAnotherBatch for dedup).
+// With dedup and no aggregate (package task), the map task puts its rows
+// through a Table instead of the pass-through round-robin, and the reduce
+// task runs Layout.Reduce on the query's state store (dedup is then its
+// only stateful operator) and sends the kept rows on to the join, the
+// filter, the projection and the sink. With an aggregate after it, the
+// kept rows would be the aggregate's input and need a second shuffle, by
+// the aggregate's key (Spark plans two stateful operators with two
+// exchanges): this build refuses that query at validation
+// (query.ReasonDedupAggregate). EvictsByWatermark says a no-data batch
+// follows a batch that raised the watermark, in every output mode
+// (Spark's shouldRunAnotherBatch for dedup).
 package dedup

@@ -649,6 +649,7 @@ func (s *executorService) RunMapTask(ctx context.Context, req *sluicepb.RunMapTa
 		InputRows: res.InputRows, Malformed: res.Malformed, DroppedByWatermark: res.DroppedByWatermark,
 		HasEventTime: res.HasEventTime, MinEventTimeUs: res.MinEventTime, MaxEventTimeUs: res.MaxEventTime,
 		ShuffleBytes: stats.Bytes, ShuffleRecords: stats.Records, TooFarAhead: res.TooFarAhead, JoinUnmatched: res.JoinUnmatched,
+		Duplicates: res.Duplicates,
 	}}, nil
 }
 
@@ -741,6 +742,7 @@ func (s *executorService) runReduceTask(ctx context.Context, req *sluicepb.RunRe
 		StateAttempt: statestore.AttemptID(req.RunId, batch, req.MapAttempts),
 		Watermark:    eventtime.Batch{Late: eventtime.Watermark(req.LateWatermarkUs), Evict: eventtime.Watermark(req.EvictWatermarkUs)},
 		GatherBelow:  req.GatherBelowBytes,
+		Manifest:     join.Ref{ID: req.ManifestId, Hash: req.ManifestHash},
 	}, partials, rows)
 	if err != nil {
 		n.counters.failures.Add(1)
@@ -751,6 +753,7 @@ func (s *executorService) runReduceTask(ctx context.Context, req *sluicepb.RunRe
 	return &reduceOutput{rows: rr.Rows, last: &sluicepb.RunReduceTaskResponse{
 		Files: rr.Files, NumOutputRows: rr.NumOutputRows, StateRows: rr.StateRows, Updated: rr.Updated,
 		Removed: rr.Removed, MemoryBytes: rr.MemoryBytes, StateWrites: int32(rr.StateWrites), Gathered: rr.Gathered,
+		Malformed: rr.Malformed, Duplicates: rr.Duplicates, JoinUnmatched: rr.JoinUnmatched,
 	}}, nil
 }
 

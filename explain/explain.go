@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/agg"
+	"github.com/sluicehq/sluice/expr"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/source/catalog"
 )
@@ -18,9 +19,13 @@ func Plan(spec query.Spec) (string, error) {
 		return "", err
 	}
 	s := spec.WithDefaults()
-	p := &planner{s: &s}
-	if s.Aggregate != nil {
-		l, err := agg.Compile(&s)
+	qp, err := s.Plan()
+	if err != nil {
+		return "", err
+	}
+	p := &planner{s: &s, plan: qp, cols: qp.MapRow()}
+	if qp.Aggregate != nil {
+		l, err := agg.CompilePlan(qp, s.OutputMode)
 		if err != nil {
 			return "", err
 		}
@@ -29,8 +34,12 @@ func Plan(spec query.Spec) (string, error) {
 	return p.render(), nil
 }
 
+// planner renders a query's plan (query.Plan: the same for sql: and
+// aggregate:, so the tile in SQL and in YAML explain the same).
 type planner struct {
 	s      *query.Spec
+	plan   *query.Plan
+	cols   []query.PlanColumn // the map row's
 	layout *agg.Layout
 }
 
@@ -71,8 +80,17 @@ func (p *planner) render() string {
 
 // nodes lists the operators from the source up to the sink.
 func (p *planner) nodes() []node {
-	s := p.s
+	s, qp := p.s, p.plan
 	ns := []node{p.source(), p.decode()}
+	if len(qp.PreFilter) > 0 {
+		ns = append(ns, node{
+			title: "Filter " + exprs(qp.PreFilter) + ", below the watermark",
+			detail: []string{
+				"deterministic and does not read the event-time column: pushed below EventTimeWatermark (Spark's PushPredicateThroughNonJoin), so a row it drops does not count toward the watermark",
+				"a row whose expression fails is malformed (counted in numRowsMalformed, set aside with the reason)",
+			},
+		})
+	}
 	if w := s.Watermark; w != nil {
 		ns = append(ns, node{
 			title: fmt.Sprintf("EventTimeWatermark %s, delay %s", w.Column, d(w.Delay)),
@@ -82,18 +100,100 @@ func (p *planner) nodes() []node {
 			},
 		})
 	}
-	if j := s.Join; j != nil {
+	if qp.Dedup != nil {
+		ns = append(ns, p.dedup()...)
+	}
+	if j := s.Join; j != nil && qp.Join != nil {
 		ns = append(ns, p.join(j))
 	}
-	if s.Aggregate == nil {
+	if len(qp.Filter) > 0 {
 		ns = append(ns, node{
-			title:  "Project [" + colNames(s.OutputSchema()) + "]",
-			detail: []string{fmt.Sprintf("no aggregation: every row read is written once, in the batch that read it, spread over %d partitions whose reduce tasks write them; no state", s.ShufflePartitions)},
+			title: "Filter " + exprs(qp.Filter),
+			detail: []string{
+				"above the watermark (it reads the event-time column or the static view's columns, or follows a deduplication): rows it drops still count toward the watermark",
+			},
 		})
+	}
+	for _, c := range qp.Computed {
+		ns = append(ns, node{
+			title:  fmt.Sprintf("Compute %s = %s", c.Name, c.Expr),
+			detail: []string{"in each map task, before the partial aggregate; a row whose expression fails is malformed"},
+		})
+	}
+	if qp.Aggregate == nil {
+		var detail []string
+		switch {
+		case qp.Dedup != nil:
+			detail = []string{"every row the deduplication keeps is written once, in the batch that read it, by its partition's reduce task"}
+		default:
+			detail = []string{fmt.Sprintf("no aggregation: every row read is written once, in the batch that read it, spread over %d partitions whose reduce tasks write them; no state", s.ShufflePartitions)}
+		}
+		if qp.Project != nil {
+			detail = append(detail, "a row whose expression fails is malformed")
+		}
+		ns = append(ns, node{title: p.project(), detail: detail})
 	} else {
 		ns = append(ns, p.aggregate()...)
+		if len(qp.Having) > 0 {
+			ns = append(ns, node{
+				title:  "Filter (having) " + exprs(qp.Having),
+				detail: []string{"in the reduce task, on each emitted row of the aggregate; a row whose expression fails is malformed (set aside with the aggregate's row)"},
+			})
+		}
+		if qp.Project != nil {
+			ns = append(ns, node{
+				title:  p.project(),
+				detail: []string{"in the reduce task, on each emitted row"},
+			})
+		}
 	}
 	return append(ns, p.sink())
+}
+
+// project is the output projection's title: the columns written, with
+// the expression each is computed by when it is not a column of the
+// same name.
+func (p *planner) project() string {
+	qp := p.plan
+	if qp.Project == nil {
+		return "Project [" + colNames(qp.OutputColumns()) + "]"
+	}
+	var parts []string
+	for _, x := range qp.Project {
+		if x.Expr.Op == expr.OpColumn && x.Expr.Name == x.Name {
+			parts = append(parts, x.Name)
+			continue
+		}
+		parts = append(parts, x.Expr.String()+" AS "+x.Name)
+	}
+	return "Project [" + strings.Join(parts, ", ") + "]"
+}
+
+// dedup is the deduplication's nodes: its map side, the exchange by key,
+// its state.
+func (p *planner) dedup() []node {
+	s, dd := p.s, p.plan.Dedup
+	keys := strings.Join(dd.Names, ", ")
+	return []node{
+		{
+			title: fmt.Sprintf("DropDuplicatesWithinWatermark [%s] (map side)", keys),
+			detail: []string{
+				"a row whose event time is at or before the previous batch's watermark is dropped as late (numRowsDroppedByWatermark)",
+				"in each map task, the first row of a key in read order is kept; later ones are duplicates (numDroppedDuplicateRows)",
+			},
+		},
+		{
+			title:  fmt.Sprintf("Exchange hashpartitioning(%s, %d)", keys, s.ShufflePartitions),
+			detail: []string{fmt.Sprintf("key hash %s mod %d picks the state partition; each map task's rows move to it in read order", agg.KeyHashName, s.ShufflePartitions)},
+		},
+		{
+			title: fmt.Sprintf("DropDuplicatesWithinWatermark [%s], StateStore provider %s, %d partitions", keys, s.StateStore, s.ShufflePartitions),
+			detail: []string{
+				"reduce task of batch N: the first row of a key in (map task, read order) is kept unless the key is in state; a kept key is stored until the watermark reaches its event time + " + d(s.Watermark.Delay),
+				fmt.Sprintf("state in %s/state/0/<partition>/; after the batch, keys whose time is up leave (a no-data batch follows a rise of the watermark to evict them)", strings.TrimSuffix(s.CheckpointLocation, "/")),
+			},
+		},
+	}
 }
 
 // join is the stream-static join node.
@@ -152,26 +252,41 @@ func (p *planner) decode() node {
 }
 
 func (p *planner) aggregate() []node {
-	s, l := p.s, p.layout
-	a := s.Aggregate
+	s, l, a := p.s, p.layout, p.plan.Aggregate
 	var ns []node
-	keys := groupKeys(a)
+	keys := p.groupKeys()
 	if w := a.Window; w != nil {
 		per := int64(1)
 		kind := "tumbling"
-		if w.Slide != 0 && w.Slide != w.Size {
+		if w.Slide != w.Size {
 			kind = "sliding"
-			per = ceilDiv(w.Size.Micros(), w.Slide.Micros())
+			per = ceilDiv(w.Size, w.Slide)
 		}
+		col := p.cols[w.Column].Name
 		ns = append(ns, node{
-			title: fmt.Sprintf("WindowAssign window(%s, %s, %s, %s)", w.Column, d(w.Size), d(w.SlideOrSize()), d(w.StartTime)),
+			title: fmt.Sprintf("WindowAssign window(%s, %s, %s, %s)", col, us(w.Size), us(w.Slide), us(w.StartTime)),
 			detail: []string{
-				fmt.Sprintf("%s: [start, end) with starts at startTime + k*%s; each row falls in %d window(s)", kind, d(w.SlideOrSize()), per),
-				fmt.Sprintf("rows with a null %s are dropped", w.Column),
+				fmt.Sprintf("%s: [start, end) with starts at startTime + k*%s; each row falls in %d window(s)", kind, us(w.Slide), per),
+				fmt.Sprintf("rows with a null %s are dropped", col),
+			},
+		})
+	}
+	if sw := a.Session; sw != nil {
+		col := p.cols[sw.Column].Name
+		ns = append(ns, node{
+			title: fmt.Sprintf("SessionWindowAssign session_window(%s, %s)", col, us(sw.Gap)),
+			detail: []string{
+				fmt.Sprintf("a row opens [%s, %s + %s); sessions of a key merge when one starts at or before another's end", col, col, us(sw.Gap)),
+				fmt.Sprintf("rows with a null %s are dropped", col),
 			},
 		})
 	}
 	switch {
+	case l.SessionLate:
+		ns = append(ns, node{
+			title:  "DropLate session_end <= the previous batch's watermark",
+			detail: []string{"per row, its own session [t, t + gap); in every output mode; counted in numRowsDroppedByWatermark"},
+		})
 	case s.OutputMode == query.Complete:
 		ns = append(ns, node{title: "NoLateFilter (complete mode drops nothing)"})
 	case l.Bound == agg.WindowBound:
@@ -180,22 +295,28 @@ func (p *planner) aggregate() []node {
 			detail: []string{"per (row, window); counted in numRowsDroppedByWatermark"},
 		})
 	case l.Bound == agg.TimeBound:
-		c := a.GroupBy[l.BoundGroup]
+		c := p.cols[a.GroupBy[l.BoundGroup]].Name
 		ns = append(ns, node{
 			title:  fmt.Sprintf("DropLate %s <= the previous batch's watermark", c),
 			detail: []string{"counted in numRowsDroppedByWatermark"},
 		})
 	}
+	partial := "in each map task: one partial row per key"
+	if l.Session {
+		partial = "in each map task: one partial row per key and session, a key's overlapping sessions merged"
+	}
+	exchange := fmt.Sprintf("key hash %s mod %d picks the state partition; partials move map task -> the partition's reduce task", agg.KeyHashName, s.ShufflePartitions)
+	if l.Session {
+		exchange = fmt.Sprintf("key hash %s of the key without its session mod %d: every session of a key meets in one reduce task", agg.KeyHashName, s.ShufflePartitions)
+	}
 	ns = append(ns,
 		node{
-			title:  fmt.Sprintf("PartialAggregate keys=[%s], functions=[%s]", keys, measures(a, "partial_")),
-			detail: []string{"in each map task: one partial row per key"},
+			title:  fmt.Sprintf("PartialAggregate keys=[%s], functions=[%s]", keys, p.measures("partial_")),
+			detail: []string{partial},
 		},
 		node{
-			title: fmt.Sprintf("Exchange hashpartitioning(%s, %d)", keys, s.ShufflePartitions),
-			detail: []string{
-				fmt.Sprintf("key hash %s mod %d picks the state partition; partials move map task -> the partition's reduce task", agg.KeyHashName, s.ShufflePartitions),
-			},
+			title:  fmt.Sprintf("Exchange hashpartitioning(%s, %d)", keys, s.ShufflePartitions),
+			detail: []string{exchange},
 		},
 		node{
 			title: fmt.Sprintf("StateStore provider %s, %d partitions", s.StateStore, s.ShufflePartitions),
@@ -205,7 +326,7 @@ func (p *planner) aggregate() []node {
 			},
 		},
 		node{
-			title:  fmt.Sprintf("MergeAggregate keys=[%s], functions=[%s]", keys, measures(a, "merge_")),
+			title:  fmt.Sprintf("MergeAggregate keys=[%s], functions=[%s]", keys, p.measures("merge_")),
 			detail: []string{"the partials merged into the state rows of their keys"},
 		},
 		p.emit(),
@@ -216,8 +337,11 @@ func (p *planner) aggregate() []node {
 func (p *planner) emit() node {
 	s, l := p.s, p.layout
 	bound := "window_end"
-	if l.Bound == agg.TimeBound {
-		bound = s.Aggregate.GroupBy[l.BoundGroup]
+	switch {
+	case l.Bound == agg.TimeBound:
+		bound = p.cols[p.plan.Aggregate.GroupBy[l.BoundGroup]].Name
+	case l.Session:
+		bound = "session_end"
 	}
 	n := node{title: fmt.Sprintf("Emit outputMode %s", s.OutputMode)}
 	switch s.OutputMode {
@@ -284,7 +408,7 @@ func (p *planner) batch() []string {
 	default:
 		out = append(out, "trigger default: the next batch starts as soon as the last one commits and there is data")
 	}
-	evicts := p.layout != nil && p.layout.Bound != agg.NoBound && s.OutputMode != query.Complete
+	evicts := p.layout != nil && p.layout.Bound != agg.NoBound && s.OutputMode != query.Complete || p.plan.Dedup != nil
 	switch {
 	case !evicts:
 		out = append(out, "no-data batches: none (nothing for the watermark to close)")
@@ -307,35 +431,49 @@ func (p *planner) batch() []string {
 }
 
 func (p *planner) numbers() [][2]string {
-	s := p.s
+	s, qp := p.s, p.plan
 	var out [][2]string
 	out = append(out, [2]string{"cap per trigger", p.cap()})
-	if s.Aggregate == nil {
+	if !qp.Stateful() {
 		out = append(out, [2]string{"state", "none"})
 		return out
 	}
 	out = append(out,
 		[2]string{"shuffle partitions", fmt.Sprintf("%d (frozen in the checkpoint)", s.ShufflePartitions)},
 		[2]string{"state store", fmt.Sprintf("%s (frozen in the checkpoint)", s.StateStore)},
-		[2]string{"state row", fmt.Sprintf("one per (%s): the key plus %s of measures", groupKeys(s.Aggregate), measureBytes(s.Aggregate))},
 	)
-	a, l := s.Aggregate, p.layout
-	switch {
-	case s.OutputMode == query.Complete || l.Bound == agg.NoBound:
-		out = append(out, [2]string{"state expected", "every key ever seen: nothing is evicted"})
-	case l.Bound == agg.WindowBound:
-		w := a.Window
-		open := ceilDiv(s.Watermark.Delay.Micros()+w.Size.Micros(), w.SlideOrSize().Micros())
-		keys := "rows"
-		if len(a.GroupBy) > 0 {
-			keys = "distinct (" + strings.Join(a.GroupBy, ", ") + ") per window"
-		}
+	if dd := qp.Dedup; dd != nil {
 		out = append(out,
-			[2]string{"open windows", fmt.Sprintf("about %d = ceil((delay %s + size %s) / slide %s)", open, d(s.Watermark.Delay), d(w.Size), d(w.SlideOrSize()))},
-			[2]string{"state expected", fmt.Sprintf("about %d x %s", open, keys)},
+			[2]string{"state row", fmt.Sprintf("two per (%s): the key and its expiry, and an index row by expiry", strings.Join(dd.Names, ", "))},
+			[2]string{"state expected", fmt.Sprintf("the keys whose rows' event times are within %s of the watermark", d(s.Watermark.Delay))},
 		)
-	case l.Bound == agg.TimeBound:
-		out = append(out, [2]string{"state expected", fmt.Sprintf("the keys whose %s is within %s of the newest event time", a.GroupBy[l.BoundGroup], d(s.Watermark.Delay))})
+	}
+	if a := qp.Aggregate; a != nil {
+		l := p.layout
+		row := fmt.Sprintf("one per (%s): the key plus %s of measures", p.groupKeys(), p.measureBytes())
+		if l.Session {
+			row = fmt.Sprintf("one per key (%s) holding its open sessions, each with %s of measures, and an index row per session by its end", p.groupKeys(), p.measureBytes())
+		}
+		out = append(out, [2]string{"state row", row})
+		switch {
+		case s.OutputMode == query.Complete || l.Bound == agg.NoBound:
+			out = append(out, [2]string{"state expected", "every key ever seen: nothing is evicted"})
+		case l.Bound == agg.WindowBound:
+			w := a.Window
+			open := ceilDiv(s.Watermark.Delay.Micros()+w.Size, w.Slide)
+			keys := "rows"
+			if len(a.GroupBy) > 0 {
+				keys = "distinct (" + p.groupNames() + ") per window"
+			}
+			out = append(out,
+				[2]string{"open windows", fmt.Sprintf("about %d = ceil((delay %s + size %s) / slide %s)", open, d(s.Watermark.Delay), us(w.Size), us(w.Slide))},
+				[2]string{"state expected", fmt.Sprintf("about %d x %s", open, keys)},
+			)
+		case l.Bound == agg.TimeBound:
+			out = append(out, [2]string{"state expected", fmt.Sprintf("the keys whose %s is within %s of the newest event time", p.cols[a.GroupBy[l.BoundGroup]].Name, d(s.Watermark.Delay))})
+		case l.Bound == agg.SessionBound:
+			out = append(out, [2]string{"state expected", fmt.Sprintf("the sessions of each key that end after the watermark (within about %s + gap %s of the newest event time)", d(s.Watermark.Delay), us(a.Session.Gap))})
+		}
 	}
 	if b := s.StateBudget; b != nil {
 		then := "the query is flagged (progress stateBudget.exceeded, sluice_state_budget_exceeded, the status page) and keeps running"
@@ -354,24 +492,40 @@ func (p *planner) cap() string {
 	return "none"
 }
 
-func groupKeys(a *query.Aggregate) string {
+// groupKeys names the aggregate's key: window or session_window, then
+// the grouping columns.
+func (p *planner) groupKeys() string {
+	a := p.plan.Aggregate
 	var k []string
 	if a.Window != nil {
 		k = append(k, "window")
 	}
-	k = append(k, a.GroupBy...)
+	if a.Session != nil {
+		k = append(k, "session_window")
+	}
+	if g := p.groupNames(); g != "" {
+		k = append(k, g)
+	}
 	if len(k) == 0 {
 		return "(no key: one global group)"
 	}
 	return strings.Join(k, ", ")
 }
 
-func measures(a *query.Aggregate, prefix string) string {
+func (p *planner) groupNames() string {
+	var k []string
+	for _, g := range p.plan.Aggregate.GroupBy {
+		k = append(k, p.cols[g].Name)
+	}
+	return strings.Join(k, ", ")
+}
+
+func (p *planner) measures(prefix string) string {
 	var ms []string
-	for _, m := range a.Measures {
-		arg := m.Column
-		if arg == "" {
-			arg = "1"
+	for _, m := range p.plan.Aggregate.Measures {
+		arg := "1"
+		if m.Arg >= 0 {
+			arg = p.cols[m.Arg].Name
 		}
 		ms = append(ms, fmt.Sprintf("%s%s(%s) AS %s", prefix, m.Fn, arg, m.Name))
 	}
@@ -379,10 +533,10 @@ func measures(a *query.Aggregate, prefix string) string {
 }
 
 // measureBytes is the size of a state row's measures, roughly.
-func measureBytes(a *query.Aggregate) string {
+func (p *planner) measureBytes() string {
 	b := 0
 	hll := 0
-	for _, m := range a.Measures {
+	for _, m := range p.plan.Aggregate.Measures {
 		switch m.Fn {
 		case query.FnAvg:
 			b += 16
@@ -397,6 +551,14 @@ func measureBytes(a *query.Aggregate) string {
 		s += fmt.Sprintf(" and %d HyperLogLog sketch(es) of up to 16 KiB", hll)
 	}
 	return s
+}
+
+func exprs(es []*expr.Expr) string {
+	s := make([]string, len(es))
+	for i, e := range es {
+		s[i] = e.String()
+	}
+	return strings.Join(s, " AND ")
 }
 
 func colNames(cols []query.Column) string {
@@ -415,6 +577,9 @@ func ceilDiv(a, b int64) int64 {
 }
 
 func d(x query.Duration) string { return time.Duration(x).String() }
+
+// us writes microseconds as a duration.
+func us(x int64) string { return (time.Duration(x) * time.Microsecond).String() }
 
 // compactInterval is sink.parquet.compactInterval with its default.
 func compactInterval(pq *query.ParquetSink) int {

@@ -80,3 +80,70 @@ func TestSameMessagesAsValidate(t *testing.T) {
 		t.Fatalf("only %d cases checked", n)
 	}
 }
+
+// The tile in SQL (examples/tile-sql.yaml) and in YAML
+// (examples/tile-file.yaml) explain the same plan: both compile to one
+// query.Plan.
+func TestTileInSQLExplainsTheYAMLTilesPlan(t *testing.T) {
+	var plans []string
+	for _, f := range []string{"../examples/tile-file.yaml", "../examples/tile-sql.yaml"} {
+		spec, err := query.Load(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := explain.Plan(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plans = append(plans, p)
+	}
+	if plans[0] != plans[1] {
+		t.Fatalf("YAML:\n%s\nSQL:\n%s", plans[0], plans[1])
+	}
+	spec, err := query.Load("../examples/tile-sql.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.SQL == "" || spec.Aggregate != nil {
+		t.Fatal("examples/tile-sql.yaml is not written in SQL")
+	}
+}
+
+// A filter off the event time is shown below the watermark, one on it
+// above; a deduplication's map side, exchange and state, and a session
+// window's assignment and late drop are shown.
+func TestPlanShowsPushedFilterDedupAndSessions(t *testing.T) {
+	for f, want := range map[string][]string{
+		"testdata/specs/sql-session-filter.yaml": {
+			"Filter (event_type = 'lesson_completed'), below the watermark",
+			"+- Filter (event_time >= TIMESTAMP '2026-01-01T00:00:00Z')\n",
+			"SessionWindowAssign session_window(event_time, 30m0s)",
+			"DropLate session_end <= the previous batch's watermark",
+			"Filter (having) (events > 1L)",
+		},
+		"testdata/specs/dedup.yaml": {
+			"DropDuplicatesWithinWatermark [event_id] (map side)",
+			"Exchange hashpartitioning(event_id, 8)",
+			"DropDuplicatesWithinWatermark [event_id], StateStore provider memory, 8 partitions",
+			"no-data batches: after a batch that raised the watermark",
+		},
+	} {
+		spec, err := query.Load(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := explain.Plan(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range want {
+			if !strings.Contains(p, w) {
+				t.Errorf("%s: plan lacks %q:\n%s", f, w, p)
+			}
+		}
+		// The watermark is printed above (after) the pushed filter.
+		if strings.Contains(f, "filter") && strings.Index(p, "below the watermark") < strings.Index(p, "EventTimeWatermark") {
+			t.Errorf("%s: the pushed filter is not below the watermark:\n%s", f, p)
+		}
+	}
+}

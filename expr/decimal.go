@@ -301,3 +301,21 @@ slow:
 	}
 	return decimalValue(rescale(r, scale, int(t.Scale)), t)
 }
+
+// DecimalArith computes a op b (OpAdd, OpSub, OpMul, OpDiv or OpMod) for
+// decimal values at the result type t, as the expression of that type
+// does: exact, then rounded HALF_UP to t's scale (a division first to 38
+// digits, as Spark's Decimal divides); false on overflow of t's precision
+// or a division by zero. The aggregates use it for decimal sums and
+// averages.
+func DecimalArith(op Op, a, b row.Value, t Type) (row.Value, bool) { return decimalArith(op, a, b, t) }
+
+// CompareDecimal orders two decimal values (of any scales).
+func CompareDecimal(a, b row.Value) int { return compareDecimal(a, b) }
+
+// DecimalOf returns a decimal value of type t from an unscaled integer
+// already at t's scale, or false when it needs more than t's precision.
+func DecimalOf(unscaled *big.Int, t Type) (row.Value, bool) { return decimalValue(unscaled, t) }
+
+// Unscaled returns a decimal value's unscaled integer.
+func Unscaled(v row.Value) *big.Int { return unscaled(v) }

@@ -33,6 +33,7 @@ type Metrics struct {
 	joinUnmatched  *prometheus.CounterVec
 	retainDeleted  *prometheus.CounterVec
 	retainErrors   *prometheus.CounterVec
+	duplicates     *prometheus.CounterVec
 }
 
 // New creates the collectors and registers them on reg.
@@ -56,13 +57,14 @@ func New(reg prometheus.Registerer) *Metrics {
 		joinUnmatched:  counter("sluice_join_unmatched_rows_total", "Rows whose join key matched no row of the join's dimension snapshot (kept with nulls by a left join, dropped by an inner one)."),
 		retainDeleted:  counter("sluice_checkpoint_cleanup_deleted_total", "Checkpoint objects (log entries, state files) the background cleaner deleted (minBatchesToRetain)."),
 		retainErrors:   counter("sluice_checkpoint_cleanup_errors_total", "Background checkpoint cleanup passes that failed (logged; batches are unaffected)."),
+		duplicates:     counter("sluice_dropped_duplicate_rows_total", "Rows dropped by a deduplication within the watermark (Spark's numDroppedDuplicateRows)."),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "sluice_batch_duration_seconds", Help: "Duration of committed batches, trigger start to commit (Spark's triggerExecution).",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
 		}, q),
 	}
 	reg.MustRegister(m.batches, m.inputRows, m.outputRows, m.malformed, m.dropped, m.retries, m.duration,
-		m.phase, m.shuffleBytes, m.skippedOffsets, m.tooFarAhead, m.watermarkJumps, m.joinUnmatched, m.retainDeleted, m.retainErrors)
+		m.phase, m.shuffleBytes, m.skippedOffsets, m.tooFarAhead, m.watermarkJumps, m.joinUnmatched, m.retainDeleted, m.retainErrors, m.duplicates)
 	return m
 }
 
@@ -91,11 +93,13 @@ func (m *Metrics) Observe(p *progress.Report) {
 	}
 	m.retainDeleted.WithLabelValues(q, id).Add(float64(p.RetentionDeleted))
 	m.retainErrors.WithLabelValues(q, id).Add(float64(p.RetentionErrors))
-	var dropped int64
+	var dropped, dups int64
 	for _, s := range p.StateOperators {
 		dropped += s.NumRowsDroppedByWatermark
+		dups += s.CustomMetrics["numDroppedDuplicateRows"]
 	}
 	m.dropped.WithLabelValues(q, id).Add(float64(dropped))
+	m.duplicates.WithLabelValues(q, id).Add(float64(dups))
 	for phase, ms := range p.DurationMs {
 		m.phase.WithLabelValues(q, id, phase).Add(seconds(ms))
 	}

@@ -301,3 +301,17 @@ func TestObserveCountsJoinUnmatchedRows(t *testing.T) {
 		t.Fatalf("sluice_join_unmatched_rows_total = %v, want 7", got)
 	}
 }
+
+// A deduplication's dropped rows (its state operator's
+// numDroppedDuplicateRows, Spark's custom metric) add up.
+func TestObserveCountsDroppedDuplicateRows(t *testing.T) {
+	m := New(prometheus.NewRegistry())
+	for _, n := range []int64{5, 0, 6} {
+		p := report(7, 0, 100, 1_772_443_260_000, 9)
+		p.StateOperators = []progress.StateOperator{{OperatorName: "dedupeWithinWatermark", CustomMetrics: map[string]int64{"numDroppedDuplicateRows": n}}}
+		m.Observe(p)
+	}
+	if got := testutil.ToFloat64(m.duplicates.WithLabelValues("tile", "qid-1")); got != 11 {
+		t.Fatalf("sluice_dropped_duplicate_rows_total = %v, want 11", got)
+	}
+}

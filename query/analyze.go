@@ -35,6 +35,12 @@ const (
 	// DedupFunction is the table function that spells
 	// dropDuplicatesWithinWatermark in SQL.
 	DedupFunction = "drop_duplicates_within_watermark"
+	// ReasonDedupAggregate refuses a deduplication followed by an
+	// aggregate (YAML dedup with aggregate, SQL
+	// drop_duplicates_within_watermark with GROUP BY or aggregates).
+	ReasonDedupAggregate = "with an aggregate is not run by this build: Spark aggregates the deduplicated rows through a second shuffle " +
+		"(the kept rows re-partitioned by the aggregate's key), which Sluice does not have yet; run the deduplication as a query of its own " +
+		"(no aggregate, sink jsonBatches) and aggregate its output in a second query whose file source reads that sink's path"
 )
 
 type sqlError = sql.Error
@@ -122,6 +128,9 @@ func (a *analyzer) run() (*Plan, error) {
 	}
 	if err := a.outputMode(aggregated); err != nil {
 		return nil, err
+	}
+	if p.Dedup != nil && p.Aggregate != nil {
+		return nil, errAt(q.From.Pos, DedupFunction+"(...)", "%s", ReasonDedupAggregate)
 	}
 	seen := map[string]bool{}
 	for _, c := range p.Output {
@@ -1024,8 +1033,9 @@ func (a *analyzer) aggregate() error {
 		// window alone: window_start and window_end, where Spark writes
 		// one struct column (docs/spark-differences.md#window-struct-flattened).
 		if id, ok := it.Expr.(*sql.Ident); ok && len(id.Parts) == 1 && sc.nWindow > 0 && strings.EqualFold(id.Parts[0], sc.winName) && a.findInput(id.Parts[0]) < 0 {
-			proj = append(proj, PlanExpr{Name: WindowStart, Expr: expr.Column(0, WindowStart, expr.TimestampType)},
-				PlanExpr{Name: WindowEnd, Expr: expr.Column(1, WindowEnd, expr.TimestampType)})
+			start, end := sc.windowNames()
+			proj = append(proj, PlanExpr{Name: start, Expr: expr.Column(0, start, expr.TimestampType)},
+				PlanExpr{Name: end, Expr: expr.Column(1, end, expr.TimestampType)})
 			continue
 		}
 		sc.inSelect = it
@@ -1155,11 +1165,22 @@ func (a *analyzer) windowGroup(c *sql.Call, pa *PlanAggregate, sc *aggScope) err
 	return nil
 }
 
+// windowNames are the output columns of window (window_start,
+// window_end) or session_window (session_window_start,
+// session_window_end): Spark's struct, flattened.
+func (sc *aggScope) windowNames() (string, string) {
+	if sc.winName == "session_window" {
+		return SessionWindowStart, SessionWindowEnd
+	}
+	return WindowStart, WindowEnd
+}
+
 // output is the aggregate's output row.
 func (sc *aggScope) output() []PlanColumn {
 	var out []PlanColumn
 	if sc.nWindow > 0 {
-		out = append(out, PlanColumn{WindowStart, expr.TimestampType}, PlanColumn{WindowEnd, expr.TimestampType})
+		start, end := sc.windowNames()
+		out = append(out, PlanColumn{start, expr.TimestampType}, PlanColumn{end, expr.TimestampType})
 	}
 	for _, g := range sc.groups {
 		out = append(out, PlanColumn{g.name, g.typ})
@@ -1174,11 +1195,12 @@ func (sc *aggScope) output() []PlanColumn {
 // .end, a grouping expression, or nothing.
 func (sc *aggScope) match(e sql.Expr) (*expr.Expr, bool, error) {
 	if id, ok := e.(*sql.Ident); ok && len(id.Parts) == 2 && sc.nWindow > 0 && strings.EqualFold(id.Parts[0], sc.winName) && sc.a.findInput(id.Parts[0]) < 0 {
+		start, end := sc.windowNames()
 		switch strings.ToLower(id.Parts[1]) {
 		case "start":
-			return expr.Column(0, WindowStart, expr.TimestampType), true, nil
+			return expr.Column(0, start, expr.TimestampType), true, nil
 		case "end":
-			return expr.Column(1, WindowEnd, expr.TimestampType), true, nil
+			return expr.Column(1, end, expr.TimestampType), true, nil
 		}
 		return nil, true, errAt(id.Pos, sql.SQL(id), "%s has the fields start and end", sc.winName)
 	}
@@ -1322,6 +1344,11 @@ func (a *analyzer) outputMode(aggregated bool) error {
 		return errAt(q.LimitPos, "LIMIT", reasonLimit)
 	}
 	switch s.OutputMode {
+	case Update:
+		if aggregated && p.Aggregate.Session != nil {
+			return errAt(q.GroupPos, "session_window(...)", "Update output mode not supported for session window on streaming DataFrames/DataSets (Spark's reason): "+
+				"a session that grows or merges with another would need its earlier rows retracted; use outputMode append or complete")
+		}
 	case Complete:
 		if !aggregated {
 			return errAt(q.Pos, "SELECT", reasonCompleteNoAgg)

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/sluicehq/sluice/expr"
 	"github.com/sluicehq/sluice/row"
 )
 
@@ -126,6 +128,10 @@ type stateSession struct {
 type stateColumn struct {
 	Name string `json:"name"`
 	Kind string `json:"kind"`
+	// Expr is a computed column's expression (a SQL grouping key or
+	// aggregate argument that is not a column), as the plan prints it;
+	// omitted for a column, so a YAML query keeps its fingerprint.
+	Expr string `json:"expr,omitempty"`
 }
 
 type stateMeasure struct {
@@ -157,6 +163,15 @@ func (s *Spec) stateLayout() stateLayout {
 	l := stateLayout{Version: stateLayoutVersion, OutputMode: d.OutputMode}
 	if d.Watermark != nil {
 		l.WatermarkColumn = d.Watermark.Column
+	}
+	if d.SQL != "" {
+		if p, err := d.Plan(); err == nil {
+			return planStateLayout(l, p)
+		}
+		// An invalid query never runs; its SQL keeps it apart.
+		l.Aggregate = true
+		l.GroupBy = []stateColumn{{Name: "sql", Kind: "invalid", Expr: d.SQL}}
+		return l
 	}
 	if d.Dedup != nil {
 		l.Dedup = []stateColumn{}
@@ -191,6 +206,67 @@ func (s *Spec) stateLayout() stateLayout {
 	}
 	return l
 }
+
+// planStateLayout is what the state of a SQL query depends on, from its
+// plan: the dedup keys, and for an aggregate its window or session
+// window, its grouping keys and its measures (with the expressions of
+// computed keys and arguments). A SQL aggregate over plain columns has
+// the layout of the same aggregate in YAML, so the two share a state
+// fingerprint (the tile can move between them on one checkpoint).
+// Filters, HAVING and the projection are not in it: they do not change
+// what the state holds.
+func planStateLayout(l stateLayout, p *Plan) stateLayout {
+	cols := p.MapRow()
+	nIn := len(p.Input())
+	col := func(i int) stateColumn {
+		if i < 0 || i >= len(cols) {
+			return stateColumn{}
+		}
+		c := stateColumn{Name: cols[i].Name, Kind: stateKind(cols[i].Type)}
+		if i >= nIn {
+			c.Expr = p.Computed[i-nIn].Expr.String()
+		}
+		return c
+	}
+	if d := p.Dedup; d != nil {
+		l.Dedup = []stateColumn{}
+		for _, k := range d.Keys {
+			l.Dedup = append(l.Dedup, col(k))
+		}
+	}
+	a := p.Aggregate
+	if a == nil {
+		return l
+	}
+	l.Aggregate = true
+	if w := a.Window; w != nil {
+		l.Window = &stateWindow{Column: col(w.Column), SizeUs: w.Size, SlideUs: w.Slide, StartUs: w.StartTime,
+			SizeText: usText(w.Size), SlideText: usText(w.Slide), StartText: usText(w.StartTime)}
+	}
+	if sw := a.Session; sw != nil {
+		l.Session = &stateSession{Column: col(sw.Column), GapUs: sw.Gap, GapText: usText(sw.Gap)}
+	}
+	for _, g := range a.GroupBy {
+		l.GroupBy = append(l.GroupBy, col(g))
+	}
+	for _, m := range a.Measures {
+		l.Measures = append(l.Measures, stateMeasure{Name: m.Name, Fn: m.Fn, Column: col(m.Arg)})
+	}
+	return l
+}
+
+// stateKind names a type in the state layout: a schema kind as YAML
+// names it (string, long, ...), the other types by their SQL names (int,
+// date, decimal(p,s)).
+func stateKind(t expr.Type) string {
+	switch t.Kind {
+	case row.Int, row.Date, row.Decimal:
+		return t.String()
+	}
+	return t.Kind.String()
+}
+
+func usText(us int64) string { return dur(Duration(time.Duration(us) * time.Microsecond)) }
 
 // StateFingerprint is the hex SHA-256 of what the layout of the query's
 // state depends on: the output mode, the watermark column (not its delay),
@@ -248,17 +324,25 @@ func (s *Spec) StateSchemaDescription() string {
 	}
 	gs := make([]string, len(l.GroupBy))
 	for i, g := range l.GroupBy {
-		gs[i] = g.Name + " " + g.Kind
+		gs[i] = g.describe()
 	}
 	parts = append(parts, "groupBy ["+strings.Join(gs, ", ")+"]")
 	ms := make([]string, len(l.Measures))
 	for i, m := range l.Measures {
 		arg := "*"
 		if m.Column.Name != "" {
-			arg = m.Column.Name + " " + m.Column.Kind
+			arg = m.Column.describe()
 		}
 		ms[i] = fmt.Sprintf("%s = %s(%s)", m.Name, m.Fn, arg)
 	}
 	parts = append(parts, "measures ["+strings.Join(ms, ", ")+"]")
 	return strings.Join(parts, "; ")
+}
+
+// describe is "name kind", or "name kind = expr" for a computed column.
+func (c stateColumn) describe() string {
+	if c.Expr != "" {
+		return c.Name + " " + c.Kind + " = " + c.Expr
+	}
+	return c.Name + " " + c.Kind
 }

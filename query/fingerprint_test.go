@@ -237,3 +237,89 @@ func TestFingerprintIgnoresSecretValues(t *testing.T) {
 		t.Errorf("Fingerprint changed the spec")
 	}
 }
+
+// The state fingerprint of a SQL query comes from its plan: the tile in
+// SQL has the YAML tile's (it may take over its checkpoint), and what
+// changes the state (the window, the grouping, a computed key's
+// expression, the measures, the session gap, the dedup keys, the output
+// mode) changes it, while a filter, HAVING or the output projection do
+// not.
+func TestStateFingerprintOfSQLQueries(t *testing.T) {
+	const tile = "SELECT window.start AS window_start, window.end AS window_end, course_id, count(*) AS event_count FROM events GROUP BY window(event_time, '5 minutes'), course_id"
+	sqlSpec := func(q string) Spec {
+		s := tileSpec()
+		s.Aggregate = nil
+		s.SQL = q
+		return s
+	}
+	yaml := tileSpec()
+	base := sqlSpec(tile)
+	if base.StateFingerprint() != yaml.StateFingerprint() || base.StateSchemaDescription() != yaml.StateSchemaDescription() {
+		t.Fatalf("the tile in SQL has another state than in YAML:\n SQL %s\nYAML %s", base.StateSchemaDescription(), yaml.StateSchemaDescription())
+	}
+	if base.Fingerprint() == yaml.Fingerprint() {
+		t.Errorf("the tile in SQL and in YAML have one definition fingerprint")
+	}
+	for _, tc := range []struct {
+		name        string
+		sql         string
+		mode        OutputMode
+		stateChange bool
+	}{
+		{"filter added", "SELECT window.start AS window_start, window.end AS window_end, course_id, count(*) AS event_count FROM events WHERE lesson_id != 'x' GROUP BY window(event_time, '5 minutes'), course_id", "", false},
+		{"having added", tile + " HAVING count(*) > 2", "", false},
+		{"projection changed", "SELECT course_id, window.start AS window_start, count(*) AS event_count FROM events GROUP BY window(event_time, '5 minutes'), course_id", "", false},
+		{"comments and spelling", "select window.start as window_start, window.end as window_end, course_id, count(1) as event_count -- the tile\nfrom events group by window(event_time, INTERVAL 5 MINUTES), course_id", "", false},
+		{"grouping column added", "SELECT window.start AS window_start, course_id, lesson_id, count(*) AS event_count FROM events GROUP BY window(event_time, '5 minutes'), course_id, lesson_id", "", true},
+		{"window size", "SELECT window.start AS window_start, course_id, count(*) AS event_count FROM events GROUP BY window(event_time, '10 minutes'), course_id", "", true},
+		{"computed key", "SELECT window.start AS window_start, upper(course_id) AS course_id, count(*) AS event_count FROM events GROUP BY window(event_time, '5 minutes'), upper(course_id)", "", true},
+		{"measure renamed", "SELECT window.start AS window_start, course_id, count(*) AS n FROM events GROUP BY window(event_time, '5 minutes'), course_id", "", true},
+		{"measure added", "SELECT window.start AS window_start, course_id, count(*) AS event_count, approx_count_distinct(lesson_id) AS lessons FROM events GROUP BY window(event_time, '5 minutes'), course_id", "", true},
+		{"session window", "SELECT session_window.start AS s, course_id, count(*) AS event_count FROM events GROUP BY session_window(event_time, '5 minutes'), course_id", "", true},
+		{"output mode", tile, Update, true},
+		{"dedup, no aggregate", "SELECT * FROM drop_duplicates_within_watermark(TABLE(events), event_id)", "", true},
+		{"no aggregate", "SELECT * FROM events", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := sqlSpec(tc.sql)
+			if tc.mode != "" {
+				s.OutputMode = tc.mode
+				s.Sink = Sink{JSONBatches: &JSONBatchesSink{Path: "/out"}}
+			}
+			if _, err := s.Plan(); err != nil {
+				t.Fatal(err)
+			}
+			if changed := s.StateFingerprint() != base.StateFingerprint(); changed != tc.stateChange {
+				t.Errorf("StateFingerprint changed = %v, want %v\nbase: %s\n new: %s", changed, tc.stateChange, base.StateSchemaDescription(), s.StateSchemaDescription())
+			}
+		})
+	}
+	computed := sqlSpec("SELECT window.start AS window_start, upper(course_id) AS course, count(*) AS n FROM events GROUP BY window(event_time, '5 minutes'), upper(course_id)")
+	lower := sqlSpec("SELECT window.start AS window_start, lower(course_id) AS course, count(*) AS n FROM events GROUP BY window(event_time, '5 minutes'), lower(course_id)")
+	if computed.StateFingerprint() == lower.StateFingerprint() {
+		t.Errorf("upper and lower keys share a state fingerprint: %s", computed.StateSchemaDescription())
+	}
+	if got := computed.StateSchemaDescription(); !strings.Contains(got, "groupBy [course string = upper(course_id)]") {
+		t.Errorf("description %s lacks the computed key", got)
+	}
+	gap := func(g string) string {
+		s := sqlSpec("SELECT session_window.start AS s, course_id, count(*) AS n FROM events GROUP BY session_window(event_time, '" + g + "'), course_id")
+		return s.StateFingerprint()
+	}
+	if gap("5 minutes") == gap("6 minutes") {
+		t.Errorf("the session gap does not change the state fingerprint")
+	}
+	keys := func(k string) string {
+		s := sqlSpec("SELECT * FROM drop_duplicates_within_watermark(TABLE(events), " + k + ")")
+		return s.StateFingerprint()
+	}
+	if keys("event_id") == keys("event_id, course_id") {
+		t.Errorf("the dedup keys do not change the state fingerprint")
+	}
+	y := tileSpec()
+	y.Aggregate = nil
+	y.Dedup = &Dedup{Keys: []string{"event_id"}}
+	if keys("event_id") != y.StateFingerprint() {
+		t.Errorf("dedup on event_id in SQL and in YAML have two state fingerprints")
+	}
+}

@@ -1,11 +1,38 @@
 package query
 
-import "github.com/sluicehq/sluice/row"
+import (
+	"fmt"
 
-// Column is one output column.
+	"github.com/sluicehq/sluice/row"
+)
+
+// Column is one output column. A decimal column carries its precision and
+// scale (Spark's decimal(p, s)); they are zero for every other kind.
 type Column struct {
-	Name string
-	Kind row.Kind
+	Name      string
+	Kind      row.Kind
+	Precision uint8
+	Scale     uint8
+}
+
+// String is {name kind}, or {name decimal(p,s)}.
+func (c Column) String() string {
+	if c.Kind == row.Decimal {
+		return fmt.Sprintf("{%s decimal(%d,%d)}", c.Name, c.Precision, c.Scale)
+	}
+	return fmt.Sprintf("{%s %s}", c.Name, c.Kind)
+}
+
+// TypeName is the column's type as Spark names it in a schema: string,
+// bigint, int, double, boolean, timestamp, date, decimal(p,s).
+func (c Column) TypeName() string {
+	switch c.Kind {
+	case row.Long:
+		return "bigint"
+	case row.Decimal:
+		return fmt.Sprintf("decimal(%d,%d)", c.Precision, c.Scale)
+	}
+	return c.Kind.String()
 }
 
 // Output column names for a window.
@@ -60,15 +87,15 @@ func (s *Spec) OutputSchema() []Column {
 	}
 	var out []Column
 	if s.Aggregate.Window != nil {
-		out = append(out, Column{WindowStart, row.Timestamp}, Column{WindowEnd, row.Timestamp})
+		out = append(out, Column{Name: WindowStart, Kind: row.Timestamp}, Column{Name: WindowEnd, Kind: row.Timestamp})
 	} else if s.Aggregate.SessionWindow != nil {
-		out = append(out, Column{SessionWindowStart, row.Timestamp}, Column{SessionWindowEnd, row.Timestamp})
+		out = append(out, Column{Name: SessionWindowStart, Kind: row.Timestamp}, Column{Name: SessionWindowEnd, Kind: row.Timestamp})
 	}
 	for _, g := range s.Aggregate.GroupBy {
-		out = append(out, Column{g, kindOf(g)})
+		out = append(out, Column{Name: g, Kind: kindOf(g)})
 	}
 	for _, m := range s.Aggregate.Measures {
-		out = append(out, Column{m.Name, MeasureKind(m.Fn, kindOf(m.Column))})
+		out = append(out, Column{Name: m.Name, Kind: MeasureKind(m.Fn, kindOf(m.Column))})
 	}
 	return out
 }

@@ -114,13 +114,103 @@ type PlanMeasure struct {
 	Type    expr.Type
 }
 
-// OutputColumns returns the output as query.Columns (name and kind).
-func (p *Plan) OutputColumns() []Column {
-	out := make([]Column, len(p.Output))
-	for i, c := range p.Output {
-		out[i] = Column{Name: c.Name, Kind: c.Type.Kind}
+// OutputColumns returns the output as query.Columns (name and kind, and a
+// decimal's precision and scale).
+func (p *Plan) OutputColumns() []Column { return Columns(p.Output) }
+
+// Columns returns plan columns as query.Columns.
+func Columns(cs []PlanColumn) []Column {
+	out := make([]Column, len(cs))
+	for i, c := range cs {
+		out[i] = c.Column()
 	}
 	return out
+}
+
+// Column returns c as a query.Column.
+func (c PlanColumn) Column() Column {
+	col := Column{Name: c.Name, Kind: c.Type.Kind}
+	if c.Type.Kind == row.Decimal {
+		col.Precision, col.Scale = c.Type.Precision, c.Type.Scale
+	}
+	return col
+}
+
+// MapRow returns the columns of the map row: Input, then Computed.
+func (p *Plan) MapRow() []PlanColumn {
+	cols := p.Input()
+	for _, c := range p.Computed {
+		cols = append(cols, PlanColumn{Name: c.Name, Type: c.Expr.Type})
+	}
+	return cols
+}
+
+// Stateful reports whether the plan keeps state: an aggregate or a
+// deduplication.
+func (p *Plan) Stateful() bool { return p.Aggregate != nil || p.Dedup != nil }
+
+// UsedSource reports, per source column, whether the plan reads it: the
+// event-time column, the dedup keys, the join keys, and every column an
+// expression, the grouping or a measure reads; every column when the
+// output is the Input row as it is.
+func (p *Plan) UsedSource() []bool {
+	n := len(p.Source)
+	used := make([]bool, n)
+	mark := func(i int) {
+		if i >= 0 && i < n {
+			used[i] = true
+		}
+	}
+	refs := func(es ...*expr.Expr) {
+		for _, e := range es {
+			e.References(func(c int, _ string) { mark(c) })
+		}
+	}
+	if p.Aggregate == nil && p.Project == nil {
+		for i := range used {
+			used[i] = true
+		}
+		return used
+	}
+	mark(p.EventTime)
+	refs(p.PreFilter...)
+	refs(p.Filter...)
+	if d := p.Dedup; d != nil {
+		for _, k := range d.Keys {
+			mark(k)
+		}
+	}
+	if j := p.Join; j != nil {
+		for _, k := range j.Keys {
+			for i, c := range p.Source {
+				if c.Name == k {
+					mark(i)
+				}
+			}
+		}
+	}
+	for _, c := range p.Computed {
+		refs(c.Expr)
+	}
+	if a := p.Aggregate; a != nil {
+		if a.Window != nil {
+			mark(a.Window.Column)
+		}
+		if a.Session != nil {
+			mark(a.Session.Column)
+		}
+		for _, g := range a.GroupBy {
+			mark(g)
+		}
+		for _, m := range a.Measures {
+			mark(m.Arg)
+		}
+	} else {
+		for _, x := range p.Project {
+			refs(x.Expr)
+		}
+	}
+	return used
 }
 
 // Input returns the columns of the Input row (source, then join).
@@ -253,6 +343,18 @@ func yamlPlan(s *Spec) *Plan {
 		}
 		return -1
 	}
+	if d := s.Dedup; d != nil {
+		pd := &PlanDedup{}
+		for _, k := range d.Keys {
+			for i, c := range p.Source {
+				if c.Name == k {
+					pd.Keys = append(pd.Keys, i)
+					pd.Names = append(pd.Names, c.Name)
+				}
+			}
+		}
+		p.Dedup = pd
+	}
 	a := s.Aggregate
 	if a == nil {
 		p.Output = in
@@ -262,6 +364,9 @@ func yamlPlan(s *Spec) *Plan {
 	if w := a.Window; w != nil {
 		pa.Window = &PlanWindow{Column: index(w.Column), Size: w.Size.Micros(), Slide: w.SlideOrSize().Micros(), StartTime: w.StartTime.Micros()}
 		pa.Output = append(pa.Output, PlanColumn{WindowStart, expr.TimestampType}, PlanColumn{WindowEnd, expr.TimestampType})
+	} else if sw := a.SessionWindow; sw != nil {
+		pa.Session = &PlanSession{Column: index(sw.Column), Gap: sw.Gap.Micros()}
+		pa.Output = append(pa.Output, PlanColumn{SessionWindowStart, expr.TimestampType}, PlanColumn{SessionWindowEnd, expr.TimestampType})
 	}
 	for _, g := range a.GroupBy {
 		i := index(g)

@@ -433,6 +433,13 @@ func (v *validator) dedup() {
 		}
 		seen[k] = true
 	}
+	if v.s.SQL != "" {
+		v.add("dedup", strings.Join(d.Keys, ", "), "is set with sql: write the deduplication in the SQL, as FROM %s(TABLE(%s), %s)",
+			DedupFunction, v.s.ViewName(), strings.Join(d.Keys, ", "))
+	}
+	if v.s.Aggregate != nil {
+		v.add("dedup", strings.Join(d.Keys, ", "), "%s", ReasonDedupAggregate)
+	}
 	if v.s.Watermark == nil {
 		c := v.firstTimestamp()
 		v.add("watermark", "", "required with dedup, as Spark's dropDuplicatesWithinWatermark requires it: a key is kept for the watermark delay "+

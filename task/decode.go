@@ -23,7 +23,7 @@ type metaCol struct {
 	meta int // index in the source kind's MetaColumns
 }
 
-func newRecordDecoder(s *query.Spec) *recordDecoder {
+func newRecordDecoder(s *query.Spec, p *query.Plan) *recordDecoder {
 	d := &recordDecoder{}
 	for i, f := range s.Source.Schema {
 		if f.From != "" {
@@ -34,7 +34,7 @@ func newRecordDecoder(s *query.Spec) *recordDecoder {
 		}
 		d.valueIdx = append(d.valueIdx, i)
 	}
-	d.dec = row.NewDecoder(ValueFields(s))
+	d.dec = row.NewDecoder(valueFields(s, p))
 	d.dec.SetSessionTimeZone(s.SessionZone())
 	return d
 }
@@ -45,7 +45,15 @@ func newRecordDecoder(s *query.Spec) *recordDecoder {
 // reference program that wants the engine's decoding cost uses exactly
 // this list.
 func ValueFields(s *query.Spec) []row.Field {
-	used := usedColumns(s)
+	p, err := s.Plan()
+	if err != nil {
+		p = nil
+	}
+	return valueFields(s, p)
+}
+
+func valueFields(s *query.Spec, p *query.Plan) []row.Field {
+	used := usedColumns(p)
 	var fields []row.Field
 	for _, f := range s.Source.Schema {
 		if f.From != "" {
@@ -95,32 +103,23 @@ func Fields(s *query.Spec) []row.Field {
 	return fields
 }
 
-// usedColumns returns the columns an aggregation reads (nil: all, for a
-// query whose rows pass through).
-func usedColumns(s *query.Spec) map[string]bool {
-	a := s.Aggregate
-	if a == nil {
+// usedColumns returns the source columns the query reads (nil: all):
+// its plan's (query.Plan.UsedSource), the same for sql: and aggregate:.
+func usedColumns(p *query.Plan) map[string]bool {
+	if p == nil {
 		return nil
 	}
 	used := map[string]bool{}
-	if s.Watermark != nil {
-		used[s.Watermark.Column] = true
-	}
-	if a.Window != nil {
-		used[a.Window.Column] = true
-	}
-	for _, g := range a.GroupBy {
-		used[g] = true
-	}
-	for _, m := range a.Measures {
-		if m.Column != "" {
-			used[m.Column] = true
+	all := true
+	for i, u := range p.UsedSource() {
+		if u {
+			used[p.Source[i].Name] = true
+		} else {
+			all = false
 		}
 	}
-	if j := s.Join; j != nil {
-		for _, k := range j.Keys {
-			used[k] = true
-		}
+	if all {
+		return nil
 	}
 	return used
 }

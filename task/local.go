@@ -48,12 +48,15 @@ type BatchResult struct {
 	DroppedByWatermark int64
 	TooFarAhead        int64
 	JoinUnmatched      int64
-	MinEventTime       int64
-	MaxEventTime       int64
-	HasEventTime       bool
-	Reduces            []*ReduceResult
-	MapDuration        time.Duration
-	ReduceDuration     time.Duration
+	// Duplicates counts the rows a deduplication dropped
+	// (numDroppedDuplicateRows): in map tasks and reduce tasks.
+	Duplicates     int64
+	MinEventTime   int64
+	MaxEventTime   int64
+	HasEventTime   bool
+	Reduces        []*ReduceResult
+	MapDuration    time.Duration
+	ReduceDuration time.Duration
 	// ShuffleBytes are the bytes map tasks pushed to other executors (0 in
 	// process).
 	ShuffleBytes int64
@@ -279,7 +282,7 @@ func (l *Local) Reduce(ctx context.Context, plan BatchPlan, out *MapOutput) (*Ba
 			r, err := RunReduce(gctx, l.Env, ReduceTask{
 				Batch: plan.Batch, Partition: p, Watermark: plan.Watermark, SkipSink: plan.SkipSink,
 				StateAttempt: statestore.AttemptID(plan.RunID, plan.Batch, nil),
-				GatherBelow:  plan.GatherBelow,
+				GatherBelow:  plan.GatherBelow, Manifest: plan.Manifest,
 			}, partials, rows)
 			res.Reduces[p] = r
 			return err
@@ -288,14 +291,27 @@ func (l *Local) Reduce(ctx context.Context, plan BatchPlan, out *MapOutput) (*Ba
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	for _, r := range res.Reduces {
+		res.AddReduce(r)
+	}
 	res.ReduceDuration = time.Since(start)
 	return &res, nil
+}
+
+// AddReduce folds a reduce task's metrics into the batch's: the rows it
+// set aside and the duplicates it dropped (the runners call it once per
+// reduce task).
+func (r *BatchResult) AddReduce(rr *ReduceResult) {
+	r.Malformed += rr.Malformed
+	r.Duplicates += rr.Duplicates
+	r.JoinUnmatched += rr.JoinUnmatched
 }
 
 // add folds a map task's metrics into the batch's.
 func (r *BatchResult) add(m *MapResult) {
 	r.InputRows += m.InputRows
 	r.Malformed += m.Malformed
+	r.Duplicates += m.Duplicates
 	r.DroppedByWatermark += m.DroppedByWatermark
 	r.TooFarAhead += m.TooFarAhead
 	r.JoinUnmatched += m.JoinUnmatched

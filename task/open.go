@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/agg"
 	"github.com/sluicehq/sluice/checkpoint"
+	"github.com/sluicehq/sluice/dedup"
 	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/join"
@@ -113,15 +114,30 @@ func Open(ctx context.Context, spec *query.Spec, queryID string, opts OpenOption
 	} else {
 		env.BadRecords = objstore.Prefixed(cp, "bad_records/")
 	}
-	if spec.Join != nil {
+	plan, err := spec.Plan()
+	if err != nil {
+		return nil, fmt.Errorf("plan query %s: %w", spec.Name, err)
+	}
+	env.Plan, env.pipe = plan, &pipeOnce{}
+	if plan.Join != nil {
 		// Tasks load the snapshot their batch names from the checkpoint;
 		// only the driver reads join.path.
 		env.Dimension = join.NewCache(spec, cp)
 	}
-	if spec.Aggregate != nil {
-		if env.Layout, err = agg.Compile(spec); err != nil {
+	if plan.Aggregate != nil {
+		if env.Layout, err = agg.CompilePlan(plan, spec.OutputMode); err != nil {
 			return nil, err
 		}
+	}
+	if plan.Dedup != nil {
+		if env.Dedup, err = dedup.CompilePlan(plan, spec.Watermark.Delay.Micros()); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := env.pipeline(); err != nil {
+		return nil, err
+	}
+	if plan.Stateful() {
 		if env.State, err = openState(spec, cp, opts, env); err != nil {
 			return nil, err
 		}
@@ -180,8 +196,10 @@ func (e *Env) Close() error {
 func openState(spec *query.Spec, cp objstore.Store, opts OpenOptions, env *Env) (statestore.Provider, error) {
 	switch spec.StateStore {
 	case "memory":
+		// Dedup's state keys all start with an expiry or its primary
+		// rows' prefix (dedup package comment).
 		return statestore.NewMemory(cp, statestore.MemoryOptions{SnapshotInterval: spec.SnapshotInterval, Limit: opts.StateMemoryLimit,
-			BoundPrefix: env.Layout != nil && env.Layout.BoundPrefix()}), nil
+			BoundPrefix: env.Dedup != nil || env.Layout != nil && env.Layout.BoundPrefix()}), nil
 	case "pebble":
 		dir := opts.StateDir
 		if dir == "" {

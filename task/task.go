@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/agg"
+	"github.com/sluicehq/sluice/dedup"
 	"github.com/sluicehq/sluice/eventtime"
 	"github.com/sluicehq/sluice/ids"
 	"github.com/sluicehq/sluice/join"
@@ -44,7 +45,12 @@ type Env struct {
 	// sink, when Open opened them.
 	Checkpoint  objstore.Store
 	ParquetSink *parquet.Sink
-	closers     []func() error
+	// Plan is the query's plan (nil: the Spec's, compiled on first use);
+	// Dedup its deduplication's layout (nil: compiled from Plan).
+	Plan    *query.Plan
+	Dedup   *dedup.Layout
+	pipe    *pipeOnce
+	closers []func() error
 }
 
 // Dimension loads a stream-static join's snapshot by the reference a
@@ -58,19 +64,6 @@ func (e *Env) hook(point string, batch ids.BatchID) {
 	if e.Hook != nil {
 		e.Hook(point, batch)
 	}
-}
-
-// timeCol returns the input index of the watermark column, or -1.
-func timeCol(s *query.Spec) int {
-	if s.Watermark == nil {
-		return -1
-	}
-	for i, f := range s.Source.Schema {
-		if f.Name == s.Watermark.Column {
-			return i
-		}
-	}
-	return -1
 }
 
 // MapTask reads one split of a batch.
@@ -113,6 +106,9 @@ type MapResult struct {
 	// JoinUnmatched counts the rows whose join key found no dimension row
 	// (kept with null columns by a left join, dropped by an inner one).
 	JoinUnmatched int64
+	// Duplicates counts the rows a deduplication dropped in this task
+	// because an earlier row of the task had their key.
+	Duplicates int64
 	// Event-time range of the rows read (valid when HasEventTime).
 	MinEventTime, MaxEventTime int64
 	HasEventTime               bool
@@ -130,15 +126,28 @@ type BadRecord struct {
 	Record string `json:"record"`
 }
 
-// RunMap runs one map task.
+// RunMap runs one map task: it reads its split and runs the plan's map
+// side on every record (see pipeline): a record that does not decode, or
+// whose expression fails, is set aside as malformed with the reason; the
+// filter pushed below the watermark runs before the event time is taken,
+// so a row it drops does not move the watermark.
 func RunMap(ctx context.Context, env *Env, t MapTask) (*MapResult, error) {
+	pl, err := env.pipeline()
+	if err != nil {
+		return nil, fmt.Errorf("map task %d of batch %d: %w", t.Index, t.Batch, err)
+	}
+	p := pl.plan
 	res := &MapResult{Index: t.Index}
-	dec := newRecordDecoder(env.Spec)
-	tc := timeCol(env.Spec)
+	dec := newRecordDecoder(env.Spec, p)
+	tc := p.EventTime
 	var table *agg.Table
-	if env.Layout != nil {
+	var dt *dedup.Table
+	switch {
+	case env.Layout != nil:
 		table = agg.NewTable(env.Layout)
-	} else {
+	case pl.dedup != nil:
+		dt = dedup.NewTable(pl.dedup, t.Partitions)
+	default:
 		res.Rows = make([][]row.Row, t.Partitions)
 	}
 	passPart := t.Index % t.Partitions
@@ -150,7 +159,8 @@ func RunMap(ctx context.Context, env *Env, t MapTask) (*MapResult, error) {
 	}
 	var dim *join.Table
 	var joined []row.Row
-	if env.Spec.Join != nil {
+	if p.Join != nil && dt == nil {
+		// (With a dedup the join runs after it, in the reduce task.)
 		if env.Dimension == nil {
 			return nil, fmt.Errorf("map task %d of batch %d: the query joins join.path but this process has no snapshot loader", t.Index, t.Batch)
 		}
@@ -159,7 +169,18 @@ func RunMap(ctx context.Context, env *Env, t MapTask) (*MapResult, error) {
 			return nil, fmt.Errorf("map task %d of batch %d: %w", t.Index, t.Batch, err)
 		}
 	}
-	err := env.Source.Read(ctx, t.Split, func(rec *source.Record) error {
+	// scratch holds a map row (Input, then computed columns); outs the
+	// rows one record gives (one per join match) before any is folded,
+	// so a record whose expression fails adds nothing.
+	scratch := make([]row.Row, 0, 1)
+	outs := make([]row.Row, 0, 1)
+	keptBuf := make([]row.Row, 0, 1)
+	nMap := len(p.MapRow())
+	evalFailed := func(rec *source.Record, err error) {
+		res.Malformed++
+		bad = append(bad, BadRecord{Source: rec.Part, Offset: rec.Offset, Reason: err.Error(), Record: string(rec.Value)})
+	}
+	err = env.Source.Read(ctx, t.Split, func(rec *source.Record) error {
 		res.InputRows++
 		r, err := dec.decode(rec, dst)
 		if err != nil {
@@ -173,6 +194,19 @@ func RunMap(ctx context.Context, env *Env, t MapTask) (*MapResult, error) {
 			return nil
 		}
 		dst = r
+		if pl.pre != nil {
+			// Below the watermark (rule 25): a row it drops is not read
+			// as far as the watermark is concerned (nor checked against
+			// maxEventTimeAhead, which guards the watermark).
+			keep, err := pl.pre.Keep(r)
+			if err != nil {
+				evalFailed(rec, err)
+				return nil
+			}
+			if !keep {
+				return nil
+			}
+		}
 		if tc >= 0 {
 			if v := r[tc]; v.Kind != row.Null && eventtime.TooFarAhead(v.I, t.BatchTimestampMs, maxAhead) {
 				res.Malformed++
@@ -184,6 +218,8 @@ func RunMap(ctx context.Context, env *Env, t MapTask) (*MapResult, error) {
 				})
 				return nil
 			}
+		}
+		if tc >= 0 {
 			if v := r[tc]; v.Kind != row.Null {
 				if !res.HasEventTime {
 					res.MinEventTime, res.MaxEventTime, res.HasEventTime = v.I, v.I, true
@@ -194,34 +230,81 @@ func RunMap(ctx context.Context, env *Env, t MapTask) (*MapResult, error) {
 				}
 			}
 		}
+		if dt != nil {
+			// Dedup's map side; the join, the filter and the projection
+			// run on the rows its reduce keeps.
+			if dt.Add(r, t.Late) {
+				res.DroppedByWatermark++
+			}
+			return nil
+		}
+		if pl.simple && dim == nil {
+			// The row as it is (the tile's path).
+			if table != nil {
+				res.DroppedByWatermark += int64(table.Add(r, t.Late))
+			} else {
+				res.Rows[passPart] = append(res.Rows[passPart], append(row.Row(nil), r...))
+				dst = nil
+			}
+			return nil
+		}
+		ins := outs[:0]
 		if dim != nil {
 			var matched bool
 			joined, matched = dim.Apply(r, joined[:0])
 			if !matched {
 				res.JoinUnmatched++
 			}
-			for _, jr := range joined {
+			ins = append(ins, joined...)
+		} else {
+			ins = append(ins, r)
+		}
+		if pl.simple {
+			// Joined rows are new: kept as they are.
+			for _, in := range ins {
 				if table != nil {
-					res.DroppedByWatermark += int64(table.Add(jr, t.Late))
+					res.DroppedByWatermark += int64(table.Add(in, t.Late))
 				} else {
-					res.Rows[passPart] = append(res.Rows[passPart], jr)
+					res.Rows[passPart] = append(res.Rows[passPart], in)
 				}
 			}
 			return nil
 		}
-		if table != nil {
-			res.DroppedByWatermark += int64(table.Add(r, t.Late))
-			return nil
+		// Filter, computed columns or projection: every row of the record
+		// is evaluated before any is folded.
+		ms := keptBuf[:0]
+		for i, in := range ins {
+			if len(scratch) <= i {
+				scratch = append(scratch[:i], make(row.Row, nMap))
+			}
+			m, keep, err := pl.mapRow(in, scratch[i])
+			if err != nil {
+				evalFailed(rec, err)
+				return nil
+			}
+			if keep {
+				ms = append(ms, m)
+			}
 		}
-		res.Rows[passPart] = append(res.Rows[passPart], append(row.Row(nil), r...))
-		dst = nil
+		for _, m := range ms {
+			if table != nil {
+				res.DroppedByWatermark += int64(table.Add(m, t.Late))
+			} else {
+				res.Rows[passPart] = append(res.Rows[passPart], m)
+			}
+		}
+		outs, keptBuf = ins[:0], ms[:0]
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("map task %d of batch %d (split %s): %w", t.Index, t.Batch, t.Split.ID, err)
 	}
-	if table != nil {
+	switch {
+	case table != nil:
 		res.Partials = table.Partition(t.Partitions)
+	case dt != nil:
+		res.Rows = dt.Rows()
+		res.Duplicates = dt.Duplicates
 	}
 	res.Bad = bad
 	if t.Ahead {
@@ -310,6 +393,9 @@ type ReduceTask struct {
 	// below which the output goes back to the driver (Rows, Gathered)
 	// instead of into files of the task's own (0: never).
 	GatherBelow int64
+	// Manifest is the join's snapshot the batch joins against: a join
+	// after a deduplication runs in the reduce task (zero otherwise).
+	Manifest join.Ref
 }
 
 // ReduceResult is a reduce task's output.
@@ -329,32 +415,69 @@ type ReduceResult struct {
 	StateWrites   int
 	// StateAttempt is the attempt the state files were written under.
 	StateAttempt string
+	// Malformed counts the rows set aside because an expression after
+	// the aggregate or the deduplication failed on them (written to
+	// bad records as reduce-NNNNN.jsonl).
+	Malformed int64
+	// Duplicates counts the rows the deduplication dropped here
+	// (numDroppedDuplicateRows, with the map tasks' Duplicates).
+	Duplicates int64
+	// JoinUnmatched counts the rows a join after the deduplication found
+	// no dimension row for.
+	JoinUnmatched int64
 }
 
 // RunReduce runs one reduce task over the partials (or rows) every map task
-// produced for the partition, in map order.
+// produced for the partition, in map order: the aggregate's merge then
+// Having and the projection, or the deduplication then the join, the
+// filter and the projection (see pipeline).
 func RunReduce(ctx context.Context, env *Env, t ReduceTask, partials [][]agg.Entry, rows [][]row.Row) (*ReduceResult, error) {
+	pl, err := env.pipeline()
+	if err != nil {
+		return nil, fmt.Errorf("reduce partition %d of batch %d: %w", t.Partition, t.Batch, err)
+	}
 	res := &ReduceResult{Partition: t.Partition, StateAttempt: t.StateAttempt}
 	var out []row.Row
+	var bad []BadRecord
 	var st statestore.Store
-	if env.Layout != nil {
-		var err error
+	if pl.stateful(env.Layout) {
 		st, err = env.State.Open(ctx, t.Partition, statestore.Version(t.Batch))
 		if err != nil {
 			return nil, fmt.Errorf("reduce partition %d of batch %d: %w", t.Partition, t.Batch, err)
 		}
-		var stats agg.ReduceStats
-		out, stats, err = env.Layout.Reduce(st, partials, t.Watermark)
+		if env.Layout != nil {
+			var stats agg.ReduceStats
+			out, stats, err = env.Layout.Reduce(st, partials, t.Watermark)
+			res.Updated, res.Removed = stats.Updated, stats.Removed
+			if err == nil {
+				out, bad = pl.afterAggregate(out)
+			}
+		} else {
+			var stats dedup.Stats
+			out, stats, err = pl.dedup.Reduce(st, rows, t.Watermark)
+			res.Updated, res.Removed, res.Duplicates = stats.Updated, stats.Removed, stats.Duplicates
+			if err == nil {
+				out, bad, err = afterDedup(ctx, env, pl, t, out, res)
+			}
+		}
 		if err != nil {
 			st.Abort()
 			return nil, fmt.Errorf("reduce partition %d of batch %d: %w", t.Partition, t.Batch, err)
 		}
-		res.Updated, res.Removed = stats.Updated, stats.Removed
 		res.StateRows, res.MemoryBytes = st.NumRows(), st.MemoryBytes()
 		env.hook("state-commit", t.Batch)
 	} else {
 		for _, rs := range rows {
 			out = append(out, rs...)
+		}
+	}
+	if len(bad) > 0 {
+		res.Malformed = int64(len(bad))
+		if err := writeReduceBadRecords(ctx, env, t, bad); err != nil {
+			if st != nil {
+				st.Abort()
+			}
+			return nil, err
 		}
 	}
 	res.NumOutputRows = int64(len(out))
@@ -393,6 +516,78 @@ func RunReduce(ctx context.Context, env *Env, t ReduceTask, partials [][]agg.Ent
 		return nil, fmt.Errorf("reduce partition %d of batch %d: write sink: %w", t.Partition, t.Batch, sinkErr)
 	}
 	return res, nil
+}
+
+// afterDedup runs what follows the deduplication on the rows it kept, in
+// their order: the join (against the batch's snapshot), the filter and
+// the projection; rows whose evaluation fails come back as bad records.
+func afterDedup(ctx context.Context, env *Env, pl *pipeline, t ReduceTask, kept []row.Row, res *ReduceResult) ([]row.Row, []BadRecord, error) {
+	p := pl.plan
+	if p.Join == nil && pl.filter == nil && pl.project == nil {
+		return kept, nil, nil
+	}
+	var dim *join.Table
+	if p.Join != nil {
+		if env.Dimension == nil {
+			return nil, nil, fmt.Errorf("the query joins join.path but this process has no snapshot loader")
+		}
+		var err error
+		if dim, err = env.Dimension.Table(ctx, t.Manifest); err != nil {
+			return nil, nil, err
+		}
+	}
+	var out, joined []row.Row
+	var bad []BadRecord
+	for _, r := range kept {
+		ins := []row.Row{r}
+		if dim != nil {
+			var matched bool
+			joined, matched = dim.Apply(r, joined[:0])
+			if !matched {
+				res.JoinUnmatched++
+			}
+			ins = joined
+		}
+		var ms []row.Row
+		failed := false
+		for _, in := range ins {
+			m, keep, err := pl.mapRow(in, nil)
+			if err != nil {
+				bad = append(bad, pl.badRow(in, err))
+				failed = true
+				break
+			}
+			if keep {
+				ms = append(ms, m)
+			}
+		}
+		if !failed {
+			out = append(out, ms...)
+		}
+	}
+	return out, bad, nil
+}
+
+// writeReduceBadRecords writes a reduce task's malformed rows to
+// batch_id=N/reduce-PPPPP.jsonl (a deterministic name: a re-run replaces
+// it).
+func writeReduceBadRecords(ctx context.Context, env *Env, t ReduceTask, bad []BadRecord) error {
+	if env.BadRecords == nil {
+		return fmt.Errorf("reduce partition %d of batch %d: %d malformed rows and no badRecordsPath", t.Partition, t.Batch, len(bad))
+	}
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	for _, r := range bad {
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	key := fmt.Sprintf("batch_id=%d/reduce-%05d.jsonl", t.Batch, t.Partition)
+	if err := env.BadRecords.Put(ctx, key, []byte(b.String())); err != nil {
+		return fmt.Errorf("write bad records of batch %d: %w", t.Batch, err)
+	}
+	env.Logger.Warn("malformed rows set aside", "batch", t.Batch, "partition", t.Partition, "count", len(bad), "in", env.Spec.BadRecordsDir(t.Batch))
+	return nil
 }
 
 func batchOf(env *Env, id ids.BatchID) sink.Batch { return sink.Batch{QueryID: env.QueryID, ID: id} }

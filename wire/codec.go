@@ -12,9 +12,11 @@ import (
 // Encoding of a chunk of partials: per group, uvarint key length, key,
 // uvarint accumulator length, accumulators (agg.Layout.AppendAccs).
 // A chunk of rows: per row, uvarint column count, then per value a kind
-// byte and its payload (varint for long, timestamp and boolean; 8 bytes
-// big-endian for double; uvarint length and bytes for string; nothing for
-// null). Chunks always end on a record boundary.
+// byte and its payload (varint for long, int, date, timestamp and
+// boolean; 8 bytes big-endian for double; uvarint length and bytes for
+// string; for a decimal its scale byte, then 0 and the unscaled integer as
+// a varint, or 1 and its base-10 digits as a string when they do not fit
+// an int64; nothing for null). Chunks always end on a record boundary.
 
 // DefaultChunkBytes is the target size of one pushed chunk.
 const DefaultChunkBytes = 256 << 10
@@ -58,13 +60,21 @@ func AppendRow(b []byte, r row.Row) []byte {
 		b = append(b, byte(v.Kind))
 		switch v.Kind {
 		case row.Null:
-		case row.Long, row.Timestamp, row.Bool:
+		case row.Long, row.Timestamp, row.Bool, row.Int, row.Date:
 			b = binary.AppendVarint(b, v.I)
 		case row.Double:
 			b = binary.BigEndian.AppendUint64(b, math.Float64bits(v.F))
 		case row.String:
 			b = binary.AppendUvarint(b, uint64(len(v.S)))
 			b = append(b, v.S...)
+		case row.Decimal:
+			b = append(b, v.Scale)
+			if v.S == "" {
+				b = binary.AppendVarint(append(b, 0), v.I)
+			} else {
+				b = binary.AppendUvarint(append(b, 1), uint64(len(v.S)))
+				b = append(b, v.S...)
+			}
 		default:
 			panic(fmt.Sprintf("shuffle: cannot encode value kind %v", v.Kind))
 		}
@@ -90,7 +100,7 @@ func DecodeRows(data []byte, dst []row.Row) ([]row.Row, error) {
 			v := row.Value{Kind: kind}
 			switch kind {
 			case row.Null:
-			case row.Long, row.Timestamp, row.Bool:
+			case row.Long, row.Timestamp, row.Bool, row.Int, row.Date:
 				x, k := binary.Varint(data)
 				if k <= 0 {
 					return nil, fmt.Errorf("decode row: truncated %v at column %d", kind, i)
@@ -105,6 +115,26 @@ func DecodeRows(data []byte, dst []row.Row) ([]row.Row, error) {
 				s, rest, err := readBytes(data)
 				if err != nil {
 					return nil, fmt.Errorf("decode row: string at column %d: %w", i, err)
+				}
+				v.S, data = string(s), rest
+			case row.Decimal:
+				if len(data) < 2 {
+					return nil, fmt.Errorf("decode row: truncated decimal at column %d", i)
+				}
+				v.Scale = data[0]
+				big := data[1] == 1
+				data = data[2:]
+				if !big {
+					x, k := binary.Varint(data)
+					if k <= 0 {
+						return nil, fmt.Errorf("decode row: truncated decimal at column %d", i)
+					}
+					v.I, data = x, data[k:]
+					break
+				}
+				s, rest, err := readBytes(data)
+				if err != nil {
+					return nil, fmt.Errorf("decode row: decimal at column %d: %w", i, err)
 				}
 				v.S, data = string(s), rest
 			default:

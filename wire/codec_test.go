@@ -46,6 +46,9 @@ func TestRowsSurviveEncodingWithEveryKind(t *testing.T) {
 	want := []row.Row{
 		{row.Value{}, row.StringValue(""), row.StringValue("héllo\x00"), row.LongValue(math.MinInt64), row.LongValue(math.MaxInt64)},
 		{row.DoubleValue(math.Inf(-1)), row.DoubleValue(-0.5), row.BoolValue(true), row.BoolValue(false), row.TimestampValue(-1)},
+		// int, date and decimal (small, negative, and past an int64 in S)
+		{row.Value{Kind: row.Int, I: math.MinInt32}, row.Value{Kind: row.Date, I: -719162}, row.Value{Kind: row.Decimal, Scale: 2, I: -12345},
+			row.Value{Kind: row.Decimal, Scale: 38, S: "-99999999999999999999999999999999999999"}, row.Value{Kind: row.Decimal}},
 		{},
 	}
 	var b []byte

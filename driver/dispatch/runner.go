@@ -214,6 +214,7 @@ func (r *Runner) TakeMaps(ctx context.Context, plan task.BatchPlan, m *task.Star
 	for i, m := range b.metrics {
 		res.AddMap(&task.MapResult{
 			Index: i, InputRows: m.InputRows, Malformed: m.Malformed, DroppedByWatermark: m.DroppedByWatermark, TooFarAhead: m.TooFarAhead, JoinUnmatched: m.JoinUnmatched,
+			Duplicates:   m.Duplicates,
 			MinEventTime: m.MinEventTimeUs, MaxEventTime: m.MaxEventTimeUs, HasEventTime: m.HasEventTime,
 		})
 		res.ShuffleBytes += m.ShuffleBytes
@@ -239,6 +240,9 @@ func (r *Runner) Reduce(ctx context.Context, plan task.BatchPlan, out *task.MapO
 	// to gather, whether to skip the sink).
 	if res.Reduces, err = b.runReduces(b.ctx, plan, b.accepted); err != nil {
 		return nil, b.fail(err)
+	}
+	for _, rr := range res.Reduces {
+		res.AddReduce(rr)
 	}
 	res.ReduceDuration = time.Since(start)
 	var records int64
@@ -609,6 +613,7 @@ func (b *batchRun) runReduces(ctx context.Context, plan task.BatchPlan, accepted
 				QueryId: b.r.opts.QueryID, RunId: b.r.runID, Batch: int64(plan.Batch), Partition: int32(p),
 				LateWatermarkUs: int64(plan.Watermark.Late), EvictWatermarkUs: int64(plan.Watermark.Evict),
 				SkipSink: plan.SkipSink, MapAttempts: accepted, GatherBelowBytes: plan.GatherBelow,
+				ManifestId: plan.Manifest.ID, ManifestHash: plan.Manifest.Hash,
 			}
 			var resp *sluicepb.RunReduceTaskResponse
 			var rows []byte
@@ -641,6 +646,7 @@ func (b *batchRun) runReduces(ctx context.Context, plan task.BatchPlan, accepted
 				Updated: resp.Updated, Removed: resp.Removed, MemoryBytes: resp.MemoryBytes, StateWrites: int(resp.StateWrites),
 				StateAttempt: statestore.AttemptID(req.RunId, plan.Batch, req.MapAttempts),
 				Gathered:     resp.Gathered,
+				Malformed:    resp.Malformed, Duplicates: resp.Duplicates, JoinUnmatched: resp.JoinUnmatched,
 			}
 			if len(rows) > 0 {
 				if rr.Rows, err = wire.DecodeRows(rows, make([]row.Row, 0, resp.NumOutputRows)); err != nil {

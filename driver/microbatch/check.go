@@ -2,7 +2,6 @@ package microbatch
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"strings"
@@ -30,9 +29,6 @@ func Check(spec query.Spec) error {
 		return err
 	}
 	s := spec.WithDefaults()
-	if err := runnable(&s); err != nil {
-		return err
-	}
 	var problems []query.Problem
 	add := func(field, value, rule string) {
 		problems = append(problems, query.Problem{Field: field, Value: value, Rule: rule})
@@ -121,21 +117,4 @@ func unwrapURIError(err error) string {
 		return rest
 	}
 	return err.Error()
-}
-
-// runnable refuses what the spec language takes but the tasks of this
-// build do not run yet, rather than run it as if it were absent: a query
-// in SQL, and deduplication.
-func runnable(s *query.Spec) error {
-	var problems []query.Problem
-	if s.SQL != "" {
-		problems = append(problems, query.Problem{Field: "sql", Value: "(a query)", Rule: "validates, but this build does not run SQL queries yet: use aggregate"})
-	}
-	if s.Dedup != nil {
-		problems = append(problems, query.Problem{Field: "dedup", Value: fmt.Sprint(s.Dedup.Keys), Rule: "validates, but this build does not run deduplication yet"})
-	}
-	if len(problems) > 0 {
-		return &query.ValidationError{Problems: problems}
-	}
-	return nil
 }

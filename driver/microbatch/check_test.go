@@ -62,6 +62,12 @@ func TestRefusedSpecCreatesNothing(t *testing.T) {
 			s.Source.Kafka = &query.KafkaSource{BootstrapServers: "127.0.0.1:1", Subscribe: "t",
 				Options: map[string]string{"security.protocol": "SSL", "ssl.truststore.type": "PEM", "ssl.truststore.location": filepath.Join(dir, "ca.pem")}}
 		}, `source.kafka.kafka.ssl.truststore.location: "DIR/ca.pem" is not a readable file: no such file or directory`, nil},
+		{"dedup before an aggregate (YAML)", func(s *query.Spec, _ string) { s.Dedup = &query.Dedup{Keys: []string{"event_id"}} },
+			`dedup: "event_id" with an aggregate is not run by this build: Spark aggregates the deduplicated rows through a second shuffle`, nil},
+		{"dedup before an aggregate (SQL)", func(s *query.Spec, _ string) {
+			s.Aggregate = nil
+			s.SQL = "SELECT window.start AS window_start, count(*) AS n FROM drop_duplicates_within_watermark(TABLE(events), event_id) GROUP BY window(event_time, '5 minutes')"
+		}, `and aggregate its output in a second query whose file source reads that sink's path`, nil},
 		{"production on a local checkpoint", func(s *query.Spec, _ string) { s.Environment = query.Production },
 			"environment production needs checkpointLocation on an object store", microbatch.ErrProductionGuard},
 	} {

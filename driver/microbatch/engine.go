@@ -140,7 +140,9 @@ func Build(ctx context.Context, spec query.Spec, opts Options) (_ *Job, err erro
 		PlanRetryFor:            opts.SourceRetryFor,
 		NewQueryID:              opts.QueryID,
 	}
-	if spec.Join != nil {
+	if spec.Join != nil && env.Plan.Join != nil {
+		// (A sql: that never JOINs the view declared in join: reads no
+		// snapshot.)
 		topts := opts.TaskOptions()
 		dim, err := topts.OpenStore(ctx, task.RoleJoin, spec.Join.Path)
 		if err != nil {

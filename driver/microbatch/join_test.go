@@ -383,3 +383,56 @@ func TestJoinSnapshotsNoRetainedBatchRecordsAreDeleted(t *testing.T) {
 		t.Errorf("%d snapshots stored for %d retained entries (%d batches): %v", len(got), len(ids), batches, keys)
 	}
 }
+
+// A join after a deduplication runs in the reduce task, on the rows the
+// deduplication keeps, against the snapshot the batch logged: the driver
+// dies after logging batch 0, the manifest is replaced, and the re-run of
+// batch 0 joins the kept rows against the old snapshot, the next batch
+// against the new one; unmatched rows are counted.
+func TestJoinAfterDedupUsesTheLoggedSnapshotInTheReduceTask(t *testing.T) {
+	dir := t.TempDir()
+	in, mdir, cp := filepath.Join(dir, "in"), filepath.Join(dir, "manifest"), filepath.Join(dir, "cp")
+	first := []joinEvent{
+		{"e1", "c1", "l1", "2026-03-02T09:01:00Z"},
+		{"e1", "c9", "l2", "2026-03-02T09:01:30Z"}, // a duplicate of e1: dropped
+		{"e2", "c1", "unknown", "2026-03-02T09:02:00Z"},
+	}
+	second := []joinEvent{
+		{"e2", "c2", "l3", "2026-03-02T09:03:00Z"}, // e2 is still in state: dropped
+		{"e3", "c3", "unknown", "2026-03-02T09:04:00Z"},
+	}
+	writeEvents(t, filepath.Join(in, "1.jsonl"), first)
+	writeManifestJSON(t, mdir, manifestV1)
+	spec := joinSpec(in, mdir, cp, query.JoinLeft)
+	spec.Watermark = &query.Watermark{Column: "event_time", Delay: query.Duration(time.Hour)}
+	spec.Join.View = "lessons"
+	spec.SQL = "SELECT e.event_id, e.course_id, module, manifest_id FROM drop_duplicates_within_watermark(TABLE(events), event_id) e LEFT JOIN lessons USING (lesson_id)"
+	spec.Source.File.MaxFilesPerTrigger = 1
+	runUntilCrash(t, spec, "after-offsets", 0)
+
+	writeManifestJSON(t, mdir, manifestV2)
+	writeEvents(t, filepath.Join(in, "2.jsonl"), second)
+	w := &captured{}
+	progress := run(t, spec, microbatch.Options{Writer: w})
+	got := w.lines(spec.OutputSchema())
+	want := []string{
+		"event_id=e1 course_id=c1 module=intro manifest_id=m-2026-03-01",
+		"event_id=e2 course_id=c1 module=null manifest_id=m-2026-03-01",
+		"event_id=e3 course_id=c3 module=found manifest_id=m-2026-03-02",
+	}
+	if d := diffLines(want, got); d != "" {
+		t.Fatalf("output differs:\n%s", d)
+	}
+	var unmatched, dups int64
+	for _, p := range progress {
+		if p.Join != nil {
+			unmatched += p.Join.NumRowsUnmatched
+		}
+		for _, op := range p.StateOperators {
+			dups += op.CustomMetrics["numDroppedDuplicateRows"]
+		}
+	}
+	if unmatched != 1 || dups != 2 {
+		t.Fatalf("numRowsUnmatched %d (want 1: e2's unknown lesson in v1), numDroppedDuplicateRows %d (want 2)", unmatched, dups)
+	}
+}

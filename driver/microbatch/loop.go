@@ -180,14 +180,16 @@ func (q *Query) stepConfig() stepConfig {
 	cfg := &q.cfg
 	s := &cfg.Spec
 	c := stepConfig{
-		MaxAttempts:   cfg.MaxAttempts,
-		RetryFor:      cfg.PlanRetryFor,
-		Backoff:       cfg.RetryBackoff,
-		IdlePoll:      cfg.IdlePoll,
-		Interval:      s.Trigger.ProcessingTime.D(),
-		Once:          s.Trigger.Once,
-		AvailableNow:  s.Trigger.AvailableNow,
-		Evicts:        q.layout != nil && q.layout.Bound != agg.NoBound,
+		MaxAttempts:  cfg.MaxAttempts,
+		RetryFor:     cfg.PlanRetryFor,
+		Backoff:      cfg.RetryBackoff,
+		IdlePoll:     cfg.IdlePoll,
+		Interval:     s.Trigger.ProcessingTime.D(),
+		Once:         s.Trigger.Once,
+		AvailableNow: s.Trigger.AvailableNow,
+		// A dedup's state leaves by the watermark in every output mode
+		// (Spark's shouldRunAnotherBatch for it).
+		Evicts:        q.layout != nil && q.layout.Bound != agg.NoBound || q.qplan.Dedup != nil,
 		NoDataBatches: s.NoDataBatches(),
 		NoDataAtOnce:  s.Trigger.NoDataBatchesAtOnce,
 		StopTimeout:   cfg.StopTimeout,
@@ -710,7 +712,7 @@ func (q *Query) watermarkMoved(e *checkpoint.OffsetEntry, a action, res *task.Ba
 // commitEntry is batch e's commits/N entry.
 func (q *Query) commitEntry(e *checkpoint.OffsetEntry, res *task.BatchResult, nextWM eventtime.Watermark) *checkpoint.CommitEntry {
 	ce := &checkpoint.CommitEntry{BatchID: e.BatchID, NextBatchWatermark: nextWM, RunID: q.runID}
-	if q.layout != nil {
+	if q.qplan.Stateful() {
 		// Which partitions' state files make version N+1: a delta (or a
 		// snapshot) of an abandoned attempt for a partition not listed is
 		// never loaded, and a listed one that is missing is an error.

@@ -157,7 +157,7 @@ func (c *cleaner) clean(ctx context.Context, committed, keep ids.BatchID) bool {
 		return false
 	}
 	q.hook("cleanup-state", committed)
-	if q.cfg.State != nil && q.layout != nil {
+	if q.cfg.State != nil && q.qplan.Stateful() {
 		for p := range ids.PartitionID(q.meta.ShufflePartitions) {
 			n, err := q.cfg.State.Cleanup(ctx, p, statestore.Version(keep))
 			c.deleted.Add(int64(n))

@@ -107,9 +107,12 @@ type Manifests interface {
 
 // Query is one query's loop, bound to its checkpoint.
 type Query struct {
-	cfg    Config
-	log    *checkpoint.Log
-	meta   *checkpoint.Metadata
+	cfg  Config
+	log  *checkpoint.Log
+	meta *checkpoint.Metadata
+	// qplan is the query's plan (sql: or aggregate:); layout its
+	// aggregate's, nil without one.
+	qplan  *query.Plan
 	layout *agg.Layout
 	runID  string
 	conf   map[string]string
@@ -158,8 +161,13 @@ func Open(ctx context.Context, cfg Config) (*Query, error) {
 	}
 	s := &cfg.Spec
 	q := &Query{cfg: cfg, log: checkpoint.New(cfg.Checkpoint), runID: newID()}
-	if s.Aggregate != nil {
-		l, err := agg.Compile(s)
+	p, err := s.Plan()
+	if err != nil {
+		return nil, err
+	}
+	q.qplan = p
+	if p.Aggregate != nil {
+		l, err := agg.CompilePlan(p, s.OutputMode)
 		if err != nil {
 			return nil, err
 		}
@@ -334,7 +342,7 @@ func (q *Query) Metadata() *checkpoint.Metadata { return q.meta }
 // has passed since it was taken. Nil for a query without a join.
 func (q *Query) snapshot(ctx context.Context, now time.Time) (*checkpoint.ManifestRef, error) {
 	j := q.cfg.Spec.Join
-	if j == nil {
+	if j == nil || q.qplan.Join == nil {
 		return nil, nil
 	}
 	if q.cfg.Manifests == nil {
@@ -361,7 +369,7 @@ func (q *Query) snapshot(ctx context.Context, now time.Time) (*checkpoint.Manife
 // join after the batch was logged) joins against the run's current
 // snapshot, and says so in the log.
 func (q *Query) batchManifest(ctx context.Context, e *checkpoint.OffsetEntry) (join.Ref, error) {
-	if q.cfg.Spec.Join == nil {
+	if q.qplan.Join == nil {
 		return join.Ref{}, nil
 	}
 	if m := e.Manifest; m != nil {
@@ -544,7 +552,7 @@ func (q *Query) report(ctx context.Context, cur *inflight, latest source.Offset,
 		EventTime: map[string]string{"watermark": fmtWatermark(e.BatchWatermark)},
 	}
 	p.NumRowsTooFarAhead, p.WatermarkJumpMs, p.NumWatermarkJumps = res.TooFarAhead, q.jumpMs, q.jumps
-	if cfg.Spec.Join != nil {
+	if q.qplan.Join != nil {
 		p.Join = &progress.Join{NumRowsUnmatched: res.JoinUnmatched}
 		if m := e.Manifest; m != nil {
 			p.Join.ManifestID, p.Join.ManifestHash = m.ID, m.Hash
@@ -568,11 +576,19 @@ func (q *Query) report(ctx context.Context, cur *inflight, latest source.Offset,
 		op.MemoryUsedBytes += r.MemoryBytes
 		op.NumStateStoreWrites += r.StateWrites
 	}
-	if q.layout != nil {
+	if q.qplan.Dedup != nil {
+		// Spark's StreamingDeduplicateWithinWatermarkExec: its name, and
+		// the duplicates it dropped as a custom metric.
+		op.OperatorName = "dedupeWithinWatermark"
+		op.CustomMetrics = map[string]int64{"numDroppedDuplicateRows": res.Duplicates}
+	}
+	if q.qplan.Stateful() {
 		hll := int64(0)
-		for _, m := range cfg.Spec.Aggregate.Measures {
-			if m.Fn == query.FnApproxCountDistinct {
-				hll++
+		if a := q.qplan.Aggregate; a != nil {
+			for _, m := range a.Measures {
+				if m.Fn == query.FnApproxCountDistinct {
+					hll++
+				}
 			}
 		}
 		if hll > 0 {

@@ -504,6 +504,9 @@ type MapMetrics struct {
 	TooFarAhead int64 `protobuf:"varint,9,opt,name=too_far_ahead,json=tooFarAhead,proto3" json:"too_far_ahead,omitempty"`
 	// join_unmatched counts the rows whose join key found no dimension row.
 	JoinUnmatched int64 `protobuf:"varint,10,opt,name=join_unmatched,json=joinUnmatched,proto3" json:"join_unmatched,omitempty"`
+	// duplicates counts the rows a deduplication dropped in the task (an
+	// earlier row of the task had their key).
+	Duplicates    int64 `protobuf:"varint,11,opt,name=duplicates,proto3" json:"duplicates,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -608,6 +611,13 @@ func (x *MapMetrics) GetJoinUnmatched() int64 {
 	return 0
 }
 
+func (x *MapMetrics) GetDuplicates() int64 {
+	if x != nil {
+		return x.Duplicates
+	}
+	return 0
+}
+
 type RunMapTaskResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Metrics       *MapMetrics            `protobuf:"bytes,1,opt,name=metrics,proto3" json:"metrics,omitempty"`
@@ -669,8 +679,13 @@ type RunReduceTaskRequest struct {
 	// gathered set) for the driver to stage with the others, instead of
 	// being written by the task; 0 never (a driver of an older build).
 	GatherBelowBytes int64 `protobuf:"varint,9,opt,name=gather_below_bytes,json=gatherBelowBytes,proto3" json:"gather_below_bytes,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// manifest_id and manifest_hash name the join's dimension snapshot the
+	// batch joins against, for a join after a deduplication (it runs in the
+	// reduce task); empty otherwise.
+	ManifestId    string `protobuf:"bytes,10,opt,name=manifest_id,json=manifestId,proto3" json:"manifest_id,omitempty"`
+	ManifestHash  string `protobuf:"bytes,11,opt,name=manifest_hash,json=manifestHash,proto3" json:"manifest_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunReduceTaskRequest) Reset() {
@@ -766,6 +781,20 @@ func (x *RunReduceTaskRequest) GetGatherBelowBytes() int64 {
 	return 0
 }
 
+func (x *RunReduceTaskRequest) GetManifestId() string {
+	if x != nil {
+		return x.ManifestId
+	}
+	return ""
+}
+
+func (x *RunReduceTaskRequest) GetManifestHash() string {
+	if x != nil {
+		return x.ManifestHash
+	}
+	return ""
+}
+
 type RunReduceTaskResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// files written by the executor's file sink.
@@ -785,7 +814,15 @@ type RunReduceTaskResponse struct {
 	Last bool `protobuf:"varint,9,opt,name=last,proto3" json:"last,omitempty"`
 	// gathered: rows are the file sink's output, for the driver to stage
 	// (see gather_below_bytes).
-	Gathered      bool `protobuf:"varint,10,opt,name=gathered,proto3" json:"gathered,omitempty"`
+	Gathered bool `protobuf:"varint,10,opt,name=gathered,proto3" json:"gathered,omitempty"`
+	// malformed counts the rows set aside because an expression after the
+	// aggregate or the deduplication failed on them.
+	Malformed int64 `protobuf:"varint,11,opt,name=malformed,proto3" json:"malformed,omitempty"`
+	// duplicates counts the rows the deduplication dropped in the task.
+	Duplicates int64 `protobuf:"varint,12,opt,name=duplicates,proto3" json:"duplicates,omitempty"`
+	// join_unmatched counts the rows a join after a deduplication found no
+	// dimension row for.
+	JoinUnmatched int64 `protobuf:"varint,13,opt,name=join_unmatched,json=joinUnmatched,proto3" json:"join_unmatched,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -888,6 +925,27 @@ func (x *RunReduceTaskResponse) GetGathered() bool {
 		return x.Gathered
 	}
 	return false
+}
+
+func (x *RunReduceTaskResponse) GetMalformed() int64 {
+	if x != nil {
+		return x.Malformed
+	}
+	return 0
+}
+
+func (x *RunReduceTaskResponse) GetDuplicates() int64 {
+	if x != nil {
+		return x.Duplicates
+	}
+	return 0
+}
+
+func (x *RunReduceTaskResponse) GetJoinUnmatched() int64 {
+	if x != nil {
+		return x.JoinUnmatched
+	}
+	return 0
 }
 
 type ReleaseBatchRequest struct {
@@ -1037,7 +1095,7 @@ const file_executor_proto_rawDesc = "" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x14\n" +
 	"\x05batch\x18\x03 \x01(\x03R\x05batch\x12\x1a\n" +
 	"\battempts\x18\x04 \x03(\x04R\battempts\"\x18\n" +
-	"\x16FinishMapTasksResponse\"\x90\x03\n" +
+	"\x16FinishMapTasksResponse\"\xb0\x03\n" +
 	"\n" +
 	"MapMetrics\x12\x1d\n" +
 	"\n" +
@@ -1051,9 +1109,12 @@ const file_executor_proto_rawDesc = "" +
 	"\x0fshuffle_records\x18\b \x01(\x03R\x0eshuffleRecords\x12\"\n" +
 	"\rtoo_far_ahead\x18\t \x01(\x03R\vtooFarAhead\x12%\n" +
 	"\x0ejoin_unmatched\x18\n" +
-	" \x01(\x03R\rjoinUnmatched\"E\n" +
+	" \x01(\x03R\rjoinUnmatched\x12\x1e\n" +
+	"\n" +
+	"duplicates\x18\v \x01(\x03R\n" +
+	"duplicates\"E\n" +
 	"\x12RunMapTaskResponse\x12/\n" +
-	"\ametrics\x18\x01 \x01(\v2\x15.sluice.v1.MapMetricsR\ametrics\"\xc4\x02\n" +
+	"\ametrics\x18\x01 \x01(\v2\x15.sluice.v1.MapMetricsR\ametrics\"\x8a\x03\n" +
 	"\x14RunReduceTaskRequest\x12\x19\n" +
 	"\bquery_id\x18\x01 \x01(\tR\aqueryId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x14\n" +
@@ -1063,7 +1124,11 @@ const file_executor_proto_rawDesc = "" +
 	"\x12evict_watermark_us\x18\x06 \x01(\x03R\x10evictWatermarkUs\x12\x1b\n" +
 	"\tskip_sink\x18\a \x01(\bR\bskipSink\x12!\n" +
 	"\fmap_attempts\x18\b \x03(\x04R\vmapAttempts\x12,\n" +
-	"\x12gather_below_bytes\x18\t \x01(\x03R\x10gatherBelowBytes\"\xb2\x02\n" +
+	"\x12gather_below_bytes\x18\t \x01(\x03R\x10gatherBelowBytes\x12\x1f\n" +
+	"\vmanifest_id\x18\n" +
+	" \x01(\tR\n" +
+	"manifestId\x12#\n" +
+	"\rmanifest_hash\x18\v \x01(\tR\fmanifestHash\"\x97\x03\n" +
 	"\x15RunReduceTaskResponse\x12\x14\n" +
 	"\x05files\x18\x01 \x03(\tR\x05files\x12\x12\n" +
 	"\x04rows\x18\x02 \x01(\fR\x04rows\x12&\n" +
@@ -1076,7 +1141,12 @@ const file_executor_proto_rawDesc = "" +
 	"\fstate_writes\x18\b \x01(\x05R\vstateWrites\x12\x12\n" +
 	"\x04last\x18\t \x01(\bR\x04last\x12\x1a\n" +
 	"\bgathered\x18\n" +
-	" \x01(\bR\bgathered\"\x88\x01\n" +
+	" \x01(\bR\bgathered\x12\x1c\n" +
+	"\tmalformed\x18\v \x01(\x03R\tmalformed\x12\x1e\n" +
+	"\n" +
+	"duplicates\x18\f \x01(\x03R\n" +
+	"duplicates\x12%\n" +
+	"\x0ejoin_unmatched\x18\r \x01(\x03R\rjoinUnmatched\"\x88\x01\n" +
 	"\x13ReleaseBatchRequest\x12\x19\n" +
 	"\bquery_id\x18\x01 \x01(\tR\aqueryId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x14\n" +

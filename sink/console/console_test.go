@@ -91,3 +91,19 @@ func TestWriteErrorIsReported(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// int, date and decimal cells print as Spark's show() prints them: the
+// number, yyyy-MM-dd, the decimal with its scale's digits.
+func TestIntDateAndDecimalCells(t *testing.T) {
+	cols := []query.Column{{Name: "i", Kind: row.Int}, {Name: "d", Kind: row.Date}, {Name: "m", Kind: row.Decimal, Precision: 6, Scale: 2}}
+	rows := []row.Row{{{Kind: row.Int, I: -3}, {Kind: row.Date, I: 19_783}, {Kind: row.Decimal, Scale: 2, I: 150}}}
+	var out bytes.Buffer
+	if err := New(&out, cols).WriteBatch(context.Background(), 0, rows); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| -3|2024-03-01|1.50|"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}

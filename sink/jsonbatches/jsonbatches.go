@@ -200,6 +200,15 @@ func appendValue(buf *bytes.Buffer, v row.Value, c query.Column) error {
 		buf.WriteString(strconv.FormatBool(v.I != 0))
 	case row.Timestamp:
 		appendString(buf, row.FormatTimestamp(v.I))
+	case row.Int:
+		buf.WriteString(strconv.FormatInt(v.I, 10))
+	case row.Date:
+		// Spark's JSON writer: yyyy-MM-dd.
+		appendString(buf, v.String())
+	case row.Decimal:
+		// A JSON number with the column's scale, as Spark's JSON writer
+		// writes a BigDecimal (plain notation).
+		buf.WriteString(row.FormatDecimal(v))
 	default:
 		return fmt.Errorf("column %s: kind %s has no JSON form", c.Name, v.Kind)
 	}

@@ -246,3 +246,34 @@ func TestRowOfWrongShapeIsRefusedBeforeAnythingIsDeleted(t *testing.T) {
 		t.Fatalf("batch 0 = %v: a refused rewrite must leave the old copy", got[0])
 	}
 }
+
+// int, date and decimal values are written as Spark's JSON writer writes
+// them: numbers, yyyy-MM-dd, and plain-notation numbers with the scale's
+// digits.
+func TestIntDateAndDecimalValues(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	cols := []query.Column{
+		{Name: "i", Kind: row.Int},
+		{Name: "d", Kind: row.Date},
+		{Name: "m", Kind: row.Decimal, Precision: 7, Scale: 2},
+		{Name: "w", Kind: row.Decimal, Precision: 38, Scale: 3},
+	}
+	rows := []row.Row{
+		{{Kind: row.Int, I: -7}, {Kind: row.Date, I: 19_783}, {Kind: row.Decimal, Scale: 2, I: -5}, {Kind: row.Decimal, Scale: 3, S: "12345678901234567890123"}},
+		{{}, {Kind: row.Date, I: -1}, {Kind: row.Decimal, Scale: 2, I: 150}, {}},
+	}
+	if err := New(st, cols).WriteBatch(ctx, 0, rows); err != nil {
+		t.Fatal(err)
+	}
+	data, err := st.Get(ctx, "batch_id=0/part-0.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"i":-7,"d":"2024-03-01","m":-0.05,"w":12345678901234567890.123}
+{"i":null,"d":"1969-12-31","m":1.50,"w":null}
+`
+	if string(data) != want {
+		t.Fatalf("file =\n%s\nwant\n%s", data, want)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/eventtime"
+	"github.com/sluicehq/sluice/expr"
 	"github.com/sluicehq/sluice/objstore"
 	"github.com/sluicehq/sluice/query"
 	"github.com/sluicehq/sluice/row"
@@ -362,6 +363,8 @@ func compareValue(a, b row.Value) int {
 	switch a.Kind {
 	case row.String:
 		return strings.Compare(a.S, b.S)
+	case row.Decimal:
+		return expr.CompareDecimal(a, b)
 	case row.Double:
 		switch {
 		case a.F < b.F:

@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"math"
+	"math/big"
 	"slices"
 	"strings"
 	"time"
@@ -396,11 +397,11 @@ func ReadFileAt(r io.ReaderAt, size int64) ([]query.Column, []row.Row, error) {
 		if !c.Leaf() || c.Repeated() {
 			return nil, nil, fmt.Errorf("open parquet: column %s is nested or repeated; the sink reads flat files", c.Name())
 		}
-		k, err := kindOfColumn(c)
+		col, err := columnOf(c)
 		if err != nil {
 			return nil, nil, fmt.Errorf("open parquet: %w", err)
 		}
-		cols[i] = query.Column{Name: c.Name(), Kind: k}
+		cols[i] = col
 		scales[i] = timestampScale(c)
 	}
 	out := make([]row.Row, 0, f.NumRows())
@@ -417,7 +418,7 @@ func ReadFileAt(r io.ReaderAt, size int64) ([]query.Column, []row.Row, error) {
 						rr.Close()
 						return nil, nil, fmt.Errorf("read parquet: value for column %d of %d", ci, len(cols))
 					}
-					r[ci] = fromParquet(v, cols[ci].Kind, scales[ci])
+					r[ci] = fromParquet(v, cols[ci], scales[ci])
 				}
 				out = append(out, r)
 			}
@@ -436,11 +437,32 @@ func ReadFileAt(r io.ReaderAt, size int64) ([]query.Column, []row.Row, error) {
 	return cols, out, nil
 }
 
-func fromParquet(v pq.Value, k row.Kind, scale int64) row.Value {
+func fromParquet(v pq.Value, c query.Column, scale int64) row.Value {
 	if v.IsNull() {
 		return row.Value{}
 	}
-	switch k {
+	switch c.Kind {
+	case row.Int, row.Date:
+		if v.Kind() == pq.Int64 {
+			return row.Value{Kind: c.Kind, I: v.Int64()}
+		}
+		return row.Value{Kind: c.Kind, I: int64(v.Int32())}
+	case row.Decimal:
+		d := row.Value{Kind: row.Decimal, Scale: c.Scale}
+		switch v.Kind() {
+		case pq.Int32:
+			d.I = int64(v.Int32())
+		case pq.Int64:
+			d.I = v.Int64()
+		default:
+			u := decodeTwosComplement(v.ByteArray())
+			if u.IsInt64() {
+				d.I = u.Int64()
+			} else {
+				d.S = u.String()
+			}
+		}
+		return d
 	case row.String:
 		return row.StringValue(string(v.ByteArray()))
 	case row.Long:
@@ -474,4 +496,14 @@ func floorDiv(a, b int64) int64 {
 		q--
 	}
 	return q
+}
+
+// decodeTwosComplement reads a big-endian two's-complement integer (a
+// decimal in a byte array).
+func decodeTwosComplement(b []byte) *big.Int {
+	u := new(big.Int).SetBytes(b)
+	if len(b) > 0 && b[0]&0x80 != 0 {
+		u.Sub(u, new(big.Int).Lsh(big.NewInt(1), uint(8*len(b))))
+	}
+	return u
 }

@@ -2,6 +2,7 @@ package parquet
 
 import (
 	"fmt"
+	"math/big"
 	"reflect"
 
 	pq "github.com/parquet-go/parquet-go"
@@ -13,14 +14,35 @@ import (
 	"github.com/sluicehq/sluice/row"
 )
 
-// leafNode returns the optional parquet leaf for a column kind.
-func leafNode(k row.Kind) (pq.Node, error) {
+// leafNode returns the optional parquet leaf for a column, as Spark writes
+// its type: int as INT32, date as INT32 DATE, decimal(p,s) as DECIMAL(p,s)
+// on INT32 (p <= 9), INT64 (p <= 18) or a FIXED_LEN_BYTE_ARRAY of the
+// fewest bytes that hold p digits (Spark's
+// ParquetWriteSupport with writeLegacyFormat false, its default).
+func leafNode(c query.Column) (pq.Node, error) {
 	var n pq.Node
-	switch k {
+	switch c.Kind {
 	case row.String:
 		n = pq.String()
 	case row.Long:
 		n = pq.Int(64)
+	case row.Int:
+		n = pq.Int(32)
+	case row.Date:
+		n = pq.Date()
+	case row.Decimal:
+		p, s := int(c.Precision), int(c.Scale)
+		if p < 1 || p > 38 || s > p {
+			return nil, fmt.Errorf("decimal(%d,%d) is not a decimal type (precision 1 to 38, scale at most the precision)", p, s)
+		}
+		switch {
+		case p <= 9:
+			n = pq.Decimal(s, p, pq.Int32Type)
+		case p <= 18:
+			n = pq.Decimal(s, p, pq.Int64Type)
+		default:
+			n = pq.Decimal(s, p, pq.FixedLenByteArrayType(decimalBytes(p)))
+		}
 	case row.Double:
 		n = pq.Leaf(pq.DoubleType)
 	case row.Bool:
@@ -28,9 +50,20 @@ func leafNode(k row.Kind) (pq.Node, error) {
 	case row.Timestamp:
 		n = pq.Timestamp(pq.Microsecond) // isAdjustedToUTC=true
 	default:
-		return nil, fmt.Errorf("column kind %s has no parquet type (want string, long, double, boolean or timestamp)", k)
+		return nil, fmt.Errorf("column kind %s has no parquet type (want string, long, int, double, decimal, boolean, date or timestamp)", c.Kind)
 	}
 	return pq.Optional(n), nil
+}
+
+// decimalBytes is Spark's Decimal.minBytesForPrecision: the fewest bytes
+// of a two's-complement integer that hold every value of p digits.
+func decimalBytes(p int) int {
+	limit := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(p)), nil)
+	for n := 1; ; n++ {
+		if new(big.Int).Lsh(big.NewInt(1), uint(8*n-1)).Cmp(limit) >= 0 {
+			return n
+		}
+	}
 }
 
 // buildSchema returns the parquet schema for the output columns, keeping
@@ -49,7 +82,7 @@ func buildSchema(cols []query.Column) (*pq.Schema, error) {
 			return nil, fmt.Errorf("build parquet schema: column %s appears twice", c.Name)
 		}
 		seen[c.Name] = true
-		n, err := leafNode(c.Kind)
+		n, err := leafNode(c)
 		if err != nil {
 			return nil, fmt.Errorf("build parquet schema: column %s: %w", c.Name, err)
 		}
@@ -92,33 +125,51 @@ func (f *orderedField) Value(base reflect.Value) reflect.Value {
 	return reflect.Value{}
 }
 
-// kindOfColumn maps a parquet leaf column back to a row kind. It accepts
-// what this package writes, plus the close relatives other writers use
-// (int32, float, timestamps in other units, plain binary).
-func kindOfColumn(c *pq.Column) (row.Kind, error) {
+// columnOf maps a parquet leaf column back to an output column (its name,
+// row kind, and a decimal's precision and scale). It accepts what this
+// package writes, plus the close relatives other writers use (int32
+// without annotation, float, timestamps in other units, plain binary).
+func columnOf(c *pq.Column) (query.Column, error) {
+	col := query.Column{Name: c.Name()}
 	t := c.Type()
 	lt := t.LogicalType()
 	if lt != nil && lt.Value != nil {
-		switch lt.Value.(type) {
+		switch l := lt.Value.(type) {
 		case *format.TimestampType:
-			return row.Timestamp, nil
+			col.Kind = row.Timestamp
+			return col, nil
 		case *format.StringType, *format.EnumType, *format.JsonType:
-			return row.String, nil
+			col.Kind = row.String
+			return col, nil
+		case *format.DateType:
+			col.Kind = row.Date
+			return col, nil
+		case *format.DecimalType:
+			col.Kind, col.Precision, col.Scale = row.Decimal, uint8(l.Precision), uint8(l.Scale)
+			return col, nil
 		case *format.IntType:
-			return row.Long, nil
+			col.Kind = row.Long
+			if l.BitWidth <= 32 {
+				col.Kind = row.Int
+			}
+			return col, nil
 		}
 	}
 	switch t.Kind() {
 	case pq.Boolean:
-		return row.Bool, nil
-	case pq.Int32, pq.Int64:
-		return row.Long, nil
+		col.Kind = row.Bool
+	case pq.Int32:
+		col.Kind = row.Int
+	case pq.Int64:
+		col.Kind = row.Long
 	case pq.Float, pq.Double:
-		return row.Double, nil
+		col.Kind = row.Double
 	case pq.ByteArray:
-		return row.String, nil
+		col.Kind = row.String
+	default:
+		return col, fmt.Errorf("column %s: parquet type %s has no row kind", c.Name(), t)
 	}
-	return row.Null, fmt.Errorf("column %s: parquet type %s has no row kind", c.Name(), t)
+	return col, nil
 }
 
 // timestampScale returns the factor that turns a timestamp column's values

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"math/big"
 	"os"
 	"slices"
 	"strconv"
@@ -457,6 +458,10 @@ func encodeTo(out io.Writer, schema *pq.Schema, cols []query.Column, rows []row.
 				pv = pq.ByteArrayValue(scratch)
 			case row.Long, row.Timestamp:
 				pv = pq.Int64Value(v.I)
+			case row.Int, row.Date:
+				pv = pq.Int32Value(int32(v.I))
+			case row.Decimal:
+				pv, scratch = decimalValue(v, cols[c], scratch)
 			case row.Double:
 				pv = pq.DoubleValue(v.F)
 			case row.Bool:
@@ -517,8 +522,40 @@ func checkKind(v row.Value, c query.Column) error {
 		return fmt.Errorf("column %s holds a %s value, want %s", c.Name, v.Kind, c.Kind)
 	}
 	switch v.Kind {
-	case row.String, row.Long, row.Timestamp, row.Double, row.Bool:
+	case row.String, row.Long, row.Timestamp, row.Double, row.Bool, row.Int, row.Date:
+		return nil
+	case row.Decimal:
+		if v.Scale != c.Scale {
+			return fmt.Errorf("column %s holds a decimal of scale %d, want decimal(%d,%d)", c.Name, v.Scale, c.Precision, c.Scale)
+		}
 		return nil
 	}
 	return fmt.Errorf("column %s: kind %s has no parquet value", c.Name, v.Kind)
+}
+
+// decimalValue is a decimal's parquet value in its column's physical
+// type (leafNode): the unscaled integer as INT32, INT64 or big-endian
+// two's-complement bytes of the column's fixed length.
+func decimalValue(v row.Value, c query.Column, scratch []byte) (pq.Value, []byte) {
+	p := int(c.Precision)
+	if p <= 18 && v.S == "" {
+		if p <= 9 {
+			return pq.Int32Value(int32(v.I)), scratch
+		}
+		return pq.Int64Value(v.I), scratch
+	}
+	u := big.NewInt(v.I)
+	if v.S != "" {
+		u.SetString(v.S, 10)
+	}
+	n := decimalBytes(p)
+	scratch = append(scratch[:0], make([]byte, n)...)
+	if u.Sign() >= 0 {
+		u.FillBytes(scratch)
+	} else {
+		// two's complement: 2^(8n) + u
+		t := new(big.Int).Add(new(big.Int).Lsh(big.NewInt(1), uint(8*n)), u)
+		t.FillBytes(scratch)
+	}
+	return pq.FixedLenByteArrayValue(scratch), scratch
 }

@@ -211,3 +211,17 @@ func Spec(in, out, checkpoint string) query.Spec {
 		ShufflePartitions:  4,
 	}
 }
+
+// SQL is the tile as a Spark SQL query over the source's view (docs/sql.md):
+// the same rows, columns and types as Spec's aggregate.
+const SQL = `SELECT window.start AS window_start, window.end AS window_end, course_id,
+       count(*) AS event_count
+FROM events
+GROUP BY window(event_time, '5 minutes'), course_id`
+
+// SQLSpec is Spec with the tile written in SQL instead of aggregate:.
+func SQLSpec(in, out, checkpoint string) query.Spec {
+	s := Spec(in, out, checkpoint)
+	s.Aggregate, s.SQL = nil, SQL
+	return s
+}
