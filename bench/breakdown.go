@@ -84,18 +84,18 @@ const partRPC = "cluster RPC (gRPC, protobuf, task dispatch)"
 
 // remedies says, per part, what would cut the engine's excess there.
 var remedies = map[string]string{
-	"decode":                               "both sides call the same decoder: an excess here is the engine's wrapper around it (record metadata, event-time extraction, setting aside malformed records), or one run's noise",
-	"source read":                          "fewer copies between the source's buffers and the decoder (the reference reads the same bytes)",
-	"aggregate":                            "a cheaper partial aggregation per row (the reference's is one map update); the engine also sorts and merges the partials into state",
-	"shuffle":                              "sending fewer partials per batch: one per group per map task, merged before the shuffle",
-	"state store":                          "fewer state partitions for small state, and fewer copies of a batch's changes on their way into the delta",
-	"sink (Parquet)":                       "fewer Parquet files per batch: outputs under the gather bound already share one file per directory, larger ones are a file per partition and date",
-	"checkpoint":                           "fewer checkpoint objects per batch",
-	partRPC:                                "fewer and larger messages: partials merged per executor before the shuffle, task results batched",
-	"object store writes":                  "fewer synced writes per batch (a state delta and a Parquet file per partition, each fsynced with its directory)",
+	"decode":                             "both sides call the same decoder: an excess here is the engine's wrapper around it (record metadata, event-time extraction, setting aside malformed records), or one run's noise",
+	"source read":                        "fewer copies between the source's buffers and the decoder (the reference reads the same bytes)",
+	"aggregate":                          "a cheaper partial aggregation per row (the reference's is one map update); the engine also sorts and merges the partials into state",
+	"shuffle":                            "sending fewer partials per batch: one per group per map task, merged before the shuffle",
+	"state store":                        "fewer state partitions for small state, and fewer copies of a batch's changes on their way into the delta",
+	"sink (Parquet)":                     "fewer Parquet files per batch: outputs under the gather bound already share one file per directory, larger ones are a file per partition and date",
+	"checkpoint":                         "fewer checkpoint objects per batch",
+	partRPC:                              "fewer and larger messages: partials merged per executor before the shuffle, task results batched",
+	"object store writes":                "fewer synced writes per batch (a state delta and a Parquet file per partition, each fsynced with its directory)",
 	"engine control (tasks, batch loop)": "less per-batch bookkeeping (planning, progress, task results)",
-	"GC (background)":                      "fewer allocations per row and per group (the collector's work grows with them)",
-	"other (runtime)":                      "fewer goroutine switches and allocations outside the parts above",
+	"GC (background)":                    "fewer allocations per row and per group (the collector's work grows with them)",
+	"other (runtime)":                    "fewer goroutine switches and allocations outside the parts above",
 }
 
 // costBreakdown reads the CPU profiles of a run over events events (one
